@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One entry point for a fresh machine: sets up .venv from the project's own files, then runs.
+#   bash dev.sh run    - the service (API + dashboard + SQLite + a local worker) on http://127.0.0.1:8000
+#   bash dev.sh test   - lint and the whole test suite
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=.venv
+PY=${PYTHON:-python3}
+
+setup() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    "$PY" -m venv "$VENV"
+  fi
+  local stamp="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+  if [ ! -f "$stamp" ]; then
+    "$VENV/bin/pip" install -q --upgrade pip
+    # torch==2.13.0 is the CPU build on this machine's disk; NPU nodes install the torch their torch_npu pins.
+    "$VENV/bin/pip" install -q -e '.[torch,export,test]'
+    touch "$stamp"
+  fi
+}
+
+cmd=${1:-run}
+shift || true
+case "$cmd" in
+  run)
+    setup
+    mkdir -p data
+    "$VENV/bin/npu-advisor" example mlp data/example-mlp.pt2 >/dev/null
+    exec "$VENV/bin/npu-advisor" inspect data/example-mlp.pt2 "$@"
+    ;;
+  test)
+    setup
+    "$VENV/bin/ruff" check .
+    exec "$VENV/bin/python" -m pytest "$@"
+    ;;
+  *)
+    echo "usage: bash dev.sh run|test [args]" >&2
+    exit 2
+    ;;
+esac

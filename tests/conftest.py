@@ -1,0 +1,20 @@
+"""Shared fixtures. Tests that need torch import it themselves; torch-free tests stay fast."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Every test run gets its own Inductor cache so cold/warm compile numbers mean what they say.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="npu-advisor-inductor-"))
+
+
+@pytest.fixture
+def out_dir() -> Path:
+    """Where tests write artifacts a person may want to look at (screenshots, reports)."""
+    path = Path(os.environ.get("ADVISOR_TEST_OUTPUT", Path(__file__).resolve().parent.parent / "test-output"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
