@@ -25,6 +25,13 @@ class CompileRequest:
     options: dict[str, Any] = field(default_factory=dict)
     cache_dir: str | None = None  # this variant's own compile-cache directory
     dynamic: bool = False
+    # TorchAir GE only: {input index: {dim: [sizes]}} -> torchair.inference.set_dim_gears on the example inputs.
+    # The first call of the compiled callable must then use those same example input tensors.
+    dim_gears: dict[int, dict[int, list[int]]] = field(default_factory=dict)
+
+
+class UnsupportedRequest(ValueError):
+    """This backend cannot do the requested mode / device / workload / options; the message says why."""
 
 
 class Backend(ABC):
@@ -32,6 +39,8 @@ class Backend(ABC):
     family: Family
     devices: tuple[str, ...]
     modes: tuple[str, ...]
+    # True when compiling changes process-wide state (e.g. OpenVINO's Dynamo config): never share a process.
+    needs_own_process: bool = False
 
     @abstractmethod
     def available(self, device: str) -> tuple[bool, str]:
@@ -47,3 +56,71 @@ class Backend(ABC):
 
     def modes_for(self, device: str) -> tuple[str, ...]:
         return self.modes
+
+    def environment(self, request: CompileRequest) -> dict[str, str]:
+        """Environment variables the child must set before importing torch for this request."""
+        return {}
+
+    def snippet_for(self, request: CompileRequest) -> str:
+        """The snippet for exactly this request (backends that use cache_dir / dim_gears override it)."""
+        return self.snippet(request.mode, request.options, request.workload)
+
+    def check_request(self, request: CompileRequest) -> None:
+        """Raise UnsupportedRequest when this backend cannot do `request` (unknown mode, mode not on this device)."""
+        if request.mode not in self.modes:
+            raise UnsupportedRequest(f"{self.name} has no mode '{request.mode}'; modes: {', '.join(self.modes)}")
+        if request.mode not in self.modes_for(request.device):
+            raise UnsupportedRequest(
+                f"{self.name} mode '{request.mode}' does not run on {request.device}; "
+                f"modes there: {', '.join(self.modes_for(request.device))}"
+            )
+        if request.workload not in ("inference", "training"):
+            raise UnsupportedRequest(f"unknown workload '{request.workload}' (inference or training)")
+
+
+def run_for_workload(fn: Callable, workload: str) -> Callable:
+    """Inference runs (and therefore lazily compiles) under torch.no_grad(): custom ops fail to compile otherwise."""
+    if workload != "inference":
+        return fn
+    import torch
+
+    def call_without_grad(*args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+
+    return call_without_grad
+
+
+def device_usable(device: str) -> tuple[bool, str]:
+    """(True, "") when `device` can run tensors in this process, else (False, why). Imports torch for cuda/npu."""
+    if device == "cpu":
+        return True, ""
+    if device == "cuda":
+        import torch
+
+        if torch.cuda.is_available():
+            return True, ""
+        return False, "no usable CUDA GPU: torch.cuda.is_available() is False"
+    if device == "npu":
+        return npu_usable()
+    return False, f"unknown device '{device}' (cpu, cuda or npu)"
+
+
+def npu_usable() -> tuple[bool, str]:
+    """Whether torch_npu imports and sees an NPU. Never raises: an import failure is the reason."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch_npu") is None:
+        return False, "torch_npu is not installed, so there is no NPU support here"
+    try:
+        import torch_npu
+    except Exception as exc:  # ImportError (missing CANN libs), RuntimeError (autoload), ...
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return False, f"no usable NPU: torch_npu is installed but cannot be imported ({first_line})"
+    try:
+        usable = bool(torch_npu.npu.is_available())
+    except Exception as exc:
+        return False, f"no usable NPU: torch_npu.npu.is_available() failed ({exc})"
+    if not usable:
+        return False, "no usable NPU: torch_npu is installed but torch.npu.is_available() is False"
+    return True, ""

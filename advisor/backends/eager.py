@@ -1,0 +1,29 @@
+"""Eager PyTorch: the reference every other backend is compared with, and the speedup denominator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from advisor.backends.base import Backend, CompileRequest, UnsupportedRequest, device_usable, run_for_workload
+
+
+class EagerBackend(Backend):
+    name = "eager"
+    family = "baseline"
+    devices = ("cpu", "cuda", "npu")
+    modes = ("default",)
+
+    def available(self, device: str) -> tuple[bool, str]:
+        return device_usable(device)
+
+    def compile(self, module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> Callable:
+        self.check_request(request)
+        if request.options:
+            raise UnsupportedRequest(f"eager takes no options, got {sorted(request.options)}")
+        return run_for_workload(module, request.workload)
+
+    def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
+        if workload == "training":
+            return "# eager PyTorch: no compilation\noutput = model(*inputs)\n"
+        return "# eager PyTorch: no compilation\nwith torch.no_grad():\n    output = model(*inputs)\n"

@@ -1,0 +1,31 @@
+"""For tests: run Python code in a fresh interpreter with the torch_npu/torchair TEST DOUBLES importable.
+
+A subprocess keeps the doubles (which change process-wide torch state) out of the test process.
+The code reports back by assigning a JSON-able value to `result`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+DOUBLES_DIR = Path(__file__).resolve().parent
+REPO_ROOT = DOUBLES_DIR.parent.parent
+_MARKER = "@@RESULT@@"
+
+
+def run_with_double(code: str, *, env: dict[str, str] | None = None, doubles: bool = True, timeout: float = 180):
+    """Execute `code` (which sets `result`) and return `result`; raise AssertionError with stderr if it fails."""
+    path = [str(REPO_ROOT)] + ([str(DOUBLES_DIR)] if doubles else [])
+    full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), **(env or {})}
+    script = textwrap.dedent(code) + f"\nimport json as _j\nprint({_MARKER!r} + _j.dumps(result))\n"
+    proc = subprocess.run([sys.executable, "-c", script], env=full_env, capture_output=True, text=True,
+                          timeout=timeout, cwd=str(REPO_ROOT))
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(_MARKER)]
+    if proc.returncode != 0 or not lines:
+        raise AssertionError(f"child failed (rc={proc.returncode}):\n{proc.stderr[-4000:]}")
+    return json.loads(lines[-1][len(_MARKER):])

@@ -1,0 +1,1 @@
+"""TEST DOUBLE — not torchair.configs."""
