@@ -1,0 +1,222 @@
+"""`npu-advisor analyze MODEL`: inspect, measure and decide, then print the report.
+
+`--local` (the default) does everything on this machine: inspection in a sandboxed child, measurement
+(one child per backend and mode), then the decision engine. `--server URL` hands the same job to a team
+server through `advisor.remote.analyze_remote`. Nothing here imports torch; the children do.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from advisor.report import FORMATS
+
+INSPECT_TIMEOUT_S = 600.0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+# CLI flag value -> DeploymentContext field; a flag that is not given leaves the field alone.
+_FLAG_FIELDS = {
+    "stage": "stage",
+    "model_changes": "model_changes",
+    "workload": "workload",
+    "target": "target",
+    "fleet": "fleet",
+    "expected_calls": "expected_calls_per_compile",
+    "latency_target_ms": "latency_target_ms",
+    "memory_budget_mb": "memory_budget_mb",
+    "offline_export": "needs_offline_export",
+    "resource_constrained": "resource_constrained",
+    "ships_cache": "ships_compile_cache",
+}
+
+
+def analyze(
+    model: Path = typer.Argument(..., help="a TorchScript (.pt) or ExportedProgram (.pt2) file"),
+    local: bool = typer.Option(True, "--local/--no-local", help="run everything on this machine (the default)"),
+    server: str | None = typer.Option(None, "--server", help="a team server URL: analyse there instead"),
+    token: str | None = typer.Option(None, "--token", envvar="ADVISOR_TOKEN", help="API token for --server"),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="with --server: follow the analysis to the end"),
+    context_file: Path | None = typer.Option(None, "--context", help="deployment context as a JSON file"),
+    stage: str | None = typer.Option(None, help="prototype | production | edge"),
+    model_changes: str | None = typer.Option(None, "--model-changes", help="frequent | occasional | frozen"),
+    workload: str | None = typer.Option(None, help="inference | training"),
+    target: str | None = typer.Option(None, help="the production device: npu | cuda | cpu"),
+    fleet: str | None = typer.Option(None, help="single | mixed (developed on CPU/GPU, served on NPU)"),
+    expected_calls: int | None = typer.Option(None, "--expected-calls", help="calls served per compile"),
+    latency_target_ms: float | None = typer.Option(None, "--latency-target-ms", help="p99 latency target"),
+    memory_budget_mb: float | None = typer.Option(None, "--memory-budget-mb", help="peak memory budget in MiB"),
+    offline_export: bool | None = typer.Option(
+        None, "--offline-export/--no-offline-export", help="the model must be exported to run without Python"
+    ),
+    resource_constrained: bool | None = typer.Option(
+        None,
+        "--resource-constrained/--not-resource-constrained",
+        help="the serving device is short of memory or compute",
+    ),
+    ships_cache: bool | None = typer.Option(
+        None, "--ships-cache/--no-ships-cache", help="the deployment ships a warm compile cache"
+    ),
+    backends: list[str] | None = typer.Option(
+        None, "--backends", help="backends to measure, e.g. inductor,torchair:npugraph_ex"
+    ),
+    device: str | None = typer.Option(None, "--device", help="where to measure here (default: the target)"),
+    skip_measure: bool = typer.Option(False, "--skip-measure", help="inspect only: an unmeasured recommendation"),
+    inputs: Path | None = typer.Option(None, "--inputs", help="example inputs saved with torch.save"),
+    input_shape: list[str] | None = typer.Option(None, "--input-shape", help="NAME=1x3x224x224:float32, per input"),
+    fmt: str = typer.Option("text", "--format", help=f"report format: {' | '.join(FORMATS)}"),
+    out: Path | None = typer.Option(None, "--out", help="write the report to this file instead of stdout"),
+) -> None:
+    """Recommend Inductor or TorchAir (or another backend) for MODEL in your deployment, by measuring."""
+    flags = {
+        "stage": stage, "model_changes": model_changes, "workload": workload, "target": target, "fleet": fleet,
+        "expected_calls": expected_calls, "latency_target_ms": latency_target_ms,
+        "memory_budget_mb": memory_budget_mb, "offline_export": offline_export,
+        "resource_constrained": resource_constrained, "ships_cache": ships_cache,
+    }  # fmt: skip
+    if fmt not in FORMATS:
+        _fail(f"unknown --format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if not model.is_file():
+        _fail(f"{model} does not exist or is not a file")
+    context = _context(context_file, flags)
+    if server:
+        raise typer.Exit(_analyze_on_server(model, context.model_dump(), server, token, wait, fmt, inputs))
+    if not local:
+        _fail("choose --local or --server URL")
+    analysis = analyze_locally(
+        model,
+        context,
+        backends=_split(backends),
+        device=device or context.target,
+        skip_measure=skip_measure,
+        inputs=inputs,
+        input_shapes=input_shape,
+    )
+    from advisor.report import render
+
+    report = render(analysis, fmt)  # type: ignore[arg-type]
+    if out:
+        out.write_text(report)
+        typer.echo(f"report written to {out}", err=True)
+    else:
+        typer.echo(report, nl=False)
+
+
+def analyze_locally(
+    model: Path,
+    context: Any,
+    *,
+    backends: list[str] | None,
+    device: str,
+    skip_measure: bool,
+    inputs: Path | None,
+    input_shapes: list[str] | None,
+) -> dict[str, Any]:
+    """Inspect (sandboxed), measure and decide on this machine; returns the analysis dict for `render`."""
+    from advisor.artifacts import ArtifactRejected, sniff
+    from advisor.decide import decide
+
+    try:
+        sniff(model)
+    except ArtifactRejected as exc:
+        _fail(str(exc))
+    inspection = _inspect(model, inputs, input_shapes)
+    run = None
+    if not skip_measure:
+        run = _measure(model, backends, device, context.workload, inputs, input_shapes)
+    return {
+        "model_name": model.name,
+        "context": context.model_dump(),
+        "inspection": inspection,
+        "measurements": run,
+        "recommendation": decide(context, inspection, run),
+    }
+
+
+def _context(context_file: Path | None, flags: dict[str, Any]) -> Any:
+    """The context file's fields, overridden by the flags that were given; invalid -> field-by-field errors."""
+    from advisor.context import ContextError, parse_context
+
+    data: dict[str, Any] = {}
+    if context_file is not None:
+        try:
+            data = json.loads(context_file.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            _fail(f"cannot read the context file {context_file}: {exc}")
+    if isinstance(data, dict):
+        data.update({_FLAG_FIELDS[flag]: value for flag, value in flags.items() if value is not None})
+    try:
+        return parse_context(data)
+    except ContextError as exc:
+        lines = "\n".join(f"  {e['field'] or 'context'}: {e['message']}" for e in exc.errors)
+        _fail(f"invalid deployment context:\n{lines}")
+
+
+def _inspect(model: Path, inputs: Path | None, input_shapes: list[str] | None) -> dict[str, Any]:
+    from advisor.sandbox import run_in_sandbox
+
+    typer.echo("inspecting the model ...", err=True)
+    kwargs = {"path": str(model.resolve()), "inputs_file": str(inputs.resolve()) if inputs else None,
+              "input_shapes": input_shapes}  # fmt: skip
+    result = run_in_sandbox("advisor.inspect:inspect_model", kwargs, timeout_s=INSPECT_TIMEOUT_S,
+                            memory_limit_mb=None, stage="inspect")  # fmt: skip
+    if result.status != "ok":
+        _fail(f"inspection failed ({result.status}): {result.reason or 'no details'}", EXIT_FAILED)
+    return result.value
+
+
+def _measure(
+    model: Path,
+    backends: list[str] | None,
+    device: str,
+    workload: str,
+    inputs: Path | None,
+    input_shapes: list[str] | None,
+) -> dict[str, Any]:
+    from advisor.measure import MeasureError, measure_model
+
+    last: list[str] = [""]
+
+    def progress(event: dict) -> None:
+        line = f"  {event.get('backend')}:{event.get('mode')} {event.get('stage')}"
+        if line != last[0]:  # one line per stage, not per timed block
+            last[0] = line
+            typer.echo(line, err=True)
+
+    typer.echo(f"measuring on {device} (one process per backend and mode; compiling takes a while) ...", err=True)
+    try:
+        return measure_model(str(model), backends=backends, device=device, workload=workload,
+                             inputs_file=str(inputs) if inputs else None, input_shapes=input_shapes,
+                             progress=progress)  # fmt: skip
+    except MeasureError as exc:
+        _fail(str(exc))
+
+
+def _analyze_on_server(
+    model: Path, context: dict, server: str, token: str | None, wait: bool, fmt: str, inputs: Path | None
+) -> int:
+    try:
+        from advisor.remote import analyze_remote
+    except ImportError:
+        _fail("server mode is not installed in this copy of npu-advisor; use --local")
+    return analyze_remote(model=model, context=context, server=server, token=token, wait=wait, fmt=fmt, inputs=inputs)
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    """--backends a,b --backends c -> [a, b, c]; None when not given (measure every backend)."""
+    if not values:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> Any:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("analyze")(analyze)

@@ -1,0 +1,350 @@
+"""The selection tree, one named rule per question. Each rule returns a RuleStep (question, evidence, outcome).
+
+Tree: edge / offline export -> export path if the graph converts; prototype or frequent changes -> fast compile;
+otherwise steady-state speed (strongly so for npu:: ops TorchAir covers and Inductor cannot trace); the
+break-even and the noise decide between the fast-compiling and the fast-running option; mixed fleets are layered.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.break_even import break_even_calls, format_calls
+from advisor.context import DeploymentContext
+from advisor.decision_candidates import TORCHAIR_EXPORT_MODE, Option, Provenance, beats, simplicity_key
+from advisor.schema import RuleStep
+
+COVERED = ("supported", "partial")
+
+
+def step(rule: str, question: str, evidence: dict[str, Any], outcome: str) -> RuleStep:
+    return RuleStep(rule=rule, question=question, evidence=evidence, outcome=outcome)
+
+
+# ------------------------------------------------------------------------------------------- inspection facts
+@dataclass(frozen=True)
+class InspectionFacts:
+    """What the decision needs from an Inspection (all empty when there is none)."""
+
+    present: bool = False
+    custom_ops: tuple[str, ...] = ()
+    npu_ops: tuple[str, ...] = ()
+    torchair_uncovered: tuple[str, ...] = ()  # GE mode has no converter (none / stub): compile fails
+    npu_ops_torchair_covered: bool = False
+    inductor_untraceable: tuple[str, ...] = ()  # no fake kernel: Dynamo breaks the graph there
+    graph_breaks_analysed: bool = False
+    graph_breaks: tuple[dict[str, Any], ...] = ()
+    graph_break_count: int = 0
+    dynamic_dims: tuple[dict[str, Any], ...] = field(default=())
+    runnable: bool = True
+    runnable_reason: str | None = None
+
+    @classmethod
+    def of(cls, inspection: dict[str, Any] | None) -> InspectionFacts:
+        if not inspection:
+            return cls()
+        ops = list(inspection.get("ops") or []) + list(inspection.get("custom_ops") or [])
+        by_name = {op["name"]: op for op in ops if "name" in op}
+        custom = sorted(op["name"] for op in inspection.get("custom_ops") or [])
+        npu = sorted(name for name in custom if by_name[name].get("namespace", name.split(".")[0]) == "npu")
+        coverage = {name: op.get("coverage") or {} for name, op in by_name.items()}
+        uncovered = sorted(n for n, c in coverage.items() if c.get("torchair") not in COVERED)
+        untraceable = sorted(
+            n
+            for n, op in by_name.items()
+            if coverage[n].get("inductor") == "untraceable" or (n in custom and op.get("has_fake_kernel") is False)
+        )
+        breaks = inspection.get("graph_breaks") or {}
+        runnable = inspection.get("runnable") or {}
+        return cls(
+            present=True,
+            custom_ops=tuple(custom),
+            npu_ops=tuple(npu),
+            torchair_uncovered=tuple(uncovered),
+            npu_ops_torchair_covered=bool(npu) and not set(npu) & set(uncovered),
+            inductor_untraceable=tuple(untraceable),
+            graph_breaks_analysed=bool(breaks.get("analysed")),
+            graph_breaks=tuple(breaks.get("reasons") or ()),
+            graph_break_count=int(breaks.get("count") or 0),
+            dynamic_dims=tuple(inspection.get("dynamic_dims") or ()),
+            runnable=runnable.get("ok", True) is not False,
+            runnable_reason=runnable.get("reason"),
+        )
+
+    @property
+    def strong_torchair_case(self) -> bool:
+        """npu:: ops that TorchAir converts while Inductor cannot trace them."""
+        return self.npu_ops_torchair_covered and bool(set(self.npu_ops) & set(self.inductor_untraceable))
+
+
+def short_list(names: tuple[str, ...] | list[str], limit: int = 4) -> str:
+    names = list(names)
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+# ------------------------------------------------------------------------------------------- rules
+def rule_measurements(prov: Provenance, context: DeploymentContext) -> RuleStep:
+    evidence = {"device": prov.device, "measured_on": prov.measured_on, "target": context.target}
+    if prov.usable:
+        outcome = "Yes: the options are ranked by their measurements."
+        if not prov.real:
+            outcome += f" Note: {prov.note}."
+    else:
+        outcome = f"No ({prov.note}): deciding from the selection tree and op coverage alone (unmeasured)."
+    return step(
+        "measurements_on_target", f"Are there measurements on the target device ({context.target})?", evidence, outcome
+    )
+
+
+def rule_hard_filters(qualified: list[Option], excluded: dict[str, str]) -> RuleStep:
+    evidence = {"qualified": [o.label for o in qualified], "excluded": dict(excluded)}
+    if not qualified:
+        outcome = "No option qualifies."
+    else:
+        outcome = f"{len(qualified)} option(s) qualify: {', '.join(o.label for o in qualified)}."
+        if excluded:
+            outcome += f" Excluded: {', '.join(excluded)}."
+    return step(
+        "hard_filters", "Which options ran, stayed accurate and fit the latency and memory limits?", evidence, outcome
+    )
+
+
+def export_option(
+    context: DeploymentContext, facts: InspectionFacts, options: list[Option], excluded: dict[str, str]
+) -> tuple[Option | None, list[str]]:
+    """The export-path option for the target, or None with the reasons the graph does not convert."""
+    blockers: list[str] = []
+    by_backend = {o.backend: o for o in options}
+    if context.target == "npu":
+        ge = next((o for o in options if o.label == "torchair:max-autotune"), None)
+        if ge is not None and ge.label in excluded:
+            blockers.append(f"the TorchAir GE graph (what dynamo_export writes) is out: {excluded[ge.label]}")
+        if facts.torchair_uncovered:
+            blockers.append(f"no TorchAir GE converter for {short_list(facts.torchair_uncovered)}")
+        option = Option("torchair", TORCHAIR_EXPORT_MODE, "export", ge.row if ge else None)
+    else:
+        onnx = by_backend.get("onnxruntime")
+        if onnx is not None and onnx.label in excluded:
+            blockers.append(f"the ONNX Runtime run is out: {excluded[onnx.label]}")
+        if facts.custom_ops:
+            blockers.append(f"ONNX export has no translation for the custom ops {short_list(facts.custom_ops)}")
+        option = onnx if onnx is not None else Option("onnxruntime", "default", "export")
+    if facts.graph_break_count:
+        blockers.append(f"{facts.graph_break_count} graph break(s): an offline export needs one whole graph")
+    if not facts.present and option.row is None:
+        blockers.append("without an inspection or a measurement it is unknown whether the graph converts")
+    return (None if blockers else option), blockers
+
+
+def rule_export_path(context: DeploymentContext, option: Option | None, blockers: list[str]) -> RuleStep:
+    evidence = {"stage": context.stage, "needs_offline_export": context.needs_offline_export, "blockers": blockers}
+    path = "torchair.dynamo_export -> atc" if context.target == "npu" else "ONNX export -> ONNX Runtime"
+    if option is not None:
+        outcome = f"The deployment needs an offline export and the graph converts: use the export path ({path})."
+    else:
+        outcome = (
+            f"The deployment needs an offline export, but the export path ({path}) is blocked: "
+            f"{'; '.join(blockers)}. Falling back to steady-state speed."
+        )
+    return step(
+        "edge_prefers_export_path",
+        "Does the deployment need an offline export (edge or needs_offline_export)?",
+        evidence,
+        outcome,
+    )
+
+
+def fast_compile_wanted(context: DeploymentContext) -> bool:
+    return context.stage == "prototype" or context.model_changes == "frequent"
+
+
+def rule_objective(context: DeploymentContext) -> RuleStep:
+    evidence = {"stage": context.stage, "model_changes": context.model_changes}
+    if fast_compile_wanted(context):
+        return step(
+            "prototype_prefers_fast_compile",
+            "Is this a prototype or a model that changes often?",
+            evidence,
+            "A prototype or often-changed model recompiles at every change, so compile time weighs most.",
+        )
+    return step(
+        "production_prefers_steady_state",
+        "Is this a fixed production model?",
+        evidence,
+        "A fixed production model is compiled rarely and called often, so steady-state speed weighs most.",
+    )
+
+
+def rule_npu_custom_ops(facts: InspectionFacts) -> RuleStep:
+    evidence = {
+        "npu_ops": list(facts.npu_ops),
+        "torchair_covers_them": facts.npu_ops_torchair_covered,
+        "inductor_cannot_trace": [n for n in facts.inductor_untraceable if n in facts.npu_ops],
+    }
+    if facts.strong_torchair_case:
+        outcome = (
+            "TorchAir converts the npu:: ops while Inductor cannot trace them (graph breaks): "
+            "a strong case for TorchAir."
+        )
+    elif facts.npu_ops_torchair_covered:
+        outcome = "TorchAir converts them and Inductor can trace them too: no strong preference."
+    else:
+        outcome = "TorchAir's GE mode lacks a converter for some of them: no case for TorchAir from coverage."
+    return step(
+        "npu_custom_ops_favour_torchair",
+        "Does the model use npu:: custom ops that only TorchAir handles?",
+        evidence,
+        outcome,
+    )
+
+
+# ------------------------------------------------------------------------------------------- measured trade-off
+@dataclass
+class TradeOff:
+    """The measured choice: fast-compiling option A vs fast-running option B."""
+
+    chosen: Option
+    fast_compile: Option
+    fast_run: Option
+    unbeaten: list[Option]
+    n_star: float | None
+    decided_by: str  # "single" | "dominates" | "break_even" | "objective"
+    steps: list[RuleStep]
+
+    @property
+    def tie(self) -> bool:
+        return self.chosen in self.unbeaten and len(self.unbeaten) > 1
+
+
+def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> TradeOff:
+    """Pick among qualified measured options.
+
+    B = among the options no other beats beyond noise, the fastest-compiling (then simplest);
+    A = the fastest-compiling compiled option that eager does not beat (else eager).
+    B wins when it compiles no slower; otherwise the break-even against expected calls decides,
+    and without expected calls the stage's objective does.
+    """
+    warm = context.ships_compile_cache
+    unbeaten = [o for o in qualified if not any(beats(other, o) for other in qualified if other is not o)]
+    fast_run = min(unbeaten, key=lambda o: simplicity_key(o, warm))
+    eager = next((o for o in qualified if o.is_baseline), None)
+    compiled = [o for o in qualified if not o.is_baseline]
+    worth_compiling = [o for o in compiled if eager is None or not beats(eager, o)]
+    if worth_compiling:
+        fast_compile = min(worth_compiling, key=lambda o: simplicity_key(o, warm))
+    else:
+        fast_compile = eager if eager is not None else min(compiled, key=lambda o: simplicity_key(o, warm))
+
+    steps: list[RuleStep] = []
+    if len(unbeaten) > 1:
+        steps.append(rule_noise_tie(unbeaten, fast_run, warm))
+    a, b = fast_compile, fast_run
+    compile_a, compile_b = a.compile_s(warm), b.compile_s(warm)
+    lat_a, lat_b = a.median_ms, b.median_ms
+    n_star: float | None = None
+    if a == b:
+        chosen, decided_by = a, "single"
+    elif compile_a is not None and compile_b is not None and compile_b <= compile_a:
+        chosen, decided_by, n_star = b, "dominates", 0.0
+    elif lat_a is not None and lat_b is not None and lat_a <= lat_b:
+        chosen, decided_by = a, "dominates"
+    else:
+        if compile_a is not None and compile_b is not None and lat_a is not None and lat_b is not None:
+            n_star = break_even_calls(compile_a, lat_a, compile_b, lat_b)
+        expected = context.expected_calls_per_compile
+        if n_star is not None and expected is not None:
+            chosen, decided_by = (b if expected > n_star else a), "break_even"
+        else:
+            chosen, decided_by = (a if fast_compile_wanted(context) else b), "objective"
+    steps.append(rule_break_even(context, a, b, n_star, chosen, decided_by))
+    return TradeOff(chosen, a, b, unbeaten, n_star, decided_by, steps)
+
+
+def rule_noise_tie(unbeaten: list[Option], winner: Option, warm: bool) -> RuleStep:
+    evidence = {
+        o.label: {"median_ms": o.median_ms, "ci_ms": list(o.ci_ms or ()), "compile_s": o.compile_s(warm)}
+        for o in unbeaten
+    }
+    others = ", ".join(o.label for o in unbeaten if o is not winner)
+    outcome = (
+        f"Tie: {winner.label} and {others} run equally fast within the measured noise (their confidence "
+        f"intervals overlap); preferring {winner.label}, the faster-compiling, simpler option."
+    )
+    return step(
+        "noise_is_a_tie",
+        "Is any speed difference between the fastest options larger than the noise?",
+        evidence,
+        outcome,
+    )
+
+
+def rule_break_even(
+    context: DeploymentContext, a: Option, b: Option, n_star: float | None, chosen: Option, decided_by: str
+) -> RuleStep:
+    warm = context.ships_compile_cache
+    unit = context.call_unit
+    evidence = {
+        "fast_compile": a.label,
+        "fast_run": b.label,
+        "compile_s": {a.label: a.compile_s(warm), b.label: b.compile_s(warm)},
+        "compile_kind": "warm (cached)" if warm else "cold",
+        "median_ms": {a.label: a.median_ms, b.label: b.median_ms},
+        "n_star": n_star,
+        "expected_calls_per_compile": context.expected_calls_per_compile,
+    }
+    if decided_by == "single":
+        outcome = f"{a.label} both compiles fastest and runs fastest (within noise): no trade-off."
+    elif decided_by == "dominates":
+        loser = a if chosen is b else b
+        outcome = f"{chosen.label} is at least as fast to compile and to run as {loser.label}: no trade-off."
+    elif decided_by == "break_even":
+        side = "above" if chosen is b else "at or below"
+        outcome = (
+            f"{b.label} pays for its longer compile after {format_calls(n_star)} {unit}; you expect "
+            f"{context.expected_calls_per_compile:,} per compile ({side} the break-even): {chosen.label}."
+        )
+    else:
+        why = "compile time weighs most" if chosen is a else "steady-state speed weighs most"
+        known = f"break-even {format_calls(n_star)} {unit}" if n_star is not None else "break-even unknown"
+        outcome = f"Expected {unit} per compile not given ({known}); {why} at this stage: {chosen.label}."
+    return step(
+        "break_even_decides",
+        f"Does the faster-running option pay for its compile time over the expected {unit}?",
+        evidence,
+        outcome,
+    )
+
+
+def rule_layered(context: DeploymentContext, production: Option | None) -> tuple[RuleStep, dict[str, Any] | None]:
+    evidence = {"fleet": context.fleet, "target": context.target}
+    if production is None:
+        return step(
+            "mixed_fleet_layered",
+            "Is the model developed on CPU/GPU and served on NPU?",
+            evidence,
+            "Mixed fleet, but no option qualifies for production.",
+        ), None
+    layered = {
+        "development": {
+            "backend": "inductor",
+            "mode": "default",
+            "devices": ["cpu", "cuda"],
+            "why": "fast to compile and runs anywhere while the model is being developed",
+        },
+        "production": {
+            "backend": production.backend,
+            "mode": production.mode,
+            "devices": [context.target],
+            "why": f"the choice for serving on {context.target}",
+        },
+    }
+    outcome = (
+        f"Mixed fleet: layered - torch.compile with Inductor on the CPU/GPU development nodes, {production.label} "
+        f"on the {context.target.upper()} production nodes."
+    )
+    return step(
+        "mixed_fleet_layered", "Is the model developed on CPU/GPU and served on NPU?", evidence, outcome
+    ), layered
