@@ -2,8 +2,135 @@
 
 from __future__ import annotations
 
+import json
+from collections import defaultdict
+from pathlib import Path
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+_COVERAGE_STYLE = {
+    "lowered": "green",
+    "decomposed": "green",
+    "supported": "green",
+    "fallback": "yellow",
+    "partial": "yellow",
+    "stub": "red",
+    "untraceable": "red",
+    "none": "red",
+}
+
+
+def inspect(
+    model: Path = typer.Argument(..., help="a TorchScript (.pt) or ExportedProgram (.pt2) file"),
+    inputs: Path | None = typer.Option(
+        None, "--inputs", help="example inputs: a torch.save'd tensor, tuple or dict name->tensor"
+    ),
+    input_shape: list[str] | None = typer.Option(
+        None, "--input-shape", help="NAME=1x3x224x224:float32, once per input (TorchScript needs inputs)"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print the inspection as JSON"),
+) -> None:
+    """Show a model's ops with their Inductor/TorchAir coverage, graph breaks, inputs and size."""
+    from advisor.artifacts import ArtifactRejected, sniff
+
+    if not model.is_file():
+        typer.echo(f"error: {model} does not exist or is not a file", err=True)
+        raise typer.Exit(2)
+    try:
+        sniff(model)  # torch-free: a file we refuse is refused before torch is even imported
+    except ArtifactRejected as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    from advisor.inspect import inspect_model
+    from advisor.loading import LoadError
+
+    try:
+        result = inspect_model(str(model), inputs_file=str(inputs) if inputs else None, input_shapes=input_shape)
+    except LoadError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except Exception as exc:  # noqa: BLE001 - the user gets one line, never a traceback
+        text = str(exc).strip().splitlines()
+        typer.echo(f"error: inspection failed: {type(exc).__name__}: {text[0] if text else ''}", err=True)
+        raise typer.Exit(1) from None
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        print_inspection(result, Console())
+
+
+def print_inspection(result: dict, console: Console) -> None:
+    """The readable form: summary, ops by namespace (custom ops highlighted), graph breaks, warnings."""
+    console.print(_summary(result))
+    console.print(_ops_table(result))
+    _print_graph_breaks(result["graph_breaks"], console)
+    for warning in result["warnings"]:
+        console.print(f"[dim]note: {warning}[/dim]")
+
+
+def _summary(result: dict) -> Table:
+    table = Table(show_header=False, box=None, title="Model", title_justify="left")
+    params = result["parameters"]
+    table.add_row("format", result["format"])
+    table.add_row("saved with torch", result["saved_with_torch"] or "unknown")
+    table.add_row("parameters", f"{params['count']:,} ({params['bytes'] / 1e6:.1f} MB)")
+    table.add_row("FLOPs (forward)", f"{result['flops']:,}" if result["flops"] is not None else "not counted")
+    for spec in result["inputs"]:
+        shape = "x".join(str(dim) for dim in spec["shape"]) or "scalar"
+        table.add_row(f"input {spec['name']}", f"{shape} {spec['dtype']}")
+    for dim in result["dynamic_dims"]:
+        high = "inf" if dim["max"] is None else dim["max"]
+        table.add_row("dynamic dim", f"{dim['input']}[{dim['dim']}] = {dim['symbol']} in [{dim['min']}, {high}]")
+    runnable = result["runnable"]
+    table.add_row("runs here", "yes" if runnable["ok"] else f"[red]no[/red]: {runnable['reason']}")
+    source = result["torchair_coverage"]
+    table.add_row("TorchAir coverage", f"{source['source']} (torch_npu {source['torch_npu_version'] or 'unknown'})")
+    return table
+
+
+def _ops_table(result: dict) -> Table:
+    by_namespace: dict[str, list[dict]] = defaultdict(list)
+    for op in result["ops"]:
+        by_namespace[op["namespace"]].append(op)
+    table = Table(title="Ops by namespace, calls in brackets (custom ops highlighted)", title_justify="left")
+    table.add_column("namespace")
+    table.add_column("op", overflow="fold")
+    table.add_column("calls", justify="right")
+    for column in ("Inductor", "TorchAir", "fake kernel"):
+        table.add_column(column, no_wrap=True)
+    custom = {op["name"] for op in result["custom_ops"]}
+    for namespace in sorted(by_namespace, key=lambda ns: (ns in ("aten", "prims", "higher_order"), ns)):
+        ops = by_namespace[namespace]
+        for index, op in enumerate(ops):
+            style = "bold magenta" if op["name"] in custom else None
+            table.add_row(
+                f"{namespace} ({sum(o['count'] for o in ops)})" if index == 0 else "",
+                op["name"].removeprefix(f"{namespace}."),
+                str(op["count"]),
+                _styled(op["coverage"]["inductor"]),
+                _styled(op["coverage"]["torchair"]),
+                "yes" if op["has_fake_kernel"] else "[red]no[/red]",
+                style=style,
+                end_section=index == len(ops) - 1,
+            )
+    return table
+
+
+def _styled(status: str) -> str:
+    style = _COVERAGE_STYLE.get(status, "white")
+    return f"[{style}]{status}[/{style}]"
+
+
+def _print_graph_breaks(breaks: dict, console: Console) -> None:
+    if not breaks["analysed"]:
+        console.print(f"[yellow]Graph breaks: not analysed[/yellow] - {breaks.get('note', '')}")
+        return
+    console.print(f"Graph breaks: [bold]{breaks['count']}[/bold] ({breaks['graph_count']} graph(s))")
+    for item in breaks["reasons"]:
+        console.print(f"  - {item['reason']}" + (f" [dim]at {item['location']}[/dim]" if item["location"] else ""))
 
 
 def register(app: typer.Typer) -> None:
-    """Filled in by the introspection work (issue 2)."""
+    app.command("inspect")(inspect)

@@ -1,0 +1,270 @@
+"""Load a sniffed model file for introspection and measurement (CLI and worker children only: imports torch).
+
+ExportedProgram: custom ops this process does not know are stubbed from the archive's own op signatures
+first (see custom_op_stubs), then `torch.export.load` runs with every inner `torch.load` forced to
+`weights_only=True`, so a pickle hidden in the archive cannot run code. TorchScript: `torch.jit.load`
+(TorchScript's own unpickler, which only builds TorchScript types), then conversion to an ExportedProgram
+where the installed torch's TS2EPConverter manages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import warnings
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+import torch
+
+from advisor import custom_op_stubs
+from advisor.artifacts import ArtifactInfo, ArtifactRejected, sniff
+from advisor.model_inputs import InputsError, dtype_name, generate_tensor, load_inputs_file, tensors_from_flags
+from advisor.schema import DynamicDim, InputSpec
+
+_OPAQUE_CONSTANT_PREFIX = "opaque_obj"
+
+
+class LoadError(RuntimeError):
+    """A user-facing reason the model could not be loaded. `str()` is the message."""
+
+
+@dataclass
+class LoadedModel:
+    format: str  # "exported_program" | "torchscript"
+    module: Any  # ep.module(), or the ScriptModule when it could not be converted
+    exported_program: Any | None
+    script_module: Any | None
+    example_inputs: tuple
+    input_specs: list[InputSpec]
+    dynamic_dims: list[DynamicDim]
+    saved_with_torch: str | None
+    runnable: tuple[bool, str | None]
+    stubbed_ops: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    conversion_error: str | None = None  # TorchScript only: why TS2EPConverter failed
+
+
+def load_model(path: str, *, inputs_file: str | None = None, input_shapes: list[str] | None = None) -> LoadedModel:
+    """Sniff, then load the model; raise `LoadError` with a readable message on any failure."""
+    try:
+        info = sniff(path)
+    except ArtifactRejected as exc:
+        raise LoadError(str(exc)) from exc
+    try:
+        if info.format == "exported_program":
+            return _load_exported_program(path, info, inputs_file, input_shapes or [])
+        return _load_torchscript(path, inputs_file, input_shapes or [])
+    except InputsError as exc:
+        raise LoadError(str(exc)) from exc
+
+
+# ------------------------------------------------------------------ ExportedProgram
+def _load_exported_program(
+    path: str, info: ArtifactInfo, inputs_file: str | None, input_shapes: list[str]
+) -> LoadedModel:
+    programs = custom_op_stubs.read_program_json(path)
+    _refuse_pickled_objects(path)
+    missing = custom_op_stubs.missing_ops(info.custom_op_names)
+    try:
+        stubbed = custom_op_stubs.register_stubs(custom_op_stubs.read_signatures(programs, missing))
+    except (ValueError, RuntimeError) as exc:
+        unknown = ", ".join(missing)
+        raise LoadError(f"The model uses ops unknown here ({unknown}) that could not be stubbed: {exc}") from exc
+    with _weights_only_loads(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ep = torch.export.load(path)
+        except Exception as exc:  # noqa: BLE001 - torch raises many types; the user needs one readable line
+            message = f"torch.export.load could not load this ExportedProgram: {_first_line(exc)}"
+            if "weights only load failed" in str(exc).lower():
+                message = (
+                    "torch.export.load could not load this ExportedProgram: it holds pickled data that is not plain "
+                    "tensors, and pickles from uploaded files are never unpickled here"
+                )
+            raise LoadError(message) from exc
+    specs = _exported_input_specs(ep)
+    names = [spec["name"] for spec in specs]
+    example_inputs, source = _exported_example_inputs(ep, specs, inputs_file, input_shapes)
+    runnable: tuple[bool, str | None] = (True, None)
+    if stubbed:
+        runnable = (
+            False,
+            f"op(s) {', '.join(stubbed)} are not available on this node (is the vendor package, e.g. torch_npu, "
+            "installed?); they were registered as schema-only stubs so the graph can be read, but it cannot run here",
+        )
+    notes = [f"example inputs: {source}"] if source else []
+    if not names:
+        notes.append("the program has no tensor inputs")
+    return LoadedModel(
+        format="exported_program",
+        module=ep.module(),
+        exported_program=ep,
+        script_module=None,
+        example_inputs=example_inputs,
+        input_specs=specs,
+        dynamic_dims=_dynamic_dims(ep),
+        saved_with_torch=next((p.get("torch_version") for p in programs if p.get("torch_version")), None),
+        runnable=runnable,
+        stubbed_ops=stubbed,
+        warnings=notes,
+    )
+
+
+def _refuse_pickled_objects(path: str) -> None:
+    """Refuse archives whose constants include pickled Python objects (loaded with plain `pickle.loads`)."""
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if PurePosixPath(info.filename).name.startswith("model_constants_config") and info.file_size < 1 << 26:
+                config = json.loads(archive.read(info)).get("config", {})
+                for fqn, payload in config.items():
+                    if str(payload.get("path_name", "")).startswith(_OPAQUE_CONSTANT_PREFIX):
+                        raise LoadError(
+                            f"The archive stores constant {fqn!r} as a pickled Python object, which would run "
+                            "arbitrary code when loaded; refusing to load it."
+                        )
+
+
+@contextlib.contextmanager
+def _weights_only_loads() -> Iterator[None]:
+    """Force every `torch.load` inside (even `weights_only=False` ones in torch.export.load) to weights-only."""
+    previous = os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD")
+    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"]
+        else:
+            os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = previous
+
+
+def _user_input_nodes(ep: Any) -> list[Any]:
+    user_inputs = set(ep.graph_signature.user_inputs)
+    return [node for node in ep.graph.nodes if node.op == "placeholder" and node.name in user_inputs]
+
+
+def _exported_input_specs(ep: Any) -> list[InputSpec]:
+    specs: list[InputSpec] = []
+    for node in _user_input_nodes(ep):
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor):
+            shape = [int(dim) if isinstance(dim, int) else str(dim) for dim in value.shape]
+            specs.append({"name": node.name, "shape": shape, "dtype": dtype_name(value.dtype)})
+    return specs
+
+
+def _exported_example_inputs(
+    ep: Any, specs: list[InputSpec], inputs_file: str | None, input_shapes: list[str]
+) -> tuple[tuple, str]:
+    names = [spec["name"] for spec in specs]
+    if inputs_file:
+        return load_inputs_file(inputs_file, names), f"from {PurePosixPath(inputs_file).name}"
+    if input_shapes:
+        return tensors_from_flags(input_shapes, names), "generated from --input-shape"
+    if ep.example_inputs is not None:
+        args, kwargs = ep.example_inputs
+        if not kwargs:
+            return tuple(args), "stored in the archive"
+    generator = torch.Generator().manual_seed(0)
+    hints = [[dim if isinstance(dim, int) else _symbol_hint(ep, dim) for dim in spec["shape"]] for spec in specs]
+    dtypes = [getattr(torch, spec["dtype"]) for spec in specs]
+    tensors = tuple(generate_tensor(shape, dtype, generator) for shape, dtype in zip(hints, dtypes, strict=True))
+    return tensors, "generated from the input specs (no example inputs stored in the archive)"
+
+
+def _symbol_hint(ep: Any, symbol: str) -> int:
+    for sym, value_range in ep.range_constraints.items():
+        if str(sym) == symbol:
+            return max(int(value_range.lower), 2)
+    return 2
+
+
+def _dynamic_dims(ep: Any) -> list[DynamicDim]:
+    ranges = {str(sym): value_range for sym, value_range in ep.range_constraints.items()}
+    dims: list[DynamicDim] = []
+    for node in _user_input_nodes(ep):
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            continue
+        for index, size in enumerate(value.shape):
+            if isinstance(size, torch.SymInt):
+                symbol = str(size)
+                value_range = ranges.get(symbol)
+                low = _bound(value_range.lower) if value_range is not None else None
+                high = _bound(value_range.upper) if value_range is not None else None
+                dims.append({"input": node.name, "dim": index, "symbol": symbol, "min": low, "max": high})
+    return dims
+
+
+def _bound(value: Any) -> int | None:
+    """An int for a finite sympy bound, None for +/- infinity."""
+    try:
+        return int(value) if value.is_finite else None
+    except (TypeError, AttributeError, OverflowError):
+        return None
+
+
+# ------------------------------------------------------------------ TorchScript
+def _load_torchscript(path: str, inputs_file: str | None, input_shapes: list[str]) -> LoadedModel:
+    try:
+        script_module = torch.jit.load(path, map_location="cpu")
+    except Exception as exc:  # noqa: BLE001
+        raise LoadError(f"torch.jit.load could not load this TorchScript file: {_first_line(exc)}") from exc
+    script_module.eval()
+    names = [argument.name for argument in script_module.forward.schema.arguments[1:]]
+    if inputs_file:
+        example_inputs, source = load_inputs_file(inputs_file, names), f"from {PurePosixPath(inputs_file).name}"
+    elif input_shapes:
+        example_inputs, source = tensors_from_flags(input_shapes, names), "generated from --input-shape"
+    else:
+        flags = " ".join(f"--input-shape {name}=1x3x224x224:float32" for name in names)
+        raise LoadError(
+            f"A TorchScript file carries no input shapes. Give its inputs ({', '.join(names)}) with --inputs FILE "
+            f"(a torch.save'd tensor, tuple or dict name->tensor) or with {flags} (your real sizes)."
+        )
+    specs: list[InputSpec] = [
+        {"name": name, "shape": list(tensor.shape), "dtype": dtype_name(tensor.dtype)}
+        for name, tensor in zip(names, example_inputs, strict=False)
+        if isinstance(tensor, torch.Tensor)
+    ]
+    notes = [f"example inputs: {source}", "TorchScript records neither the saving torch version nor dynamic dims"]
+    ep, conversion_error = _convert_to_exported_program(script_module, example_inputs)
+    if conversion_error:
+        notes.append(f"TorchScript -> ExportedProgram conversion failed: {conversion_error}")
+    return LoadedModel(
+        format="torchscript",
+        module=ep.module() if ep is not None else script_module,
+        exported_program=ep,
+        script_module=script_module,
+        example_inputs=example_inputs,
+        input_specs=specs,
+        dynamic_dims=[],
+        saved_with_torch=None,
+        runnable=(True, None),
+        warnings=notes,
+        conversion_error=conversion_error,
+    )
+
+
+def _convert_to_exported_program(script_module: Any, example_inputs: tuple) -> tuple[Any | None, str | None]:
+    """TS2EPConverter (private torch API, present in torch >= 2.5); (program, None) or (None, reason)."""
+    try:
+        from torch._export.converter import TS2EPConverter
+    except ImportError:
+        return None, f"torch {torch.__version__} has no TorchScript -> ExportedProgram converter"
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            return TS2EPConverter(script_module, example_inputs).convert(), None
+    except Exception as exc:  # noqa: BLE001 - the converter fails in many ways on unusual TorchScript
+        return None, _first_line(exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
