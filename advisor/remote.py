@@ -1,0 +1,96 @@
+"""`npu-advisor analyze MODEL --server URL`: submit to a team server, follow it live, print the report.
+
+The report is rendered locally with `advisor.report.render` from the stored analysis, so it reads
+exactly like `--local`. Progress (queue position, then the worker's stage) goes to stderr; the
+report alone goes to stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from advisor.client import AdvisorClient, AdvisorError
+
+EXIT_OK = 0
+EXIT_ANALYSIS_FAILED = 1
+EXIT_USAGE = 2
+REPORT_FIELDS = ("model_name", "context", "inspection", "measurements", "recommendation")
+
+
+def analyze_remote(
+    *,
+    model: Path,
+    context: dict,
+    server: str,
+    token: str | None,
+    wait: bool,
+    fmt: str,
+    inputs: Path | None = None,
+    model_name: str | None = None,
+    force: bool = False,
+) -> int:
+    """Submit and (with `wait`) follow one analysis; returns the exit code (0 done, 1 failed/cancelled, 2 error)."""
+    err = Console(stderr=True)
+    with AdvisorClient(server, token) as client:
+        try:
+            submitted = client.submit(model, context, inputs=inputs, model_name=model_name, force=force)
+        except AdvisorError as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            return EXIT_USAGE
+        analysis_id = submitted["id"]
+        note = " (identical to an earlier submission: reusing its result; --force re-measures)"
+        err.print(f"analysis {analysis_id}: {submitted.get('status')}{note if submitted.get('deduplicated') else ''}")
+        if not wait:
+            links = submitted.get("links", {})
+            err.print(f"follow it: {server.rstrip('/')}{links.get('self', f'/api/v1/analyses/{analysis_id}')}")
+            print(analysis_id)
+            return EXIT_OK
+        try:
+            analysis = _follow(client, analysis_id, err)
+        except AdvisorError as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            err.print(f"stopped waiting; the analysis goes on: npu-advisor analyze --server {server} ... or the web UI")
+            return 130
+    return _print_outcome(analysis, fmt, err)
+
+
+def describe_progress(analysis: dict[str, Any]) -> str:
+    """One line for the progress bar: where the analysis is now."""
+    status = analysis.get("status")
+    if status == "queued":
+        position = analysis.get("queue_position")
+        return f"queued (position {position})" if position else "queued"
+    if status == "running":
+        return f"running: {analysis.get('stage') or 'starting'}"
+    return str(status)
+
+
+def _follow(client: AdvisorClient, analysis_id: Any, err: Console) -> dict[str, Any]:
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"))
+    with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("submitted", total=1.0)
+
+        def update(analysis: dict[str, Any]) -> None:
+            bar.update(task, description=describe_progress(analysis), completed=float(analysis.get("progress") or 0))
+
+        return client.wait(analysis_id, on_update=update)
+
+
+def _print_outcome(analysis: dict[str, Any], fmt: str, err: Console) -> int:
+    status = analysis.get("status")
+    if status != "done":
+        reason = analysis.get("error") or "no reason recorded"
+        err.print(f"[red]analysis {analysis.get('id')} {status}:[/red] {reason}", highlight=False)
+        return EXIT_ANALYSIS_FAILED
+    from advisor.report import render
+
+    report = {key: analysis.get(key) for key in REPORT_FIELDS}
+    sys.stdout.write(render(report, fmt).rstrip("\n") + "\n")
+    return EXIT_OK

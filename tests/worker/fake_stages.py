@@ -1,0 +1,73 @@
+"""Stand-ins for workers.stages.run_stages, run by the real stage runner child in agent tests.
+
+Each takes (spec, emit) like the real one. The job dict (spec["job"]) carries test knobs:
+`pid_file` (where the runner writes its pid), `sleep_s` (how long the slow one runs).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+RESULT = {
+    "inspection": {"format": "exported_program", "ops": []},
+    "measurements": {"environment": {"device": "cpu"}, "workload": "inference", "measurements": []},
+    "error": None,
+    "retryable": False,
+}
+
+
+def _note_pid(spec: dict[str, Any]) -> None:
+    if spec["job"].get("pid_file"):
+        Path(spec["job"]["pid_file"]).write_text(str(os.getpid()))
+
+
+def quick(spec: dict[str, Any], emit) -> dict[str, Any]:
+    emit("inspect", 0.0)
+    emit("measure:eager:default", 0.5)
+    return {**RESULT, "measurements": {**RESULT["measurements"], "backends_run": spec["backends"]}}
+
+
+def slow(spec: dict[str, Any], emit) -> dict[str, Any]:
+    emit("inspect", 0.0)
+    _note_pid(spec)
+    time.sleep(float(spec["job"].get("sleep_s", 60)))
+    emit("measure:eager:default", 0.5)
+    return RESULT
+
+
+def crash(spec: dict[str, Any], emit) -> dict[str, Any]:
+    emit("inspect", 0.0)
+    print("Segmentation fault (pretend)", flush=True)
+    os._exit(3)
+
+
+def bad_model(spec: dict[str, Any], emit) -> dict[str, Any]:
+    emit("inspect", 0.0)
+    return {"inspection": None, "measurements": None, "error": "inspection failed: not a model", "retryable": False}
+
+
+def sleep_and_note(pid_file: str, seconds: float) -> None:
+    """A sandbox target: note this (sandboxed) process's pid, then sleep."""
+    Path(pid_file).write_text(str(os.getpid()))
+    time.sleep(seconds)
+
+
+def sandboxed_sleep(spec: dict[str, Any], emit) -> dict[str, Any]:
+    """Like `slow`, but the sleeping happens in a real advisor.sandbox child (its own session)."""
+    from advisor.sandbox import run_in_sandbox
+    from workers.stages import CANCEL
+
+    emit("inspect", 0.0)
+    _note_pid(spec)
+    target_pid_file = spec["job"]["pid_file"] + ".sandbox"
+    run_in_sandbox(
+        "fake_stages:sleep_and_note",
+        {"pid_file": target_pid_file, "seconds": 60},
+        timeout_s=120,
+        memory_limit_mb=None,
+        cancel=CANCEL,
+    )
+    return RESULT

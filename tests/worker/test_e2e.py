@@ -1,0 +1,144 @@
+"""End to end, as a user runs it: `serve --no-worker`, a `worker`, `analyze --server --wait`, and a server crash.
+
+Real processes on a free port with a temp data dir; the worker measures with eager only to stay fast.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CLI = [sys.executable, "-c", "from advisor.cli import app; app()"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Services:
+    """The processes of one test; everything still running is stopped at the end."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.data_dir = tmp_path / "data"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ADVISOR_")}
+        self.processes: list[subprocess.Popen] = []
+
+    def start(self, *args: str, log: str) -> subprocess.Popen:
+        out = (self.tmp_path / log).open("ab")
+        process = subprocess.Popen([*CLI, *args], stdout=out, stderr=subprocess.STDOUT, env=self.env)
+        self.processes.append(process)
+        return process
+
+    def serve(self) -> subprocess.Popen:
+        process = self.start("serve", "--no-worker", "--port", str(self.port), "--data-dir", str(self.data_dir),
+                             log="serve.log")  # fmt: skip
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert process.poll() is None, self.log("serve.log")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return process
+            except httpx.TransportError:
+                time.sleep(0.2)
+        raise AssertionError(f"server never became healthy:\n{self.log('serve.log')}")
+
+    def worker(self) -> subprocess.Popen:
+        return self.start("worker", "--server", self.url, "--backends", "eager", "--name", "e2e", log="worker.log")
+
+    def analyze(self, model: Path, *flags: str) -> subprocess.CompletedProcess:
+        command = [*CLI, "analyze", str(model), "--server", self.url, "--target", "cpu", *flags]
+        return subprocess.run(command, capture_output=True, text=True, env=self.env, timeout=300)
+
+    def analyses(self) -> list[dict]:
+        return httpx.get(f"{self.url}/api/v1/analyses", params={"per_page": 50}, timeout=10).json()["items"]
+
+    def log(self, name: str) -> str:
+        path = self.tmp_path / name
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    running = Services(tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop_all()
+
+
+@pytest.fixture(scope="module")
+def example_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from advisor.examples import export_example
+
+    return export_example("mlp", tmp_path_factory.mktemp("model") / "mlp.pt2")
+
+
+def wait_until(predicate, timeout_s: float, what: str, services: Services):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"{what} within {timeout_s:g} s\nworker log:\n{services.log('worker.log')}")
+
+
+def test_queued_jobs_survive_a_server_crash_and_analyze_waits_for_the_stored_report(
+    services: Services, example_model: Path
+):
+    # 1. Jobs queued while no worker runs.
+    server = services.serve()
+    for stage in ("production", "prototype"):
+        submitted = services.analyze(example_model, "--stage", stage, "--no-wait")
+        assert submitted.returncode == 0, submitted.stderr
+    assert sorted(a["status"] for a in services.analyses()) == ["queued", "queued"]
+
+    # 2. The server crashes and comes back on the same data dir: nothing is lost.
+    server.kill()
+    server.wait()
+    services.serve()
+    assert sorted(a["status"] for a in services.analyses()) == ["queued", "queued"]
+
+    # 3. A worker joins; the user asks again and waits: the same report as --local, stored and listed.
+    services.worker()
+    result = services.analyze(example_model, "--stage", "production", "--wait")
+    assert result.returncode == 0, result.stderr + services.log("worker.log")
+    assert "Use eager PyTorch" in result.stdout  # only eager was measured, so eager is recommended
+
+    def all_done() -> list[dict] | None:
+        listed = services.analyses()
+        return listed if all(a["status"] == "done" for a in listed) else None
+
+    listed = wait_until(all_done, 240, "every queued analysis should be processed after the restart", services)
+    assert len(listed) >= 2
+    for item in listed:
+        stored = httpx.get(f"{services.url}/api/v1/analyses/{item['id']}", timeout=10).json()
+        assert stored["recommendation"]["backend"] == "eager"
+        assert [row["status"] for row in stored["measurements"]["measurements"]] == ["ok"]
+        assert stored["inspection"]["format"] == "exported_program"

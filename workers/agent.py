@@ -1,0 +1,307 @@
+"""The worker agent loop: register, claim (with jitter), run one job at a time, upload, repeat.
+
+Signals: the first SIGTERM/SIGINT stops claiming; a running job gets `grace_s` to finish (then its
+result is uploaded as usual), otherwise its runner is stopped and the job is released by
+deregistering (no attempt spent). A second signal stops everything at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workers.api import Claim, LeaseLost, Registration, WorkerApi
+from workers.heartbeat import Heartbeat
+from workers.retry import ApiError, RetryPolicy
+from workers.stage_process import StageProcess
+from workers.stages import DEFAULT_STAGES
+
+log = logging.getLogger("npu_advisor.worker")
+
+
+@dataclass
+class AgentConfig:
+    name: str
+    device: str
+    backends: list[str]
+    work_dir: Path
+    environment: dict[str, Any] = field(default_factory=dict)
+    grace_s: float = 30.0  # after the first signal: how long a running job may still take
+    child_stop_grace_s: float = 5.0  # SIGTERM -> SIGKILL for a runner being stopped
+    claim_jitter_s: float = 2.0  # random pause after an empty poll, so workers do not poll in lockstep
+    stages: str = DEFAULT_STAGES  # "module:function" the runner calls; tests inject fakes here
+    max_jobs: int | None = None  # stop after this many jobs (tests, one-shot runs)
+    stage_options: dict[str, Any] = field(default_factory=dict)  # timeout_s, memory_limit_mb for the runner
+
+
+class ShutdownRequested(BaseException):
+    """Raised by the signal handler to abandon a long-poll claim or a registration attempt."""
+
+
+class WorkerAgent:
+    def __init__(self, api: WorkerApi, config: AgentConfig, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.api = api
+        self.config = config
+        self.stopping = threading.Event()
+        self.jobs_done = 0
+        self.registration: Registration | None = None
+        self._sleep = sleep
+        self._interruptible = False  # True while waiting on the server with no job held: a signal may abort it
+        self._current: StageProcess | None = None
+        self._signals_seen = 0
+        self._rng = random.Random()
+        self._backoff = RetryPolicy(sleep=sleep)
+
+    # ---------------------------------------------------------------- the loop
+    def run(self) -> int:
+        """Exit code: 0 after a normal stop, 1 when the server refused this worker."""
+        try:
+            self.registration = self._register()
+        except ShutdownRequested:
+            return 0
+        except ApiError as exc:
+            log.error("could not register with the server: %s", _explain(exc))
+            return 1
+        log.info(
+            "registered as %s (%s; backends %s)",
+            self.registration.worker_id,
+            self.config.device,
+            ", ".join(self.config.backends),
+        )
+        code = 0
+        try:
+            code = self._claim_loop(self.registration)
+        finally:
+            self._deregister()
+        return code
+
+    def _register(self) -> Registration:
+        """Register, waiting out an unreachable or failing server (workers may start before the API)."""
+        failures = 0
+        self._interruptible = True
+        try:
+            while True:
+                if self.stopping.is_set():
+                    raise ShutdownRequested
+                try:
+                    return self.api.register(
+                        self.config.name, self.config.device, self.config.backends, self.config.environment
+                    )
+                except ApiError as exc:
+                    if not exc.retryable:
+                        raise
+                    delay = self._backoff.delay(failures)
+                    failures += 1
+                    log.warning("server not ready (%s); trying again in %.1f s", exc, delay)
+                self._sleep(delay)
+        finally:
+            self._interruptible = False
+
+    def _claim_loop(self, registration: Registration) -> int:
+        failures = 0
+        while not self.stopping.is_set():
+            if self.config.max_jobs is not None and self.jobs_done >= self.config.max_jobs:
+                return 0
+            try:
+                claim = self._claim(registration)
+            except ShutdownRequested:
+                return 0
+            except ApiError as exc:
+                if exc.status in (401, 403):
+                    log.error("the server refused this worker: %s", _explain(exc))
+                    return 1
+                if exc.status == 404:  # the server forgot us (e.g. a fresh database): register again
+                    log.warning("server does not know worker %s; registering again", registration.worker_id)
+                    try:
+                        self.registration = registration = self._register()
+                    except ShutdownRequested:
+                        return 0
+                    except ApiError as again:
+                        log.error("could not register again: %s", _explain(again))
+                        return 1
+                    continue
+                self._sleep(self._backoff.delay(failures))
+                failures += 1
+                log.warning("claim failed, retrying: %s", exc)
+                continue
+            failures = 0
+            if claim is None:
+                self._sleep(self._rng.uniform(0, self.config.claim_jitter_s))
+                continue
+            self.run_job(claim, registration)
+            self.jobs_done += 1  # right after a job: claim again without the jitter pause
+        return 0
+
+    def _claim(self, registration: Registration) -> Claim | None:
+        self._interruptible = True
+        try:
+            if self.stopping.is_set():
+                raise ShutdownRequested
+            return self.api.claim(registration.worker_id, registration.poll_timeout_s)
+        finally:
+            self._interruptible = False
+
+    # ---------------------------------------------------------------- one job
+    def run_job(self, claim: Claim, registration: Registration) -> str:
+        """Run one claimed job to an outcome: completed, failed, cancelled, lease_lost, released or upload_failed.
+
+        Never raises: a bug or an OS error here fails this job (retryable), not the worker.
+        """
+        job_dir = self.config.work_dir / f"job-{claim.job_id}-{claim.job.get('attempt', 0)}"
+        log.info("claimed job %s (analysis %s)", claim.job_id, claim.job.get("analysis_id"))
+        try:
+            return self._run_job(claim, registration, job_dir)
+        except Exception as exc:  # noqa: BLE001 - the agent outlives any one job
+            log.exception("job %s: unexpected error in the worker", claim.job_id)
+            return self._report_failure(claim, f"worker error: {type(exc).__name__}: {exc}", retryable=True)
+        finally:
+            self._current = None
+            shutil.rmtree(job_dir, ignore_errors=True)
+
+    def _run_job(self, claim: Claim, registration: Registration, job_dir: Path) -> str:
+        job_dir.mkdir(parents=True, exist_ok=True)
+        wake = threading.Event()
+        heartbeat = Heartbeat(
+            self.api,
+            claim,
+            interval_s=registration.heartbeat_interval_s,
+            lease_ttl_s=registration.lease_ttl_s,
+            on_event=wake.set,
+        ).start()
+        try:  # the lease is renewed until the result is uploaded, so slow upload retries do not lose it
+            try:
+                heartbeat.update("download", 0.0)
+                spec = self._spec(claim, job_dir)
+            except ApiError as exc:
+                return self._report_failure(claim, f"could not download the model: {exc}", retryable=exc.retryable)
+            process = StageProcess(spec, job_dir, on_progress=heartbeat.update)
+            self._current = process
+            outcome = self._supervise(process, heartbeat, wake)
+            return self._finish(claim, process, heartbeat, outcome)
+        finally:
+            heartbeat.stop()
+
+    def _supervise(self, process: StageProcess, heartbeat: Heartbeat, wake: threading.Event) -> str:
+        """Wait for the runner, a cancel, a lost lease or the end of the shutdown grace period."""
+        deadline: float | None = None
+        while process.poll() is None:
+            if heartbeat.lease_lost.is_set():
+                return "lease_lost"
+            if heartbeat.cancel_requested.is_set():
+                return "cancelled"
+            if self.stopping.is_set():
+                deadline = deadline or time.monotonic() + self.config.grace_s
+                if time.monotonic() >= deadline:
+                    return "released"
+            wake.wait(0.2)
+        return "exited"
+
+    def _finish(self, claim: Claim, process: StageProcess, heartbeat: Heartbeat, outcome: str) -> str:
+        if outcome != "exited":
+            process.stop(self.config.child_stop_grace_s)
+        if outcome == "lease_lost":
+            log.warning("job %s: %s; stopped its runner, result discarded", claim.job_id, heartbeat.lost_reason)
+            return outcome
+        if outcome == "cancelled":
+            log.info("job %s: cancelled by the server; runner stopped", claim.job_id)
+            try:
+                self.api.acknowledge_cancel(claim)
+            except ApiError as exc:
+                log.warning("job %s: could not acknowledge the cancel: %s", claim.job_id, exc)
+            return outcome
+        if outcome == "released":
+            log.info("job %s: shutdown grace period over; runner stopped, job released", claim.job_id)
+            return outcome
+        result = process.result()
+        if result is None:
+            tail = process.stderr_tail()[-2000:]
+            error = f"the stage runner exited with code {process.process.returncode}" + (f":\n{tail}" if tail else "")
+            return self._report_failure(claim, error, retryable=True)
+        if result.get("error"):
+            return self._report_failure(claim, str(result["error"]), retryable=bool(result.get("retryable")))
+        heartbeat.update("upload", 1.0)
+        return self._upload(claim, result)
+
+    def _upload(self, claim: Claim, result: dict[str, Any]) -> str:
+        try:
+            reply = self.api.complete(claim, result.get("inspection"), result.get("measurements"))
+        except LeaseLost:
+            log.warning("job %s: lease lost before the upload; result discarded", claim.job_id)
+            return "lease_lost"
+        except ApiError as exc:
+            log.error("job %s: upload failed: %s", claim.job_id, exc)
+            if exc.status is not None and not exc.retryable:  # the server rejected the result itself
+                self._report_failure(claim, f"the server rejected the results: {exc}", retryable=False)
+            return "upload_failed"
+        log.info("job %s: uploaded; analysis %s is %s", claim.job_id, reply.get("analysis_id"), reply.get("status"))
+        return "completed"
+
+    def _report_failure(self, claim: Claim, error: str, *, retryable: bool) -> str:
+        log.warning("job %s failed (%s): %s", claim.job_id, "will retry" if retryable else "final", error)
+        try:
+            self.api.fail(claim, error, retryable=retryable)
+        except ApiError as exc:
+            log.warning("job %s: could not report the failure: %s", claim.job_id, exc)
+        return "failed"
+
+    def _spec(self, claim: Claim, job_dir: Path) -> dict[str, Any]:
+        job = claim.job
+        artifact = self.api.download(job["artifact_url"], job_dir / "model", sha256=job.get("artifact_sha256"))
+        inputs = self.api.download(job["inputs_url"], job_dir / "inputs") if job.get("inputs_url") else None
+        wanted = job.get("backends") or self.config.backends
+        context = job.get("context") or {}
+        return {
+            "stages": self.config.stages,
+            "job": job,
+            "artifact_path": str(artifact),
+            "inputs_path": str(inputs) if inputs else None,
+            "device": self.config.device,
+            "backends": [name for name in wanted if name in self.config.backends] or ["eager"],
+            "workload": context.get("workload", "inference"),
+            **self.config.stage_options,
+        }
+
+    # ---------------------------------------------------------------- shutdown
+    def install_signal_handlers(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self._signals_seen += 1
+        if self._signals_seen > 1:
+            log.warning("second signal: exiting now")
+            if self._current is not None:
+                self._current.kill_now()
+            os._exit(128 + signum)
+        log.info("signal %d: no more claims; finishing the current job (at most %.0f s)", signum, self.config.grace_s)
+        self.stopping.set()
+        if self._interruptible:
+            raise ShutdownRequested
+
+    def _deregister(self) -> None:
+        if self.registration is None:
+            return
+        try:
+            self.api.deregister(self.registration.worker_id)
+            log.info("deregistered %s", self.registration.worker_id)
+        except ApiError as exc:
+            log.warning("could not deregister: %s", exc)
+
+
+def _explain(exc: ApiError) -> str:
+    if exc.status == 401:
+        return f"{exc} - the worker token is missing or wrong (pass --token or set ADVISOR_TOKEN)"
+    if exc.status == 403:
+        return f"{exc} - this token does not have the worker role"
+    if exc.status is None:
+        return f"{exc} - is the server running and reachable?"
+    return str(exc)

@@ -1,0 +1,171 @@
+"""The worker's side of the HTTP queue protocol (docs: the contract in the task brief / README).
+
+One method per endpoint. Calls that must eventually land (register, upload, acknowledgements) go
+through the bounded RetryPolicy; `claim` and `heartbeat` are tried once because their callers loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from workers.retry import ApiError, RetryPolicy, error_from_response
+
+API = "/api/v1"
+
+
+@dataclass(frozen=True)
+class Registration:
+    worker_id: str
+    heartbeat_interval_s: float
+    lease_ttl_s: float
+    poll_timeout_s: float
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claimed job and the lease that fences every later call about it."""
+
+    job: dict[str, Any]
+    lease_token: str
+    lease_expires_at: str | None
+
+    @property
+    def job_id(self) -> str:
+        return str(self.job["id"])
+
+
+@dataclass(frozen=True)
+class HeartbeatReply:
+    lease_expires_at: str | None
+    cancel_requested: bool
+
+
+class LeaseLost(ApiError):
+    """409 on a job call: the job was re-claimed, finished elsewhere or our token is stale. Stop, do not upload."""
+
+
+class WorkerApi:
+    """HTTP calls of one worker. `client` carries base_url and the bearer token (tests pass a MockTransport)."""
+
+    def __init__(self, client: httpx.Client, retry: RetryPolicy | None = None) -> None:
+        self.client = client
+        self.retry = retry or RetryPolicy()
+
+    @classmethod
+    def connect(cls, server: str, token: str | None, *, timeout_s: float = 30.0, **kwargs: Any) -> WorkerApi:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        client = httpx.Client(base_url=server.rstrip("/"), headers=headers, timeout=timeout_s, **kwargs)
+        return cls(client)
+
+    # ---------------------------------------------------------------- worker lifecycle
+    def register(self, name: str, device_kind: str, backends: list[str], environment: dict) -> Registration:
+        body = {"name": name, "device_kind": device_kind, "backends": backends, "environment": environment}
+        data = self._post_retried(f"{API}/workers/register", "register", json=body).json()
+        return Registration(
+            worker_id=str(data["worker_id"]),
+            heartbeat_interval_s=float(data.get("heartbeat_interval_s", 10)),
+            lease_ttl_s=float(data.get("lease_ttl_s", 60)),
+            poll_timeout_s=float(data.get("poll_timeout_s", 20)),
+        )
+
+    def claim(self, worker_id: str, wait_s: float) -> Claim | None:
+        """One long-poll claim attempt: a Claim, or None when the server had no work (204)."""
+        response = self._send_once(
+            "POST",
+            f"{API}/workers/{worker_id}/claim",
+            "claim",
+            params={"wait": int(wait_s)},
+            timeout=wait_s + 15.0,
+        )
+        if response.status_code == 204:
+            return None
+        data = response.json()
+        return Claim(job=data["job"], lease_token=data["lease_token"], lease_expires_at=data.get("lease_expires_at"))
+
+    def deregister(self, worker_id: str) -> None:
+        """Release held jobs without spending an attempt; best effort on the way out."""
+        self._post_retried(f"{API}/workers/{worker_id}/deregister", "deregister")
+
+    # ---------------------------------------------------------------- one job
+    def heartbeat(self, claim: Claim, stage: str, progress: float) -> HeartbeatReply:
+        response = self._send_once(
+            "POST",
+            f"{API}/jobs/{claim.job_id}/heartbeat",
+            "heartbeat",
+            json={"stage": stage, "progress": max(0.0, min(1.0, progress))},
+            headers=_lease(claim),
+        )
+        data = response.json()
+        return HeartbeatReply(data.get("lease_expires_at"), bool(data.get("cancel_requested", False)))
+
+    def complete(self, claim: Claim, inspection: dict | None, measurements: dict | None) -> dict:
+        body = {"inspection": inspection, "measurements": measurements}
+        path = f"{API}/jobs/{claim.job_id}/complete"
+        return self._post_retried(path, "upload results", json=body, headers=_lease(claim)).json()
+
+    def fail(self, claim: Claim, error: str, *, retryable: bool) -> dict:
+        body = {"error": error, "retryable": retryable}
+        path = f"{API}/jobs/{claim.job_id}/fail"
+        return self._post_retried(path, "report failure", json=body, headers=_lease(claim)).json()
+
+    def acknowledge_cancel(self, claim: Claim) -> None:
+        self._post_retried(f"{API}/jobs/{claim.job_id}/cancelled", "acknowledge cancel", headers=_lease(claim))
+
+    def download(self, url: str, dest: Path, *, sha256: str | None = None) -> Path:
+        """Stream `url` (absolute or server-relative) to `dest`; verify the sha256 when given.
+
+        Only from the server itself: the bearer token is never sent to another host.
+        """
+        target = self.client.base_url.join(url)
+        if (target.scheme, target.host, target.port) != (
+            self.client.base_url.scheme,
+            self.client.base_url.host,
+            self.client.base_url.port,
+        ):
+            raise ApiError(f"download {url}: refusing to fetch from a host other than the server ({target.host})")
+
+        def attempt() -> httpx.Response:
+            digest = hashlib.sha256()
+            with self.client.stream("GET", url) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    return response
+                with dest.open("wb") as out:
+                    for chunk in response.iter_bytes(1 << 20):
+                        digest.update(chunk)
+                        out.write(chunk)
+            if sha256 and digest.hexdigest() != sha256:
+                raise ApiError(f"download {url}: sha256 mismatch (got {digest.hexdigest()[:12]}…, want {sha256[:12]}…)")
+            return response
+
+        self.retry.call(attempt, f"download {url}")
+        return dest
+
+    # ---------------------------------------------------------------- plumbing
+    def _post_retried(self, path: str, describe: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return self.retry.call(lambda: self.client.post(path, **kwargs), describe)
+        except ApiError as exc:
+            if exc.status == 409:
+                raise LeaseLost(f"{describe}: lease lost (HTTP 409)", status=409, body=exc.body) from exc
+            raise
+
+    def _send_once(self, method: str, path: str, describe: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self.client.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ApiError(f"{describe}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code == 409:
+            raise LeaseLost(f"{describe}: lease lost (HTTP 409)", status=409)
+        if response.status_code >= 400:
+            raise error_from_response(response, describe)
+        return response
+
+
+def _lease(claim: Claim) -> dict[str, str]:
+    return {"X-Lease-Token": claim.lease_token}

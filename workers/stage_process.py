@@ -1,0 +1,164 @@
+"""The agent's handle on one job's stage runner: start it, follow its progress, stop it.
+
+The runner (``python -m workers.stages``) gets its own session, so it and every sandbox child it
+spawns share one process group that `stop` signals as a whole: SIGTERM, a grace period, SIGKILL.
+Its environment is scrubbed of secrets: the worker token never reaches model code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL")
+
+OnProgress = Callable[[str, float], None]
+
+
+def scrubbed_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """A copy of the environment without variables whose names look like secrets."""
+    source = os.environ if env is None else env
+    return {name: value for name, value in source.items() if not any(m in name.upper() for m in SECRET_MARKERS)}
+
+
+def descendant_pids(root: int) -> set[int]:
+    """Every live descendant of `root`, from /proc (Linux); empty where /proc is unavailable."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier and pid not in found}
+        found |= frontier
+    return found
+
+
+def _kill_groups(pids: set[int], wait_s: float = 3.0) -> None:
+    """SIGKILL each process and its group (never the agent's own), then wait briefly until they are gone."""
+    own_group = os.getpgrp()
+    for pid in pids:
+        try:
+            group = os.getpgid(pid)
+            if group != own_group:
+                os.killpg(group, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + wait_s
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _running(pid: int) -> bool:
+    """Exists and is not a zombie (a killed orphan stays a zombie until init reaps it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+class StageProcess:
+    """One running stage runner. `result()` is its RESULT.json once it exited cleanly, else None."""
+
+    def __init__(self, spec: dict[str, Any], job_dir: Path, on_progress: OnProgress) -> None:
+        job_dir.mkdir(parents=True, exist_ok=True)
+        self.spec_path = job_dir / "spec.json"
+        self.result_path = job_dir / "result.json"
+        self.spec_path.write_text(json.dumps(spec))
+        self.result_path.unlink(missing_ok=True)
+        self._on_progress = on_progress
+        self._stderr_tail: deque[str] = deque(maxlen=40)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "workers.stages", str(self.spec_path), str(self.result_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=scrubbed_environment(),
+            start_new_session=True,
+        )
+        self._readers = [
+            threading.Thread(target=self._read_progress, name="stage-progress", daemon=True),
+            threading.Thread(target=self._read_stderr, name="stage-stderr", daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def wait(self, timeout_s: float | None = None) -> int | None:
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, grace_s: float = 5.0) -> int:
+        """SIGTERM the runner (it cancels its sandboxed stage), SIGKILL everything left after `grace_s`.
+
+        Sandbox children run in sessions of their own, so the runner's process group does not reach
+        them: their pids are collected from /proc before and during the stop and killed by group.
+        """
+        descendants = descendant_pids(self.process.pid)
+        self._signal_group(signal.SIGTERM)
+        if self.wait(grace_s) is None:
+            descendants |= descendant_pids(self.process.pid)
+            self._signal_group(signal.SIGKILL)
+        code = self.process.wait()
+        self._signal_group(signal.SIGKILL)
+        _kill_groups(descendants)
+        return code
+
+    def kill_now(self) -> None:
+        """For the agent's second-signal exit: no grace for anyone."""
+        descendants = descendant_pids(self.process.pid)
+        self._signal_group(signal.SIGKILL)
+        _kill_groups(descendants)
+
+    def result(self) -> dict[str, Any] | None:
+        for reader in self._readers:
+            reader.join(timeout=2.0)
+        if self.process.returncode == 0 and self.result_path.exists():
+            return json.loads(self.result_path.read_text())
+        return None
+
+    def stderr_tail(self) -> str:
+        return "".join(self._stderr_tail).strip()
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        try:
+            os.killpg(self.process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _read_progress(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            try:
+                event = json.loads(line)
+                self._on_progress(str(event["stage"]), float(event.get("progress", 0.0)))
+            except (ValueError, KeyError, TypeError):
+                self._stderr_tail.append(line)  # a library printing to stdout: keep it for the error report
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self._stderr_tail.append(line)

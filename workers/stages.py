@@ -1,0 +1,114 @@
+"""The stages of one job, run in a child of the agent: inspect, then measure each backend.
+
+Run as ``python -m workers.stages SPEC.json RESULT.json``. The agent starts it in its own process
+group so that stopping it (cancel, lost lease, shutdown) also stops the sandbox children it spawned.
+Progress goes to stdout as one JSON object per line (``{"stage": "measure:inductor:default",
+"progress": 0.4}``); the result goes to RESULT.json as ``{"inspection", "measurements", "error",
+"retryable"}``. Inspection runs through ``advisor.sandbox.run_in_sandbox``; ``advisor.measure``
+isolates every (backend, mode) variant in its own sandboxed child itself. SIGTERM sets CANCEL,
+which both of them watch: the running sandbox child is killed and the runner exits.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Emit = Callable[[str, float], None]
+StagesFunction = Callable[[dict[str, Any], Emit], dict[str, Any]]
+
+DEFAULT_STAGES = "workers.stages:run_stages"
+
+# Set by SIGTERM from the agent: the sandbox then kills the running stage's process group itself.
+CANCEL = threading.Event()
+
+
+def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
+    """Inspect the artifact in a sandboxed child, then measure the job's backends (each variant sandboxed)."""
+    from advisor.sandbox import run_in_sandbox
+
+    emit("inspect", 0.0)
+    inspected = run_in_sandbox(
+        "advisor.inspect:inspect_model",
+        {"path": spec["artifact_path"], "inputs_file": spec.get("inputs_path")},
+        timeout_s=float(spec.get("inspect_timeout_s", 600)),
+        memory_limit_mb=spec.get("memory_limit_mb"),
+        stage="inspect",
+        cancel=CANCEL,
+    )
+    if inspected.status == "cancelled":
+        return failure("cancelled", retryable=True)
+    if inspected.status != "ok":
+        reason = inspected.reason or inspected.stderr_tail or "no reason given"
+        return failure(f"inspection failed ({inspected.status}): {reason}", retryable=False)
+    return measure_stage(spec, emit, inspected.value)
+
+
+def measure_stage(spec: dict[str, Any], emit: Emit, inspection: dict[str, Any]) -> dict[str, Any]:
+    """advisor.measure runs eager first (the baseline and reference), then every other variant, each in a child."""
+    from advisor.measure import MeasureError, MeasurementCancelled, measure_model, plan_variants
+
+    backends = list(dict.fromkeys(spec["backends"])) or ["eager"]
+    try:
+        variants = plan_variants(backends, spec["device"])
+    except MeasureError as exc:
+        return failure(f"measurement could not start: {exc}", retryable=False)
+    finished: set[tuple[str, str]] = set()
+
+    def on_progress(event: dict) -> None:
+        variant = (str(event.get("backend")), str(event.get("mode") or "default"))
+        if event.get("stage") == "done":
+            finished.add(variant)
+        emit(f"measure:{variant[0]}:{variant[1]}", 0.1 + 0.9 * len(finished) / max(1, len(variants)))
+
+    limits = {"timeout_s": spec.get("timeout_s"), "memory_limit_mb": spec.get("memory_limit_mb")}
+    try:
+        run = measure_model(
+            spec["artifact_path"],
+            backends=backends,
+            device=spec["device"],
+            workload=spec.get("workload", "inference"),
+            inputs_file=spec.get("inputs_path"),
+            progress=on_progress,
+            cancel=CANCEL,
+            **{name: value for name, value in limits.items() if value is not None},
+        )
+    except MeasurementCancelled:
+        return failure("cancelled", retryable=True)
+    except MeasureError as exc:
+        return failure(f"measurement could not start: {exc}", retryable=False)
+    return {"inspection": inspection, "measurements": dict(run), "error": None, "retryable": False}
+
+
+def failure(error: str, *, retryable: bool) -> dict[str, Any]:
+    return {"inspection": None, "measurements": None, "error": error, "retryable": retryable}
+
+
+def load_function(target: str) -> StagesFunction:
+    module_name, _, function_name = target.partition(":")
+    return getattr(importlib.import_module(module_name), function_name)
+
+
+def main(argv: list[str]) -> int:
+    spec_path, result_path = Path(argv[0]), Path(argv[1])
+    signal.signal(signal.SIGTERM, lambda signum, frame: CANCEL.set())
+    spec = json.loads(spec_path.read_text())
+
+    def emit(stage: str, progress: float) -> None:
+        print(json.dumps({"stage": stage, "progress": round(progress, 4)}), flush=True)
+
+    result = load_function(spec.get("stages", DEFAULT_STAGES))(spec, emit)
+    tmp = result_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result))
+    tmp.replace(result_path)  # the agent never sees half a result
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
