@@ -20,6 +20,12 @@ app = typer.Typer(
 _COMMAND_MODULES = (
     "advisor.cli.example_cmd",
     "advisor.cli.inspect_cmd",
+    "advisor.cli.worker_cmd",
+    "advisor.cli.serve_cmd",
+    "advisor.cli.db_cmd",
+    "advisor.cli.token_cmd",
+    "advisor.cli.analyze_cmd",
+    "advisor.cli.measure_cmd",
 )
 
 for _name in _COMMAND_MODULES:

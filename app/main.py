@@ -1,0 +1,148 @@
+"""The API server application: `create_app(settings)` wires settings, database, store, queue and routes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
+from sqlmodel import Session
+
+from app.db import create_db_engine, upgrade_database
+from app.metrics import ServiceMetrics
+from app.queue import Clock, JobQueue, QueueError, QueuePolicy, utcnow
+from app.routes import analyses, artifacts, jobs, ops, workers
+from app.settings import Settings, auth_mode, get_settings
+from app.storage import ArtifactStore, UploadTooLarge
+from app.upload_limit import UploadLimitMiddleware
+
+API_PREFIX = "/api/v1"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+DASHBOARD_MODULES = ("app.web.pages", "app.routes.pages")
+log = logging.getLogger("npu_advisor.server")
+
+
+def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> FastAPI:
+    """A ready app: migrations applied, leftovers of interrupted uploads removed, reaper started by lifespan."""
+    settings = settings or get_settings()
+    engine = create_db_engine(settings.resolved_database_url)
+    upgrade_database(engine)
+    store = ArtifactStore(settings.artifacts_dir)
+    store.discard_incomplete()
+    queue = JobQueue(
+        QueuePolicy(
+            lease_ttl_s=settings.lease_ttl_s,
+            max_attempts=settings.max_attempts,
+            backoff_base_s=settings.backoff_base_s,
+            backoff_cap_s=settings.backoff_cap_s,
+            backoff_jitter=settings.backoff_jitter,
+            worker_lost_after_s=settings.worker_lost_after_s,
+        ),
+        clock=clock,
+    )
+
+    app = FastAPIOffline(
+        title="npu-advisor",
+        version="0.1.0",
+        summary="Measures whether a PyTorch model should use torch.compile (Inductor) or TorchAir, and says why.",
+        lifespan=_lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.store = store
+    app.state.queue = queue
+    app.state.metrics = ServiceMetrics(engine)
+    app.state.auth_mode = auth_mode(settings)
+
+    for module in (analyses, workers, jobs, artifacts, ops):
+        app.include_router(module.router, prefix=API_PREFIX)
+    app.include_router(ops.root_router)
+    app.add_api_route("/analyze", analyses.analyze, methods=["POST"], status_code=202, include_in_schema=False)
+    _include_dashboard(app)
+
+    app.add_exception_handler(QueueError, _queue_error)
+    app.add_exception_handler(UploadTooLarge, _upload_too_large)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_middleware(
+        UploadLimitMiddleware,
+        paths=(f"{API_PREFIX}/analyze", "/analyze"),
+        limit_bytes=settings.max_upload_bytes + settings.max_inputs_bytes + (1 << 20),
+    )
+    return app
+
+
+def _include_dashboard(app: FastAPI) -> None:
+    """The dashboard (app/web/pages.py, app/templates/, app/static/) is built separately; wire it in when present."""
+    for name in DASHBOARD_MODULES:
+        try:
+            pages = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        app.include_router(pages.router)
+        break
+    if STATIC_DIR.is_dir():
+        app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    log.info(app.state.auth_mode.message)
+    reaper = asyncio.create_task(_reap_forever(app), name="queue-reaper")
+    try:
+        yield
+    finally:
+        reaper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reaper
+        app.state.engine.dispose()
+
+
+async def _reap_forever(app: FastAPI) -> None:
+    """Every reaper_interval_s: fail exhausted expired jobs, mark silent workers lost (queue.reap)."""
+    while True:
+        await asyncio.sleep(app.state.settings.reaper_interval_s)
+        try:
+            report = await run_in_threadpool(_reap_once, app)
+            if report.failed or report.cancelled or report.lost_workers:
+                log.info(
+                    "reaper: failed %s, cancelled %s, lost workers %s",
+                    report.failed,
+                    report.cancelled,
+                    report.lost_workers,
+                )
+        except Exception:  # noqa: BLE001 - the reaper must survive a transient DB error
+            log.exception("reaper pass failed; retrying at the next interval")
+
+
+def _reap_once(app: FastAPI):  # noqa: ANN202
+    with Session(app.state.engine, expire_on_commit=False) as session:
+        return app.state.queue.reap(session)
+
+
+async def _queue_error(_request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=getattr(exc, "status_code", 409))
+
+
+async def _upload_too_large(_request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(exc), "limit_bytes": getattr(exc, "limit_bytes", None)}, status_code=413)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    """422 as `{"detail": [{"field", "message"}]}`, the same shape as context errors."""
+    problems = []
+    for error in exc.errors():  # type: ignore[attr-defined]
+        location = [str(part) for part in error.get("loc", ()) if part not in ("body", "query", "path", "header")]
+        problems.append({"field": ".".join(location) or "request", "message": error.get("msg", "invalid")})
+    return JSONResponse({"detail": problems}, status_code=422)

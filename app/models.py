@@ -1,0 +1,259 @@
+"""Database tables and their API shapes (SQLModel: Base -> table / Create / Public per entity).
+
+Timestamps are timezone-aware UTC datetimes (the server clock is the only clock). JSON payloads (context,
+inspection, measurements, recommendation) are stored as JSON columns in the shapes of advisor.schema.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import JSON, Column, Index, text
+from sqlmodel import Field, SQLModel
+
+JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+ACTIVE_JOB_STATES = ("queued", "running")
+ROLES = ("admin", "user", "worker")
+
+
+# ---------------------------------------------------------------- Artifact
+class ArtifactBase(SQLModel):
+    sha256: str = Field(primary_key=True, max_length=64)
+    kind: str = Field(default="model", max_length=16)  # "model" | "inputs"
+    format: str | None = Field(default=None, max_length=32)  # "exported_program" | "torchscript" for models
+    size_bytes: int
+    entries: int | None = None
+
+
+class Artifact(ArtifactBase, table=True):
+    """A content-addressed file in <data>/artifacts/<sha[:2]>/<sha>."""
+
+    archive_name: str | None = None
+    custom_op_names: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_at: datetime
+
+
+class ArtifactPublic(ArtifactBase):
+    created_at: datetime
+
+
+# ---------------------------------------------------------------- Analysis
+class AnalysisBase(SQLModel):
+    model_name: str = Field(max_length=200, index=True)
+    format: str | None = Field(default=None, max_length=32)
+    target: str = Field(max_length=16, index=True)  # device kind the context targets: cpu | cuda | npu
+    submitted_by: str = Field(default="anonymous", max_length=200, index=True)
+
+
+class Analysis(AnalysisBase, table=True):
+    """One submission: an artifact + deployment context, measured by one job, decided by the engine."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    artifact_sha256: str = Field(foreign_key="artifact.sha256", max_length=64)
+    inputs_sha256: str | None = Field(default=None, foreign_key="artifact.sha256", max_length=64)
+    context: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    backends: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    dedupe_key: str = Field(max_length=64, index=True)
+    inspection: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    # the MeasurementRun the worker posted (advisor.schema.MeasurementRun)
+    measurements: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    recommendation: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    recommended_backend: str | None = Field(default=None, max_length=64, index=True)
+    engine_version: str | None = Field(default=None, max_length=32)
+    created_at: datetime = Field(index=True)
+    updated_at: datetime
+
+
+class AnalysisCreate(AnalysisBase):
+    """What a submission carries besides the uploaded files."""
+
+    context: dict[str, Any]
+    backends: list[str] = []
+
+
+class AnalysisPublic(AnalysisBase):
+    """The analysis as the API returns it; status/stage/progress come from its job."""
+
+    id: int
+    status: str  # queued | running | done | failed | cancelled
+    stage: str | None  # what the worker is doing now, e.g. "measure:inductor:default"
+    progress: float | None
+    context: dict[str, Any]
+    backends: list[str]
+    inspection: dict[str, Any] | None
+    measurements: dict[str, Any] | None
+    recommendation: dict[str, Any] | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    queue_position: int | None  # 1 = next for its device kind; None when not waiting
+    job: dict[str, Any] | None  # {"id", "attempts", "max_attempts"}
+
+
+# ---------------------------------------------------------------- Measurement
+class MeasurementBase(SQLModel):
+    backend: str = Field(max_length=64, index=True)
+    mode: str | None = Field(default=None, max_length=64)
+    device: str | None = Field(default=None, max_length=16)
+    status: str = Field(max_length=32)
+    median_ms: float | None = None
+    compile_s_cold: float | None = None
+    speedup_vs_eager: float | None = None
+
+
+class Measurement(MeasurementBase, table=True):
+    """One backend row of an analysis' MeasurementRun, flattened for filtering and charts."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    analysis_id: int = Field(foreign_key="analysis.id", index=True)
+    data: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+
+
+class MeasurementPublic(MeasurementBase):
+    id: int
+    analysis_id: int
+
+
+# ---------------------------------------------------------------- Job
+class JobBase(SQLModel):
+    analysis_id: int = Field(foreign_key="analysis.id", index=True)
+    device_kind: str = Field(max_length=16)
+    priority: int = 0
+    max_attempts: int = 3
+
+
+class Job(JobBase, table=True):
+    """A unit of queue work. Every transition is made by app.queue."""
+
+    __table_args__ = (
+        Index("ix_job_claim", "status", "priority", "id"),
+        Index("ix_job_lease", "status", "lease_expires_at"),
+        Index(
+            "uq_job_active_dedupe_key",
+            "dedupe_key",
+            unique=True,
+            sqlite_where=text("status IN ('queued', 'running')"),
+            postgresql_where=text("status IN ('queued', 'running')"),
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    backends: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    dedupe_key: str | None = Field(default=None, max_length=64)
+    status: str = Field(default="queued", max_length=16)
+    attempts: int = 0
+    available_at: datetime
+    lease_token: str | None = Field(default=None, max_length=64)
+    worker_id: str | None = Field(default=None, foreign_key="worker.id", max_length=32)
+    lease_expires_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    cancel_requested: bool = False
+    stage: str | None = Field(default=None, max_length=120)
+    progress: float | None = None
+    last_error: str | None = None
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class JobRequirement(SQLModel, table=True):
+    """One backend a job needs; a worker may claim the job only if it offers all of them."""
+
+    __tablename__ = "job_requirement"
+
+    job_id: int = Field(foreign_key="job.id", primary_key=True)
+    backend: str = Field(primary_key=True, max_length=64)
+
+
+class JobPublic(JobBase):
+    id: int
+    status: str
+    attempts: int
+    backends: list[str]
+    worker_id: str | None
+    stage: str | None
+    progress: float | None
+    cancel_requested: bool
+    last_error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+# ---------------------------------------------------------------- JobEvent
+class JobEvent(SQLModel, table=True):
+    """History of a job: claimed, heartbeat-lost, retried, released, completed, ..."""
+
+    __tablename__ = "job_event"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="job.id", index=True)
+    attempt: int
+    worker_id: str | None = Field(default=None, max_length=32)
+    type: str = Field(max_length=32)
+    at: datetime
+    detail: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+
+
+# ---------------------------------------------------------------- Worker
+class WorkerBase(SQLModel):
+    name: str = Field(max_length=200)
+    device_kind: str = Field(max_length=16)
+    backends: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    environment: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class Worker(WorkerBase, table=True):
+    """A registered worker process on some node; `state` is active | draining | lost | gone."""
+
+    id: str = Field(primary_key=True, max_length=32)
+    token_id: int | None = Field(default=None, foreign_key="api_token.id")
+    state: str = Field(default="active", max_length=16)
+    registered_at: datetime
+    last_seen_at: datetime
+
+
+class WorkerCreate(SQLModel):
+    """What a worker sends to register (POST /api/v1/workers/register)."""
+
+    name: str = Field(min_length=1, max_length=200)
+    device_kind: Literal["cpu", "cuda", "npu"]
+    backends: list[str] = []
+    environment: dict[str, Any] = {}
+
+
+class WorkerPublic(SQLModel):
+    id: str
+    name: str
+    device_kind: str
+    backends: list[str]
+    environment: dict[str, Any]
+    state: str
+    registered_at: datetime
+    last_seen_at: datetime
+    current_job_id: int | None = None
+
+
+# ---------------------------------------------------------------- ApiToken
+class ApiTokenBase(SQLModel):
+    name: str = Field(max_length=200)
+    role: str = Field(max_length=16)  # admin | user | worker
+
+
+class ApiToken(ApiTokenBase, table=True):
+    """A bearer token; only its sha256 is stored."""
+
+    __tablename__ = "api_token"
+
+    id: int | None = Field(default=None, primary_key=True)
+    token_hash: str = Field(max_length=64, unique=True)
+    created_at: datetime
+    last_used_at: datetime | None = None
+    revoked: bool = False
+
+
+class ApiTokenPublic(ApiTokenBase):
+    id: int
+    created_at: datetime
+    last_used_at: datetime | None

@@ -1,0 +1,305 @@
+"""Submitting analyses and reading them back: /api/v1/analyze, /api/v1/analyses/..."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
+from pydantic import BaseModel
+
+from app.analyses import (
+    SORTABLE,
+    DecisionFailed,
+    analysis_view,
+    decide_recommendation,
+    job_of,
+    list_analyses,
+    report_input,
+    store_recommendation,
+    submit_analysis,
+)
+from app.deps import AnyRoleDep, QueueDep, SessionDep, SettingsDep, StoreDep, UserDep
+from app.models import Analysis, AnalysisPublic, Artifact, Job
+from app.storage import IncomingFile, StoredFile
+from app.upload_form import FileLimit, ReceivedForm, receive_form
+
+router = APIRouter(tags=["analyses"])
+
+
+class AnalysisLinks(BaseModel):
+    self: str
+    report_md: str
+    report_json: str
+    cancel: str
+
+
+class AnalysisAccepted(BaseModel):
+    id: int
+    status: str
+    deduplicated: bool = False
+    links: AnalysisLinks
+
+
+class AnalysisPage(BaseModel):
+    items: list[AnalysisPublic]
+    total: int
+    page: int
+    per_page: int
+
+
+ANALYZE_FORM = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["model"],
+                "properties": {
+                    "model": {"type": "string", "format": "binary", "description": "TorchScript or ExportedProgram"},
+                    "context": {"type": "string", "description": "DeploymentContext as a JSON object", "default": "{}"},
+                    "inputs": {"type": "string", "format": "binary", "description": "example inputs (torch.save)"},
+                    "model_name": {"type": "string", "maxLength": 200},
+                    "backends": {"type": "string", "description": "comma-separated backends the job needs"},
+                    "force": {"type": "boolean", "description": "measure again even if an identical analysis exists"},
+                },
+            }
+        }
+    },
+}
+
+
+@router.post(
+    "/analyze",
+    status_code=202,
+    response_model=AnalysisAccepted,
+    responses={
+        200: {"description": "an identical recent analysis (deduplicated)"},
+        413: {"description": "the upload is over the size limit (the message names it)"},
+        415: {"description": "not a TorchScript / ExportedProgram file (the message says what it is)"},
+        422: {"description": "invalid form or context: one {field, message} per problem"},
+    },
+    openapi_extra={"requestBody": ANALYZE_FORM},
+    summary="Submit a model and its deployment context for analysis",
+)
+async def analyze(
+    request: Request,
+    session: SessionDep,
+    queue: QueueDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    principal: UserDep,
+) -> JSONResponse:
+    """The upload is streamed into the artifact store while it arrives (app.upload_form)."""
+    limits = {
+        "model": FileLimit(settings.max_upload_bytes, "the model file"),
+        "inputs": FileLimit(settings.max_inputs_bytes, "the inputs file"),
+    }
+    form = await receive_form(request, store, limits)
+    try:
+        fields = _form_fields(form)
+        if "model" not in form.files:
+            raise HTTPException(422, detail=[{"field": "model", "message": "Field required: the model file"}])
+        artifact = await run_in_threadpool(_commit_model, session, form.files["model"], queue.clock())
+        inputs_row = None
+        if "inputs" in form.files and form.files["inputs"].size > 0:
+            inputs_row = await run_in_threadpool(_commit_inputs, session, form.files["inputs"], queue.clock())
+    finally:
+        form.discard()
+    submission = await run_in_threadpool(
+        lambda: submit_analysis(
+            session,
+            queue,
+            artifact=artifact,
+            inputs=inputs_row,
+            context=fields["context"],
+            target=str(fields["context"]["target"]),
+            model_name=fields["model_name"] or _default_name(form.filenames.get("model")),
+            backends=fields["backends"],
+            submitted_by=principal.name,
+            force=fields["force"],
+            cache_window_s=settings.cache_window_s,
+        )
+    )
+    analysis_id = submission.analysis.id
+    base = str(request.url_for("get_analysis", analysis_id=analysis_id))
+    body = AnalysisAccepted(
+        id=analysis_id,
+        status=analysis_view(session, queue, submission.analysis, submission.job)["status"],
+        deduplicated=submission.deduplicated,
+        links=AnalysisLinks(
+            self=base, report_md=f"{base}/report.md", report_json=f"{base}/report.json", cancel=f"{base}/cancel"
+        ),
+    )
+    return JSONResponse(body.model_dump(), status_code=200 if submission.deduplicated else 202)
+
+
+def _form_fields(form: ReceivedForm) -> dict:
+    """The text fields, validated: context (parsed), model_name, backends, force."""
+    context = _parse_context(form.fields.get("context", "{}"))
+    model_name = form.fields.get("model_name", "").strip()
+    if len(model_name) > 200:
+        raise HTTPException(422, detail=[{"field": "model_name", "message": "at most 200 characters"}])
+    force_text = form.fields.get("force", "false").strip().lower()
+    if force_text not in ("true", "false", "1", "0", "yes", "no", "on", "off", ""):
+        raise HTTPException(422, detail=[{"field": "force", "message": "must be true or false"}])
+    backends = sorted({name.strip() for name in form.fields.get("backends", "").split(",") if name.strip()})
+    return {
+        "context": context,
+        "model_name": model_name,
+        "backends": backends,
+        "force": force_text in ("true", "1", "yes", "on"),
+    }
+
+
+def _parse_context(raw: str) -> dict:
+    from advisor.context import ContextError, parse_context
+
+    try:
+        data = json.loads(raw or "{}")
+    except json.JSONDecodeError as exc:
+        raise HTTPException(422, detail=[{"field": "context", "message": f"not valid JSON: {exc}"}]) from None
+    if not isinstance(data, dict):
+        raise HTTPException(422, detail=[{"field": "context", "message": "must be a JSON object"}])
+    try:
+        return parse_context(data).model_dump(mode="json")
+    except ContextError as exc:
+        raise HTTPException(422, detail=exc.errors) from None
+
+
+def _commit_model(session, incoming: IncomingFile, now) -> Artifact:  # noqa: ANN001
+    from advisor.artifacts import ArtifactRejected, sniff
+
+    try:
+        stored, info = incoming.commit(check=sniff)
+    except ArtifactRejected as exc:
+        raise HTTPException(415, detail=str(exc)) from None
+    return _artifact_row(session, stored, now, kind="model", info=info)
+
+
+def _commit_inputs(session, incoming: IncomingFile, now) -> Artifact:  # noqa: ANN001
+    stored, _ = incoming.commit()
+    return _artifact_row(session, stored, now, kind="inputs", info=None)
+
+
+def _artifact_row(session, stored: StoredFile, now, *, kind: str, info) -> Artifact:  # noqa: ANN001
+    row = session.get(Artifact, stored.sha256)
+    if row is None:
+        row = Artifact(sha256=stored.sha256, kind=kind, size_bytes=stored.size_bytes, created_at=now)
+        if info is not None:
+            row.format = info.format
+            row.entries = info.entries
+            row.archive_name = info.archive_name
+            row.custom_op_names = list(info.custom_op_names)
+        session.add(row)
+        session.commit()
+    return row
+
+
+def _default_name(filename: str | None) -> str:
+    stem = (filename or "model").rsplit("/", 1)[-1]
+    return stem.rsplit(".", 1)[0] or "model"
+
+
+@router.get("/analyses", response_model=AnalysisPage, summary="List analyses (filter, sort, paginate)")
+def list_route(
+    session: SessionDep,
+    queue: QueueDep,
+    _: UserDep,
+    status: Literal["queued", "running", "done", "failed", "cancelled"] | None = None,
+    target: str | None = None,
+    backend: Annotated[str | None, Query(description="the recommended backend")] = None,
+    model: Annotated[str | None, Query(description="part of the model name")] = None,
+    submitter: str | None = None,
+    sort: Literal[tuple(SORTABLE)] = "created_at",  # type: ignore[valid-type]
+    order: Literal["asc", "desc"] = "desc",
+    page: Annotated[int, Query(ge=1)] = 1,
+    per_page: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> dict:
+    rows, total = list_analyses(
+        session,
+        status=status,
+        target=target,
+        backend=backend,
+        model=model,
+        submitter=submitter,
+        sort=sort,
+        order=order,
+        page=page,
+        per_page=per_page,
+    )
+    items = [analysis_view(session, queue, analysis, job) for analysis, job in rows]
+    return {"items": items, "total": total, "page": page, "per_page": per_page}
+
+
+def _load(session, analysis_id: int) -> tuple[Analysis, Job | None]:  # noqa: ANN001
+    analysis = session.get(Analysis, analysis_id)
+    if analysis is None:
+        raise HTTPException(404, detail=f"analysis {analysis_id} does not exist")
+    return analysis, job_of(session, analysis_id)
+
+
+@router.get(
+    "/analyses/{analysis_id}", name="get_analysis", response_model=AnalysisPublic, summary="One analysis with results"
+)
+def get_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: UserDep) -> dict:
+    analysis, job = _load(session, analysis_id)
+    return analysis_view(session, queue, analysis, job)
+
+
+@router.get("/analyses/{analysis_id}/report.md", response_class=PlainTextResponse, summary="Markdown report")
+def report_md(analysis_id: int, session: SessionDep, _: UserDep) -> PlainTextResponse:
+    from advisor.report import render
+
+    analysis, _job = _load(session, analysis_id)
+    return PlainTextResponse(render(report_input(analysis), "markdown"), media_type="text/markdown; charset=utf-8")
+
+
+@router.get("/analyses/{analysis_id}/report.json", summary="JSON report")
+def report_json(analysis_id: int, session: SessionDep, _: UserDep) -> JSONResponse:
+    from advisor.report import render
+
+    analysis, _job = _load(session, analysis_id)
+    return JSONResponse(json.loads(render(report_input(analysis), "json")))
+
+
+@router.post(
+    "/analyses/{analysis_id}/cancel",
+    response_model=AnalysisPublic,
+    summary="Cancel (queued: at once; running: at the next heartbeat)",
+)
+def cancel_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: UserDep) -> dict:
+    analysis, job = _load(session, analysis_id)
+    if job is None:
+        raise HTTPException(409, detail=f"analysis {analysis_id} has no job to cancel")
+    queue.cancel(session, job_id=job.id)
+    return analysis_view(session, queue, analysis, job)
+
+
+@router.post(
+    "/analyses/{analysis_id}/redecide",
+    response_model=AnalysisPublic,
+    summary="Re-run the decision engine on the stored results",
+)
+def redecide_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: UserDep) -> dict:
+    analysis, job = _load(session, analysis_id)
+    if analysis.inspection is None and analysis.measurements is None:
+        raise HTTPException(409, detail=f"analysis {analysis_id} has no results yet; wait until it is done")
+    try:
+        recommendation = decide_recommendation(analysis.context, analysis.inspection, analysis.measurements)
+    except DecisionFailed as exc:
+        raise HTTPException(500, detail=str(exc)) from None
+    store_recommendation(analysis, recommendation, queue.clock())
+    session.add(analysis)
+    session.commit()
+    return analysis_view(session, queue, analysis, job)
+
+
+@router.get("/analyses/{analysis_id}/inputs", response_class=FileResponse, summary="The uploaded inputs file")
+def inputs_route(analysis_id: int, session: SessionDep, store: StoreDep, _: AnyRoleDep) -> FileResponse:
+    analysis, _job = _load(session, analysis_id)
+    if analysis.inputs_sha256 is None or not store.exists(analysis.inputs_sha256):
+        raise HTTPException(404, detail=f"analysis {analysis_id} has no inputs file")
+    return FileResponse(store.path_for(analysis.inputs_sha256), media_type="application/octet-stream")

@@ -1,0 +1,124 @@
+"""The worker side of the queue protocol: register, claim (long-poll), deregister; and the worker list."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel
+from sqlalchemy import select
+from sqlmodel import Session
+
+from app.deps import QueueDep, SessionDep, SettingsDep, UserDep, WorkerDep
+from app.models import Analysis, Job, Worker, WorkerCreate, WorkerPublic
+from app.queue import Claim
+
+router = APIRouter(tags=["workers"])
+
+
+class WorkerRegistered(BaseModel):
+    worker_id: str
+    heartbeat_interval_s: float
+    lease_ttl_s: float
+    poll_timeout_s: float
+
+
+class ClaimedJob(BaseModel):
+    id: int
+    analysis_id: int
+    attempt: int
+    artifact_sha256: str
+    artifact_url: str
+    inputs_url: str | None
+    context: dict
+    backends: list[str]
+
+
+class ClaimResponse(BaseModel):
+    job: ClaimedJob
+    lease_token: str
+    lease_expires_at: datetime
+
+
+@router.post("/workers/register", response_model=WorkerRegistered, summary="Register a worker process")
+def register(body: WorkerCreate, session: SessionDep, queue: QueueDep, settings: SettingsDep, who: WorkerDep):
+    worker = queue.register_worker(
+        session,
+        name=body.name,
+        device_kind=body.device_kind,
+        backends=body.backends,
+        environment=body.environment,
+        token_id=who.token_id,
+    )
+    return WorkerRegistered(
+        worker_id=worker.id,
+        heartbeat_interval_s=settings.heartbeat_interval_s,
+        lease_ttl_s=settings.lease_ttl_s,
+        poll_timeout_s=settings.poll_timeout_s,
+    )
+
+
+@router.post(
+    "/workers/{worker_id}/claim",
+    response_model=ClaimResponse,
+    responses={204: {"description": "no job within the wait"}, 404: {"description": "unknown worker: register"}},
+    summary="Lease the next job this worker can run (long-poll up to `wait` seconds)",
+)
+async def claim(
+    worker_id: str,
+    request: Request,
+    queue: QueueDep,
+    settings: SettingsDep,
+    _: WorkerDep,
+    wait: Annotated[float, Query(ge=0)] = 0,
+):
+    """Short claim attempts in their own transactions, with sleeps between them: no transaction is held open."""
+    deadline = time.monotonic() + min(wait, settings.poll_timeout_s)
+    engine = request.app.state.engine
+    while True:
+        response = await run_in_threadpool(_try_claim, engine, queue, worker_id, str(request.base_url))
+        if response is not None:
+            return response
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or await request.is_disconnected():
+            return Response(status_code=204)
+        await asyncio.sleep(min(settings.claim_poll_interval_s, remaining))
+
+
+def _try_claim(engine, queue, worker_id: str, base_url: str) -> ClaimResponse | None:  # noqa: ANN001
+    with Session(engine, expire_on_commit=False) as session:
+        lease: Claim | None = queue.claim(session, worker_id=worker_id)
+        if lease is None:
+            return None
+        analysis = session.get(Analysis, lease.job.analysis_id)
+        api = base_url.rstrip("/") + "/api/v1"
+        return ClaimResponse(
+            job=ClaimedJob(
+                id=lease.job.id,
+                analysis_id=analysis.id,
+                attempt=lease.job.attempts,
+                artifact_sha256=analysis.artifact_sha256,
+                artifact_url=f"{api}/artifacts/{analysis.artifact_sha256}",
+                inputs_url=f"{api}/analyses/{analysis.id}/inputs" if analysis.inputs_sha256 else None,
+                context=analysis.context,
+                backends=lease.job.backends,
+            ),
+            lease_token=lease.lease_token,
+            lease_expires_at=lease.lease_expires_at,
+        )
+
+
+@router.post("/workers/{worker_id}/deregister", summary="Leave gracefully: held jobs go back to the queue")
+def deregister(worker_id: str, session: SessionDep, queue: QueueDep, _: WorkerDep) -> dict:
+    return {"worker_id": worker_id, "released_jobs": queue.release_worker(session, worker_id=worker_id)}
+
+
+@router.get("/workers", response_model=list[WorkerPublic], summary="Registered workers and what they run")
+def list_workers(session: SessionDep, _: UserDep) -> list[WorkerPublic]:
+    workers = session.scalars(select(Worker).order_by(Worker.last_seen_at.desc())).all()
+    running = dict(session.execute(select(Job.worker_id, Job.id).where(Job.status == "running")).all())
+    return [WorkerPublic(**worker.model_dump(), current_job_id=running.get(worker.id)) for worker in workers]

@@ -1,0 +1,82 @@
+"""Server settings: one pydantic-settings class read from `ADVISOR_*` environment variables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+class Settings(BaseSettings):
+    """Everything the server can be configured with. Tests build their own instance."""
+
+    model_config = SettingsConfigDict(env_prefix="ADVISOR_", env_ignore_empty=True, extra="ignore")
+
+    data_dir: Path = Path("./data")
+    database_url: str | None = None  # default: sqlite:///<data_dir>/advisor.db
+    host: str = "127.0.0.1"
+    port: int = 8000
+    require_auth: bool | None = None  # None: required exactly when `host` is not loopback
+
+    max_upload_mb: float = 4096  # the model file
+    max_inputs_mb: float = 1024  # the optional inputs file
+    cache_window_s: float = 7 * 24 * 3600  # identical submissions inside it are deduplicated
+
+    heartbeat_interval_s: float = 10
+    lease_ttl_s: float = 60
+    poll_timeout_s: float = 25
+    claim_poll_interval_s: float = 0.5
+    max_attempts: int = 3
+    backoff_base_s: float = 15
+    backoff_cap_s: float = 600
+    backoff_jitter: float = 0.1
+    reaper_interval_s: float = 15
+    worker_lost_after_s: float = 90
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'advisor.db'}"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.data_dir / "artifacts"
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * 1024 * 1024)
+
+    @property
+    def max_inputs_bytes(self) -> int:
+        return int(self.max_inputs_mb * 1024 * 1024)
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings from the environment (tests pass their own to `create_app`)."""
+    return Settings()
+
+
+@dataclass(frozen=True)
+class AuthMode:
+    required: bool
+    message: str  # one line the serve command logs at start
+
+
+def auth_mode(settings: Settings) -> AuthMode:
+    """Decide whether bearer tokens are required, and say why (the serve command logs this)."""
+    loopback = settings.host in LOOPBACK_HOSTS
+    if settings.require_auth is not None:
+        required = settings.require_auth
+        why = "ADVISOR_REQUIRE_AUTH is set"
+    else:
+        required = not loopback
+        why = f"listening on {settings.host}"
+    if required:
+        return AuthMode(True, f"auth: bearer tokens required ({why}); create one with `npu-advisor token create`")
+    if not loopback:
+        return AuthMode(False, f"auth: OPEN on {settings.host} because ADVISOR_REQUIRE_AUTH=false - anyone can use it")
+    return AuthMode(False, f"auth: open ({why}, loopback only); tokens are required when listening beyond loopback")

@@ -1,0 +1,1 @@
+"""Tests of the API server (app/): queue, storage, auth, HTTP contract, migrations."""

@@ -1,0 +1,42 @@
+"""The schema comes only from Alembic, and the migrations match the models."""
+
+from __future__ import annotations
+
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect
+from sqlmodel import SQLModel
+
+from app.db import create_db_engine, current_revision, database_ready, head_revision, upgrade_database
+
+
+def test_upgrade_from_empty_reaches_head_and_is_idempotent(tmp_path):
+    engine = create_db_engine(f"sqlite:///{tmp_path / 'fresh.db'}")
+    assert database_ready(engine)[0] is False
+    assert "npu-advisor db upgrade" in database_ready(engine)[1]
+    assert upgrade_database(engine) == head_revision()
+    assert upgrade_database(engine) == head_revision()
+    tables = set(inspect(engine).get_table_names())
+    assert {"artifact", "analysis", "measurement", "job", "job_event", "worker", "api_token"} <= tables
+    assert database_ready(engine) == (True, f"database at revision {current_revision(engine)}")
+
+
+def test_migrations_match_the_models(engine):
+    import app.models  # noqa: F401
+
+    with engine.connect() as connection:
+        diff = compare_metadata(MigrationContext.configure(connection), SQLModel.metadata)
+    assert diff == [], f"models and migrations differ; add a migration: {diff}"
+
+
+def test_sqlite_connections_use_wal_foreign_keys_and_a_busy_timeout(engine):
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 15_000
+
+
+def test_unreachable_database_is_not_ready(tmp_path):
+    engine = create_db_engine(f"sqlite:///{tmp_path}")  # a directory, not a database file
+    ready, reason = database_ready(engine)
+    assert ready is False and reason.startswith("database unreachable")
