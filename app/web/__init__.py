@@ -1,0 +1,1 @@
+"""The web dashboard: server-rendered pages (pages.py), SVG charts (charts.py, tree.py) and their queries."""

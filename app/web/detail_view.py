@@ -1,0 +1,250 @@
+"""What the analysis detail and compare pages show, computed from one analysis dict.
+
+The input is the API's analysis shape (`GET /api/v1/analyses/{id}`): `context`, `inspection`,
+`measurements` (a MeasurementRun), `recommendation` and the bookkeeping fields. Pure and torch-free,
+so it is tested with synthetic dicts; the templates only lay the result out.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.web.charts import (
+    CompileBar,
+    CostLine,
+    Crossing,
+    LatencyBar,
+    break_even_chart,
+    compile_chart,
+    crossings,
+    latency_chart,
+)
+from app.web.tree import backend_label, tree_svg
+
+TERMINAL_STATUSES = frozenset({"done", "failed", "cancelled"})
+
+# Coverage statuses, worst last; the CSS class is the status itself, the text says it too (not colour alone).
+INDUCTOR_STATUS_TEXT = {
+    "lowered": "lowered (Inductor kernel)",
+    "decomposed": "decomposed into lowered ops",
+    "fallback": "fallback kernel (runs eagerly)",
+    "untraceable": "untraceable (graph break)",
+}
+TORCHAIR_STATUS_TEXT = {
+    "supported": "supported",
+    "partial": "partial (some dtypes / shapes)",
+    "stub": "stub (converter registered, no implementation)",
+    "none": "no converter",
+}
+
+
+@dataclass
+class MeasurementRow:
+    label: str
+    backend: str
+    mode: str
+    status: str
+    reason: str
+    median_ms: float | None
+    ci: tuple[float, float] | None
+    p99_ms: float | None
+    verdict: str | None
+    speedup: float | None
+    speedup_ci: tuple[float, float] | None
+    compile_cold_s: float | None
+    compile_warm_s: float | None
+    peak_memory_mb: float | None
+    memory_kind: str | None
+    accuracy: Mapping | None
+    graph_breaks: int | None
+    recommended: bool
+
+
+@dataclass
+class CoverageRow:
+    name: str
+    namespace: str
+    count: int
+    custom: bool
+    has_fake_kernel: bool
+    inductor: str
+    torchair: str
+
+
+@dataclass
+class DetailView:
+    analysis: Mapping[str, Any]
+    recommendation: Mapping[str, Any] | None
+    recommended_label: str | None
+    rows: list[MeasurementRow]
+    coverage: list[CoverageRow]
+    environment: Mapping[str, Any]
+    measured_on: str | None
+    not_npu_note: str | None
+    charts: dict[str, str] = field(default_factory=dict)
+    crossings: list[Crossing] = field(default_factory=list)
+    tree: str | None = None
+    reproduce_command: str = ""
+    context_json: str = ""
+    terminal: bool = False
+
+
+def measurement_label(row: Mapping) -> str:
+    return backend_label(row.get("backend"), row.get("mode"))
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
+        return float(value[0]), float(value[1])
+    return None
+
+
+def measurement_rows(run: Mapping | None, recommendation: Mapping | None) -> list[MeasurementRow]:
+    """One row per (backend, mode) measured, in the order the worker ran them."""
+    chosen = backend_label(recommendation.get("backend"), recommendation.get("mode")) if recommendation else None
+    rows = []
+    for m in (run or {}).get("measurements") or []:
+        latency = m.get("latency") or {}
+        label = measurement_label(m)
+        rows.append(
+            MeasurementRow(
+                label=label,
+                backend=str(m.get("backend") or ""),
+                mode=str(m.get("mode") or "default"),
+                status=str(m.get("status") or "unknown"),
+                reason=str(m.get("reason") or ""),
+                median_ms=latency.get("median_ms"),
+                ci=(latency["ci_low_ms"], latency["ci_high_ms"]) if "ci_low_ms" in latency else None,
+                p99_ms=latency.get("p99_ms"),
+                verdict=latency.get("verdict"),
+                speedup=m.get("speedup_vs_eager"),
+                speedup_ci=_pair(m.get("speedup_ci")),
+                compile_cold_s=m.get("compile_s_cold"),
+                compile_warm_s=m.get("compile_s_warm"),
+                peak_memory_mb=m.get("peak_memory_mb"),
+                memory_kind=m.get("memory_kind"),
+                accuracy=m.get("accuracy"),
+                graph_breaks=m.get("graph_breaks"),
+                recommended=label == chosen,
+            )
+        )
+    return rows
+
+
+def _has_latency(row: MeasurementRow) -> bool:
+    return row.status == "ok" and row.median_ms is not None
+
+
+def latency_bars(rows: list[MeasurementRow]) -> list[LatencyBar]:
+    bars = []
+    for row in filter(_has_latency, rows):
+        low, high = row.ci or (row.median_ms, row.median_ms)
+        p99 = row.p99_ms if row.p99_ms is not None else row.median_ms
+        bars.append(LatencyBar(row.label, row.median_ms, low, high, p99, row.recommended))
+    return bars
+
+
+def compile_bars(rows: list[MeasurementRow]) -> list[CompileBar]:
+    return [CompileBar(r.label, r.compile_cold_s, r.compile_warm_s, r.recommended) for r in rows if r.status == "ok"]
+
+
+def cost_lines(rows: list[MeasurementRow]) -> list[CostLine]:
+    """Cold compile time (0 for eager, which compiles nothing) plus median latency per call."""
+    return [
+        CostLine(row.label, row.compile_cold_s or 0.0, row.median_ms, row.recommended)
+        for row in rows
+        if _has_latency(row)
+    ]
+
+
+def coverage_rows(inspection: Mapping | None) -> list[CoverageRow]:
+    """Every op, custom ops (outside aten/prims) first, then by count."""
+    if not inspection:
+        return []
+    custom_names = {op.get("name") for op in inspection.get("custom_ops") or []}
+    seen: dict[str, Mapping] = {}
+    for op in list(inspection.get("custom_ops") or []) + list(inspection.get("ops") or []):
+        seen.setdefault(str(op.get("name")), op)
+    rows = []
+    for name, op in seen.items():
+        coverage = op.get("coverage") or {}
+        namespace = str(op.get("namespace") or name.split(".", 1)[0])
+        rows.append(
+            CoverageRow(
+                name=name,
+                namespace=namespace,
+                count=int(op.get("count") or 0),
+                custom=name in custom_names or namespace not in ("aten", "prims"),
+                has_fake_kernel=bool(op.get("has_fake_kernel", True)),
+                inductor=str(coverage.get("inductor") or "unknown"),
+                torchair=str(coverage.get("torchair") or "unknown"),
+            )
+        )
+    return sorted(rows, key=lambda r: (not r.custom, -r.count, r.name))
+
+
+def not_npu_note(measured_on: str | None, has_measurements: bool) -> str | None:
+    """The honesty line: numbers from anything but a real Ascend NPU say so."""
+    if not has_measurements:
+        return "Not measured yet: no numbers below come from a device."
+    if measured_on == "npu":
+        return None
+    if measured_on == "test-double":
+        return "Measured on test double: the NPU path ran against a stand-in for torch_npu, not NPU-measured."
+    return f"Not NPU-measured: these numbers come from {measured_on or 'an unknown device'}, not an Ascend NPU."
+
+
+def reproduce_command(analysis: Mapping, rows: list[MeasurementRow], device: str | None = None) -> str:
+    """Shell lines that re-run this analysis locally (`npu-advisor analyze`) on a machine of the same kind."""
+    suffix = "pt" if analysis.get("format") == "torchscript" else "pt2"
+    model = f"{analysis.get('model_name') or 'model'}.{suffix}"
+    context = json.dumps(analysis.get("context") or {}, sort_keys=True, separators=(",", ":"))
+    device = device or str(analysis.get("target") or "cpu")
+    command = ["npu-advisor", "analyze", model, "--context", "context.json", "--device", device]
+    backends = sorted({r.backend for r in rows if r.backend})
+    if backends:
+        command += ["--backends", ",".join(backends)]
+    return f"printf %s {shlex.quote(context)} > context.json\n" + " ".join(shlex.quote(str(w)) for w in command)
+
+
+def detail_view(analysis: Mapping[str, Any]) -> DetailView:
+    recommendation = analysis.get("recommendation") or None
+    run = analysis.get("measurements") or {}
+    rows = measurement_rows(run, recommendation)
+    environment = run.get("environment") or {}
+    measured_on = environment.get("measured_on")
+    context = analysis.get("context") or {}
+    view = DetailView(
+        analysis=analysis,
+        recommendation=recommendation,
+        recommended_label=(
+            backend_label(recommendation.get("backend"), recommendation.get("mode")) if recommendation else None
+        ),
+        rows=rows,
+        coverage=coverage_rows(analysis.get("inspection")),
+        environment=environment,
+        measured_on=measured_on,
+        not_npu_note=not_npu_note(measured_on, bool(rows)),
+        reproduce_command=reproduce_command(analysis, rows, environment.get("device")),
+        context_json=json.dumps(context, indent=2, sort_keys=True),
+        terminal=analysis.get("status") in TERMINAL_STATUSES,
+    )
+    if rows:
+        lines = cost_lines(rows)
+        view.charts = {
+            "latency": latency_chart(latency_bars(rows)),
+            "compile": compile_chart(compile_bars(rows)),
+            "break_even": break_even_chart(lines, expected_calls=_number(context.get("expected_calls_per_compile"))),
+        }
+        view.crossings = crossings(lines)
+    if recommendation:
+        view.tree = tree_svg(recommendation)
+    return view
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -1,0 +1,339 @@
+"""The dashboard: server-rendered HTML pages (Jinja2, autoescaped) served by the API app.
+
+Pages read through `app.web.queries` and the server's own `app.analyses`; actions (upload, cancel,
+re-decide, re-run) are form posts handled here by calling the very route functions / service
+functions the API uses, so a browser needs neither JavaScript nor a bearer header. Sign-in is a token
+kept in a cookie (`app.web.cookie_auth`). Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader
+from sqlalchemy import select
+from sqlmodel import Session
+
+from app.analyses import analysis_view, job_of, submit_analysis
+from app.auth import Principal, authenticate
+from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep
+from app.models import Analysis, Artifact
+from app.routes import analyses as analyses_api
+from app.web import queries
+from app.web.charts import format_quantity
+from app.web.compare import compare_rows
+from app.web.cookie_auth import clear_token_cookie, safe_next, same_origin, set_token_cookie, viewer
+from app.web.detail_view import INDUCTOR_STATUS_TEXT, TORCHAIR_STATUS_TEXT, detail_view
+from app.web.upload_form import context_form_fields
+
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+API = "/api/v1"
+ACTING_ROLES = ("admin", "user")
+FORMAT_NAMES = {"exported_program": "ExportedProgram", "torchscript": "TorchScript"}
+
+router = APIRouter(include_in_schema=False)
+# Autoescape every template: model names, reasons and evidence are user-controlled text.
+templates = Jinja2Templates(env=Environment(loader=FileSystemLoader(TEMPLATES_DIR), autoescape=True))
+
+
+def _when(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return str(value or "")
+
+
+def _plain(value: Any) -> str:
+    """Nested values (evidence, break-even details) as compact JSON text; autoescaping still applies."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
+def _duration(seconds: Any) -> str:
+    """12 s, 4 min 05 s, 2 h 03 min."""
+    if not isinstance(seconds, int | float):
+        return "?"
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+templates.env.filters["duration"] = _duration
+templates.env.filters["quantity"] = lambda v: format_quantity(float(v)) if isinstance(v, int | float) else v
+templates.env.filters["when"] = _when
+templates.env.filters["plain"] = _plain
+
+
+def _page_viewer(request: Request, session: SessionDep) -> Principal:
+    request.state.web_session = session  # the same per-request session the handler gets; see _end_transaction
+    principal = viewer(request, session)
+    if principal is None:
+        raise HTTPException(status_code=303, headers={"Location": _login_url(request)})
+    return principal
+
+
+def _login_url(request: Request) -> str:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return "/login?" + urlencode({"next": target})
+
+
+PageViewer = Annotated[Principal, Depends(_page_viewer)]
+
+
+def _render(request: Request, template: str, who: Principal | None, status_code: int = 200, **context: Any):
+    _end_transaction(request)
+    base = {
+        "viewer": who,
+        "auth_required": request.app.state.auth_mode.required,
+        "api": API,
+        "active": None,
+        "reload_on_done": False,
+        "format_names": FORMAT_NAMES,
+    }
+    return templates.TemplateResponse(request, template, base | context, status_code=status_code)
+
+
+def _end_transaction(request: Request) -> None:
+    """Release the database before rendering: on SQLite every transaction holds the write lock (app.db)."""
+    session = getattr(request.state, "web_session", None)
+    if session is not None:
+        session.commit()
+
+
+def _acting(request: Request, who: Principal) -> None:
+    """Actions need an admin/user principal and a post from our own pages."""
+    if not same_origin(request):
+        raise HTTPException(403, detail="cross-site form post refused")
+    if who.role not in ACTING_ROLES:
+        raise HTTPException(403, detail=f"a {who.role} token cannot change analyses; sign in with a user token")
+
+
+# ------------------------------------------------------------------ analyses list
+LIST_COLUMNS = [
+    ("id", "#", "num"),
+    ("model", "Model", ""),
+    (None, "Format", ""),
+    ("target", "Target", ""),
+    (None, "Stage", ""),
+    (None, "Status", ""),
+    ("backend", "Recommended", ""),
+    ("speedup", "Speedup vs eager", "num"),
+    ("submitter", "Submitted by", ""),
+    ("created", "Submitted at", "num"),
+]
+
+
+@router.get("/", response_class=HTMLResponse)
+def analyses_page(request: Request, session: SessionDep, who: PageViewer) -> HTMLResponse:
+    filters = queries.AnalysisFilters.from_query(dict(request.query_params))
+    page = queries.list_analyses(session, filters)
+
+    def url(**changes: Any) -> str:
+        query = urlencode(filters.as_query(**changes))
+        return "/" + (f"?{query}" if query else "")
+
+    def sort_url(key: str) -> str:
+        same = filters.sort == key
+        order = ("asc" if filters.order == "desc" else "desc") if same else ("asc" if key == "model" else "desc")
+        return url(sort=key, order=order, page=1)
+
+    first = (page.page - 1) * page.per_page + 1
+    return _render(
+        request,
+        "analyses.html",
+        who,
+        active="analyses",
+        rows=page.rows,
+        total=page.total,
+        page=page.page,
+        pages=page.pages,
+        first=first,
+        last=first + len(page.rows) - 1,
+        filters=filters,
+        columns=LIST_COLUMNS,
+        options={
+            "statuses": queries.ANALYSIS_STATUSES,
+            "targets": queries.TARGETS,
+            "backends": queries.recommended_backends(session),
+        },
+        sort_url=sort_url,
+        page_url=lambda n: url(page=n),
+    )
+
+
+@router.get("/web/progress")
+def progress(request: Request, session: SessionDep, ids: str = "") -> JSONResponse:
+    """{id: {status, stage, progress}} for the pages' live-progress poller."""
+    if viewer(request, session) is None:
+        return JSONResponse({"detail": "sign in first"}, status_code=401)
+    wanted = [int(part) for part in ids.split(",") if part.strip().isdigit()]
+    return JSONResponse({str(k): v for k, v in queries.analysis_states(session, wanted).items()})
+
+
+# ------------------------------------------------------------------ detail
+def _analysis_dict(session: Session, queue: Any, analysis_id: int) -> dict[str, Any]:
+    analysis = session.get(Analysis, analysis_id)
+    if analysis is None:
+        raise HTTPException(404, detail=f"analysis {analysis_id} does not exist")
+    return analysis_view(session, queue, analysis, job_of(session, analysis_id))
+
+
+@router.get("/analyses/{analysis_id}", response_class=HTMLResponse)
+def detail_page(
+    request: Request, analysis_id: int, session: SessionDep, queue: QueueDep, who: PageViewer
+) -> HTMLResponse:
+    data = _analysis_dict(session, queue, analysis_id)
+    view = detail_view(data)
+    return _render(
+        request,
+        "detail.html",
+        who,
+        active="analyses",
+        view=view,
+        reload_on_done=not view.terminal,
+        can_act=who.role in ACTING_ROLES,
+        inductor_text=INDUCTOR_STATUS_TEXT,
+        torchair_text=TORCHAIR_STATUS_TEXT,
+    )
+
+
+@router.get("/analyses/{analysis_id}/report.{fmt}")
+def report(analysis_id: int, fmt: str, session: SessionDep, who: PageViewer) -> Response:
+    """The API's report, reachable with the dashboard's sign-in cookie; downloaded as a file."""
+    if fmt not in ("md", "json"):
+        raise HTTPException(404, detail="reports are report.md or report.json")
+    handler = analyses_api.report_md if fmt == "md" else analyses_api.report_json
+    response = handler(analysis_id, session, who)
+    response.headers["Content-Disposition"] = f'attachment; filename="analysis-{analysis_id}.{fmt}"'
+    return response
+
+
+@router.post("/analyses/{analysis_id}/{action}")
+def act(
+    request: Request, analysis_id: int, action: str, session: SessionDep, queue: QueueDep,
+    store: StoreDep, settings: SettingsDep, who: PageViewer,
+) -> RedirectResponse:  # fmt: skip
+    """Cancel / re-decide / re-run, then back to the analysis (or to the new one for a re-run)."""
+    _acting(request, who)
+    if action == "cancel":
+        analyses_api.cancel_route(analysis_id, session, queue, who)
+    elif action == "redecide":
+        analyses_api.redecide_route(analysis_id, session, queue, who)
+    elif action == "rerun":
+        analysis_id = _rerun(session, queue, store, settings, analysis_id, who)
+    else:
+        raise HTTPException(404, detail=f"unknown action {action!r}")
+    return RedirectResponse(f"/analyses/{analysis_id}", status_code=303)
+
+
+def _rerun(session: Session, queue: Any, store: Any, settings: Any, analysis_id: int, who: Principal) -> int:
+    """Measure the same artifact, inputs and context again (a new analysis; `force` skips dedupe)."""
+    old = session.get(Analysis, analysis_id)
+    if old is None:
+        raise HTTPException(404, detail=f"analysis {analysis_id} does not exist")
+    if not store.exists(old.artifact_sha256):
+        raise HTTPException(409, detail="the model file of this analysis is no longer stored; upload it again")
+    inputs = session.get(Artifact, old.inputs_sha256) if old.inputs_sha256 else None
+    submission = submit_analysis(
+        session,
+        queue,
+        artifact=session.get(Artifact, old.artifact_sha256),
+        inputs=inputs,
+        context=old.context,
+        target=old.target,
+        model_name=old.model_name,
+        backends=list(old.backends),
+        submitted_by=who.name,
+        force=True,
+        cache_window_s=settings.cache_window_s,
+    )
+    return int(submission.analysis.id)
+
+
+# ------------------------------------------------------------------ compare
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(
+    request: Request,
+    session: SessionDep,
+    queue: QueueDep,
+    who: PageViewer,
+    a: Annotated[str | None, Query()] = None,
+    b: Annotated[str | None, Query()] = None,
+) -> HTMLResponse:
+    ids = [int(v) if v and v.strip().isdigit() else None for v in (a, b)]
+    missing = [f"#{v}" for v in ids if v is not None and session.get(Analysis, v) is None]
+    first, second = (_analysis_dict(session, queue, v) if v is not None and not missing else None for v in ids)
+    rows = compare_rows(first, second) if first and second else []
+    recent = session.execute(select(Analysis.id, Analysis.model_name).order_by(Analysis.id.desc()).limit(20)).all()
+    return _render(
+        request, "compare.html", who, active="compare", a=first, b=second, ids=ids, rows=rows,
+        missing=missing, recent=recent,
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------ queue and workers
+@router.get("/queue", response_class=HTMLResponse)
+def queue_page(request: Request, session: SessionDep, queue: QueueDep, settings: SettingsDep, who: PageViewer):
+    now = queue.clock()
+    overview = queries.queue_overview(
+        session, depth=queue.depth(session), now=_aware(now), lost_after_s=settings.worker_lost_after_s
+    )
+    kinds = sorted({kind for counts in overview.by_state.values() for kind in counts})
+    return _render(request, "queue.html", who, active="queue", overview=overview, kinds=kinds, now=now)
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+# ------------------------------------------------------------------ upload
+@router.get("/upload", response_class=HTMLResponse)
+def upload_page(request: Request, who: PageViewer) -> HTMLResponse:
+    return _render(request, "upload.html", who, active="upload", fields=context_form_fields())
+
+
+@router.post("/upload")
+async def upload(
+    request: Request, session: SessionDep, queue: QueueDep, store: StoreDep, settings: SettingsDep, who: PageViewer
+) -> Response:
+    """The upload form's post (sent by web.js with the context folded into one `context` JSON field, exactly
+    the API's multipart shape): handled by the API's own `analyze` with the signed-in principal, so the
+    answer and its errors (413 / 415 / 422 per field) are the API's."""
+    _acting(request, who)
+    return await analyses_api.analyze(request, session, queue, store, settings, who)
+
+
+# ------------------------------------------------------------------ sign-in
+@router.get("/login", response_class=HTMLResponse)
+def login_page(request: Request, next: str = "/") -> HTMLResponse:  # noqa: A002 - the query parameter's name
+    return _render(request, "login.html", None, next=safe_next(next), error=None)
+
+
+@router.post("/login")
+async def login(request: Request, session: SessionDep) -> Response:
+    form = await request.form()
+    token, target = str(form.get("token") or "").strip(), safe_next(str(form.get("next") or "/"))
+    principal = authenticate(session, token, now=request.app.state.queue.clock()) if token else None
+    if principal is None:
+        error = "That token is unknown or revoked. An admin creates one with `npu-advisor token create --role user`."
+        return _render(request, "login.html", None, status_code=401, next=target, error=error)
+    response = RedirectResponse(target, status_code=303)
+    set_token_cookie(response, token, secure=request.url.scheme == "https")
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request) -> Response:
+    if not same_origin(request):
+        raise HTTPException(403, detail="cross-site form post refused")
+    response = RedirectResponse("/login" if request.app.state.auth_mode.required else "/", status_code=303)
+    clear_token_cookie(response)
+    return response

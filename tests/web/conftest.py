@@ -1,0 +1,73 @@
+"""Fixtures for the page tests: an app on a temp-file SQLite database, seeded with synthetic analyses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlmodel import Session
+
+from app.main import create_app
+from app.settings import Settings
+from web import synthetic
+
+
+def make_settings(tmp_path: Path, **overrides: object) -> Settings:
+    return Settings(data_dir=tmp_path / "data", reaper_interval_s=3600, **overrides)
+
+
+@pytest.fixture
+def app(tmp_path: Path):
+    return create_app(make_settings(tmp_path))
+
+
+@pytest.fixture
+def client(app) -> Iterator[TestClient]:
+    with TestClient(app, base_url="http://127.0.0.1:8000") as client:
+        yield client
+
+
+class Db:
+    """Short-lived sessions for test code. On SQLite every transaction here is BEGIN IMMEDIATE (app.db),
+    so a test must not keep one open while the app serves a request: each call commits and closes."""
+
+    def __init__(self, engine) -> None:  # noqa: ANN001
+        self.engine = engine
+
+    def session(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    def get(self, model, key):  # noqa: ANN001, ANN201
+        with self.session() as session:
+            return session.get(model, key)
+
+    def all(self, query) -> list:  # noqa: ANN001
+        with self.session() as session:
+            return list(session.scalars(query))
+
+    def first(self, query):  # noqa: ANN001, ANN201
+        rows = self.all(query.limit(1))
+        return rows[0] if rows else None
+
+    def update(self, model, key, **values) -> None:  # noqa: ANN001, ANN003
+        with self.session() as session:
+            row = session.get(model, key)
+            for name, value in values.items():
+                setattr(row, name, value)
+            session.add(row)
+            session.commit()
+
+
+@pytest.fixture
+def db(app) -> Db:
+    return Db(app.state.engine)
+
+
+@pytest.fixture
+def seeded(db: Db) -> Db:
+    """30 analyses: mixed statuses, targets, names and recommended backends."""
+    with db.session() as session:
+        synthetic.seed_analyses(session, 30)
+    return db
