@@ -25,7 +25,7 @@ import json
 import re
 import sys
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -317,6 +317,11 @@ def torchair_status(op_name: str) -> TorchAirStatus:
     For aten/prims ops `none` means GE-mode compilation fails; for `npu::` ops see `torchair_note`.
     """
     return active_torchair_coverage().status(op_name)
+
+
+def worst_torchair_status(statuses: Iterable[TorchAirStatus]) -> TorchAirStatus:
+    """The least covered of `statuses` (supported > partial > stub > none); "supported" when there are none."""
+    return min(statuses, key=_STATUS_RANK.__getitem__, default="supported")
 
 
 def torchair_note(op_name: str) -> str | None:

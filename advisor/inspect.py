@@ -1,7 +1,8 @@
 """What is inside a model file: one JSON-serializable `Inspection` (see advisor/schema.py).
 
 Ops come from the exported graph (the TorchScript graph when conversion failed), each with its coverage by
-Inductor and TorchAir; graph breaks from Dynamo's explain, only when the model can run here; FLOPs on fake
+Inductor and TorchAir, judged on the ops each compiler really receives for it (see advisor/decomposed_coverage.py);
+graph breaks from Dynamo's explain, only when the model can run here; FLOPs on fake
 tensors. Nothing in the result carries source paths from the machine that exported the model.
 """
 
@@ -17,6 +18,7 @@ import torch
 
 from advisor import coverage
 from advisor.artifacts import BUILTIN_OP_NAMESPACES
+from advisor.decomposed_coverage import add_table_notes, judge_on_received_ops
 from advisor.flops import count_flops
 from advisor.graph_breaks import find_graph_breaks, not_analysed
 from advisor.loading import LoadedModel, load_model
@@ -36,6 +38,10 @@ def inspect_loaded(loaded: LoadedModel) -> Inspection:
     with _quiet_torch_logs():
         ops = [_op_info(name, op, count, loaded.stubbed_ops) for name, (op, count) in _op_histogram(loaded).items()]
         warnings = list(loaded.warnings)
+        if loaded.exported_program is not None:
+            warnings += judge_on_received_ops(loaded.exported_program, ops)
+        else:  # a TorchScript graph cannot be decomposed here: the table's statuses stand
+            add_table_notes(ops)
         warnings += [
             f"{op['name']} has no known fake (meta) kernel: Dynamo cannot trace it, so torch.compile breaks the "
             "graph around it or fails (register one with torch.library.register_fake)"

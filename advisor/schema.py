@@ -28,7 +28,10 @@ DeviceKind = Literal["cpu", "cuda", "npu"]
 # ---------------------------------------------------------------- inspection (issue 2)
 class OpCoverage(TypedDict):
     inductor: InductorStatus
-    torchair: TorchAirStatus
+    torchair: TorchAirStatus  # for a decomposed op: the worst status of the ops in torchair_via
+    torchair_via: NotRequired[list[str]]  # the ops TorchAir receives instead (the op is decomposed before it)
+    torchair_note: NotRequired[str]  # what qualifies the torchair status
+    inductor_via: NotRequired[list[str]]  # for "decomposed": the ops Inductor lowers instead
 
 
 class OpInfo(TypedDict):

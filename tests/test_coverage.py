@@ -114,6 +114,13 @@ def test_coverage_module_imports_without_torch() -> None:
 
 
 # ------------------------------------------------------------------ TorchAir table (the committed one)
+def test_worst_torchair_status_is_the_least_covered() -> None:
+    assert coverage.worst_torchair_status(["supported", "partial", "supported"]) == "partial"
+    assert coverage.worst_torchair_status(["partial", "stub", "none"]) == "none"
+    assert coverage.worst_torchair_status(["stub", "supported"]) == "stub"
+    assert coverage.worst_torchair_status([]) == "supported"  # an op that becomes nothing needs no converter
+
+
 def test_committed_table_knows_the_published_facts(fresh_torchair_source) -> None:
     assert coverage.torchair_status("npu.npu_rms_norm.default") == "supported"
     assert coverage.torchair_status("aten.amax.default") == "stub"

@@ -13,6 +13,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from advisor import coverage
+from advisor.decide import decide
 from advisor.graph_breaks import find_graph_breaks
 from advisor.inspect import inspect_model
 
@@ -27,6 +28,17 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _ops(result: dict) -> dict[str, int]:
     return {op["name"]: op["count"] for op in result["ops"]}
+
+
+def _op(result: dict, name: str) -> dict:
+    return next(op for op in result["ops"] if op["name"] == name)
+
+
+def assert_judged_on_received_ops(op: dict) -> None:
+    """A decomposed op's TorchAir status is the worst of the table's statuses of the ops TorchAir receives."""
+    via = op["coverage"]["torchair_via"]
+    assert via and op["name"] not in via
+    assert op["coverage"]["torchair"] == coverage.worst_torchair_status(map(coverage.torchair_status, via))
 
 
 def _own_counts(module: torch.nn.Module, inputs: tuple) -> tuple[int, int]:
@@ -47,7 +59,21 @@ def test_mlp(folder: Path) -> None:
     assert result["flops"] == flops
     assert result["graph_breaks"] == {"analysed": True, "count": 0, "graph_count": 1, "reasons": []}
     assert result["custom_ops"] == []
+    linear = _op(result, "aten.linear.default")
+    assert_judged_on_received_ops(linear)
+    assert {"aten.addmm.default", "aten.mm.default"} & set(linear["coverage"]["torchair_via"])
+    assert linear["coverage"]["torchair"] in ("supported", "partial")
+    assert {"aten.addmm.default", "aten.mm.default"} & set(linear["coverage"]["inductor_via"])
+    assert "torchair_via" not in _op(result, "aten.relu.default")["coverage"]  # not decomposed: the table answers
     json.dumps(result)  # one JSON-serializable result
+
+
+def test_decide_does_not_count_decomposed_ops_as_uncovered(folder: Path) -> None:
+    assert coverage.torchair_status("aten.linear.default") in ("none", "stub")  # the exported op itself has none
+    result = inspect_model(models.export_to(folder / "mlp_decide.pt2", *models.mlp()))
+    recommendation = decide({"target": "npu"}, result, None)
+    assert "linear" not in recommendation["why_not"].get("torchair:max-autotune", "")
+    assert not [c for c in recommendation["caveats"] if "linear" in c["issue"]]
 
 
 def test_cnn(folder: Path) -> None:
@@ -59,8 +85,11 @@ def test_cnn(folder: Path) -> None:
     params, flops = _own_counts(module, inputs)
     assert result["parameters"]["count"] == params
     assert result["flops"] == flops
-    linear = next(op for op in result["ops"] if op["name"] == "aten.linear.default")
+    linear = _op(result, "aten.linear.default")
     assert linear["coverage"]["inductor"] == coverage.inductor_status(torch.ops.aten.linear.default)
+    for name in ("aten.conv2d.default", "aten.batch_norm.default", "aten.linear.default"):
+        assert_judged_on_received_ops(_op(result, name))
+    assert "aten.convolution.default" in _op(result, "aten.conv2d.default")["coverage"]["torchair_via"]
 
 
 def test_bert_dynamic_batch(folder: Path) -> None:
@@ -74,6 +103,20 @@ def test_bert_dynamic_batch(folder: Path) -> None:
     }
     assert result["flops"] and result["flops"] > 0
     assert result["graph_breaks"]["count"] == 0
+    assert_judged_on_received_ops(_op(result, "aten.layer_norm.default"))
+    check = _op(result, "aten._assert_tensor_metadata.default")["coverage"]  # export-only: nothing to convert
+    assert check["torchair_via"] == [] and check["torchair"] == "supported" and "export" in check["torchair_note"]
+    for op in result["ops"]:
+        assert ("inductor_via" in op["coverage"]) == (op["coverage"]["inductor"] == "decomposed")
+    sdpa_name = "aten.scaled_dot_product_attention.default"
+    sdpa = _op(result, sdpa_name)["coverage"]
+    cpu_kernels = [name for name in sdpa["inductor_via"] if "_for_cpu" in name]
+    assert cpu_kernels  # sdpa's decomposition picks a kernel for the device it is traced on: not judged on it
+    assert "torchair_via" not in sdpa and sdpa["torchair"] == coverage.torchair_status(sdpa_name)
+    assert cpu_kernels[0] in sdpa["torchair_note"] and "NPU" in sdpa["torchair_note"]
+    fallbacks = [name for name in sdpa["inductor_via"] if coverage.inductor_status(name) == "fallback"]
+    for name in fallbacks:  # visible although the op itself is only "decomposed"
+        assert any(name in warning and "fallback" in warning for warning in result["warnings"])
 
 
 def test_registered_npu_op_is_listed_with_coverage(folder: Path) -> None:
@@ -82,10 +125,11 @@ def test_registered_npu_op_is_listed_with_coverage(folder: Path) -> None:
     (custom,) = result["custom_ops"]
     assert custom["name"] == "npu.test_rms_norm.default" and custom["namespace"] == "npu"
     assert custom["has_fake_kernel"] is True
-    assert custom["coverage"] == {
-        "inductor": "fallback",  # no lowering: Inductor calls the op's own kernel
-        "torchair": coverage.torchair_status("npu.test_rms_norm.default"),
-    }
+    assert custom["coverage"]["inductor"] == "fallback"  # no lowering: Inductor calls the op's own kernel
+    assert custom["coverage"]["torchair"] == coverage.torchair_status("npu.test_rms_norm.default")
+    assert "torchair_via" not in custom["coverage"] and "inductor_via" not in custom["coverage"]  # not decomposed
+    assert custom["coverage"].get("torchair_note") == coverage.torchair_note("npu.test_rms_norm.default")
+    assert_judged_on_received_ops(_op(result, "aten.linear.default"))
     assert result["runnable"] == {"ok": True, "reason": None}
     assert result["graph_breaks"]["count"] == 0
 
@@ -101,6 +145,9 @@ def test_npu_op_without_fake_kernel_is_untraceable(folder: Path) -> None:
     assert custom["has_fake_kernel"] is False
     assert custom["coverage"]["inductor"] == "untraceable"
     assert any("npu.test_rms_norm_nofake.default has no known fake" in warning for warning in result["warnings"])
+    assert any("cannot be decomposed" in warning for warning in result["warnings"])
+    linear = _op(result, "aten.linear.default")["coverage"]  # not derivable: the table's status stands
+    assert "torchair_via" not in linear and linear["torchair"] == coverage.torchair_status("aten.linear.default")
     breaks = result["graph_breaks"]
     if breaks["analysed"]:  # this torch breaks the graph around the op; older ones fail the compile outright
         assert breaks["count"] >= 1 and "fake" in breaks["reasons"][0]["reason"]
@@ -123,6 +170,7 @@ def test_npu_op_unknown_here_is_inspected_from_stubs(folder: Path) -> None:
     assert result["graph_breaks"]["analysed"] is False
     assert "not possible here" in result["graph_breaks"]["note"]
     assert result["flops"] and result["flops"] > 0  # counted on fake tensors through the stub
+    assert_judged_on_received_ops(_op(result, "aten.linear.default"))  # decomposed through the stub too
 
 
 def test_graph_break_reason_and_location() -> None:
@@ -144,6 +192,9 @@ def test_torchscript_that_cannot_be_converted_lists_its_graph_ops(folder: Path) 
     assert result["format"] == "torchscript"
     assert _ops(result)["aten.linear.default"] == 2
     assert "aten.item.default" in _ops(result)
+    linear = _op(result, "aten.linear.default")["coverage"]  # no exported graph to decompose: the table answers
+    assert "torchair_via" not in linear and linear["torchair"] == coverage.torchair_status("aten.linear.default")
+    assert linear.get("torchair_note") == coverage.torchair_note("aten.linear.default")
     breaks = result["graph_breaks"]
     assert breaks["analysed"] is False and "could not be converted" in breaks["note"]
     assert result["parameters"]["count"] == sum(p.numel() for p in module.parameters())

@@ -1,0 +1,98 @@
+"""The ops the compilers really receive: decomposition tables, provenance back to the exported nodes, and the check
+that the emulation matches what AOTAutograd hands a torch.compile backend."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import models
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch._dynamo.backends.common import aot_autograd
+
+from advisor import decomposed_coverage
+from advisor.decomposed_coverage import inductor_table, received_ops, torchair_table
+
+
+class Upsample(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.interpolate(x, scale_factor=2, mode="nearest").to(torch.float64)
+
+
+def _export(module: nn.Module, inputs: tuple) -> torch.export.ExportedProgram:
+    with torch.no_grad():
+        return torch.export.export(module, inputs)
+
+
+def _op_names(graph: torch.fx.Graph) -> list[str]:
+    return [str(node.target) for node in graph.nodes if isinstance(node.target, torch._ops.OpOverload)]
+
+
+def _aot_forward_ops(module: nn.Module, inputs: tuple) -> Counter[str]:
+    """The ops AOTAutograd hands a backend that passes no decompositions of its own (as TorchAir does for aten)."""
+    seen: Counter[str] = Counter()
+
+    def capture(graph_module: torch.fx.GraphModule, _inputs: list) -> torch.fx.GraphModule:
+        seen.update(_op_names(graph_module.graph))
+        return graph_module
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(module, backend=aot_autograd(fw_compiler=capture, decompositions={}))(*inputs)
+    torch._dynamo.reset()
+    return seen
+
+
+def test_each_exported_op_is_traced_to_what_it_becomes() -> None:
+    ep = _export(*models.mlp())
+    received = received_ops(ep, ["aten.linear.default", "aten.relu.default"], torchair_table())
+    assert received["aten.relu.default"] == ["aten.relu.default"]  # not decomposed: itself
+    assert "aten.linear.default" not in received["aten.linear.default"]
+    assert {"aten.addmm.default", "aten.mm.default"} & set(received["aten.linear.default"])
+
+
+def test_torchair_emulation_matches_the_graph_aot_autograd_hands_the_backend() -> None:
+    module, inputs = models.cnn()
+    ep = _export(module, inputs)
+    exported = set(_op_names(ep.graph)) - decomposed_coverage.EXPORT_ONLY_OPS
+    received = received_ops(ep, exported, torchair_table())
+    assert set().union(*map(set, received.values())) == set(_aot_forward_ops(module, inputs))
+
+
+def test_export_only_checks_never_reach_torch_compile_backends() -> None:
+    module, inputs = Upsample(), (torch.randn(1, 2, 4, 4),)
+    exported = _op_names(_export(module, inputs).graph)
+    assert set(exported) & decomposed_coverage.EXPORT_ONLY_OPS  # `.to()` makes export insert the check
+    assert not set(_aot_forward_ops(module, inputs)) & decomposed_coverage.EXPORT_ONLY_OPS
+
+
+def test_torchair_keeps_nearest_upsampling_whole_where_torch_would_decompose_it() -> None:
+    """torchair._utils.adjust_implicit_decomposition re-points upsample_nearest2d.vec at the .default kernel."""
+    ep = _export(Upsample(), (torch.randn(1, 2, 4, 4),))
+    name = "aten.upsample_nearest2d.vec"
+    assert received_ops(ep, [name], torchair_table())[name] == ["aten.upsample_nearest2d.default"]
+    assert "aten.upsample_nearest2d.default" not in received_ops(ep, [name], inductor_table())[name]
+
+
+def test_ops_inside_control_flow_branches_are_traced_too() -> None:
+    class Branches(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cond(x.sum() > 0, lambda x: self.linear(x), lambda x: F.layer_norm(x, (4,)), (x,))
+
+    ep = _export(Branches(), (torch.randn(2, 4),))
+    received = received_ops(ep, ["aten.linear.default", "aten.layer_norm.default"], torchair_table())
+    assert {"aten.addmm.default", "aten.mm.default"} & set(received["aten.linear.default"])
+    assert received["aten.layer_norm.default"] and "aten.layer_norm.default" not in received["aten.layer_norm.default"]
+
+
+@pytest.mark.parametrize("table", [torchair_table, inductor_table], ids=["torchair", "inductor"])
+def test_custom_ops_are_not_decomposed(table) -> None:
+    ep = _export(*models.npu_op_model())
+    name = "npu.test_rms_norm.default"
+    assert received_ops(ep, [name], table())[name] == [name]
