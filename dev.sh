@@ -27,7 +27,8 @@ case "$cmd" in
     setup
     mkdir -p data
     "$VENV/bin/npu-advisor" example mlp data/example-mlp.pt2 >/dev/null
-    exec "$VENV/bin/npu-advisor" inspect data/example-mlp.pt2 "$@"
+    echo "example model to try: data/example-mlp.pt2 (upload it at /upload, or: npu-advisor analyze data/example-mlp.pt2 --server http://127.0.0.1:8000)"
+    exec "$VENV/bin/npu-advisor" serve "$@"
     ;;
   test)
     setup

@@ -18,6 +18,7 @@ from sqlmodel import Session
 
 from app.models import Analysis, Artifact, Job, Measurement
 from app.queue import JobQueue
+from app.storage import ArtifactStore
 
 ANALYSIS_STATUS = {
     "queued": "queued",
@@ -34,11 +35,20 @@ SORTABLE = {
     "status": Job.status,
     "target": Analysis.target,
     "id": Analysis.id,
+    "speedup": Analysis.speedup_vs_eager,
 }
 
 
 class DecisionFailed(Exception):
     """The decision engine could not produce a recommendation; the message says why."""
+
+
+class RerunRefused(Exception):
+    """An analysis cannot be measured again; `status_code` is the HTTP status the API answers with."""
+
+    def __init__(self, message: str, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,42 @@ def submit_analysis(
         dedupe_key=None if force else key,
     )
     return Submission(analysis=analysis, job=job, deduplicated=False)
+
+
+def rerun_analysis(
+    session: Session,
+    queue: JobQueue,
+    store: ArtifactStore,
+    *,
+    analysis_id: int,
+    submitted_by: str,
+    cache_window_s: float,
+) -> Submission:
+    """Measure the stored artifact (and inputs) again with the same context and backends, as a new analysis.
+
+    Always a new measurement (`force`: no dedupe against the earlier one, whose results stay as they are)."""
+    old = session.get(Analysis, analysis_id)
+    if old is None:
+        raise RerunRefused(f"analysis {analysis_id} does not exist", 404)
+    artifact = session.get(Artifact, old.artifact_sha256)
+    if artifact is None or not store.exists(old.artifact_sha256):
+        raise RerunRefused(f"the model file of analysis {analysis_id} is no longer stored; upload it again", 409)
+    inputs = session.get(Artifact, old.inputs_sha256) if old.inputs_sha256 else None
+    if old.inputs_sha256 and (inputs is None or not store.exists(old.inputs_sha256)):
+        raise RerunRefused(f"the inputs file of analysis {analysis_id} is no longer stored; upload it again", 409)
+    return submit_analysis(
+        session,
+        queue,
+        artifact=artifact,
+        inputs=inputs,
+        context=dict(old.context),
+        target=old.target,
+        model_name=old.model_name,
+        backends=list(old.backends),
+        submitted_by=submitted_by,
+        force=True,
+        cache_window_s=cache_window_s,
+    )
 
 
 def _recent_duplicate(session: Session, key: str, since: datetime) -> tuple[Analysis, Job] | None:
@@ -186,6 +232,8 @@ def list_analyses(
     total = session.scalar(select(func.count()).select_from(base.subquery())) or 0
     column = SORTABLE[sort]
     ordering = column.asc() if order == "asc" else column.desc()
+    if sort == "speedup":
+        ordering = ordering.nulls_last()  # unmeasured recommendations last either way (and on PostgreSQL too)
     rows = session.execute(
         base.order_by(ordering, Analysis.id.desc()).offset((page - 1) * per_page).limit(per_page)
     ).all()
@@ -222,10 +270,30 @@ def outcome_recorder(
 
 
 def store_recommendation(analysis: Analysis, recommendation: dict, now: datetime) -> None:
+    """Store the recommendation and its denormalised, indexed columns (the dashboard sorts on them)."""
     analysis.recommendation = recommendation
-    analysis.recommended_backend = recommendation.get("backend")
+    columns = recommendation_columns(recommendation, analysis.measurements)
+    analysis.recommended_backend = columns["recommended_backend"]
+    analysis.recommended_mode = columns["recommended_mode"]
+    analysis.speedup_vs_eager = columns["speedup_vs_eager"]
     analysis.engine_version = recommendation.get("engine_version")
     analysis.updated_at = now
+
+
+def recommendation_columns(recommendation: dict | None, measurements: dict | None) -> dict[str, Any]:
+    """recommended_backend / recommended_mode ("default" when the engine names none) / speedup_vs_eager: the
+    side-by-side speedup of the recommended backend+mode's measurement row, None when it was not measured."""
+    backend = (recommendation or {}).get("backend")
+    if not backend:
+        return {"recommended_backend": None, "recommended_mode": None, "speedup_vs_eager": None}
+    mode = (recommendation or {}).get("mode") or "default"
+    speedup = None
+    for row in (measurements or {}).get("measurements", []):
+        if row.get("backend") == backend and (row.get("mode") or "default") == mode:
+            value = row.get("speedup_vs_eager")
+            speedup = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+            break
+    return {"recommended_backend": backend, "recommended_mode": mode, "speedup_vs_eager": speedup}
 
 
 def measurement_row(analysis_id: int, row: dict) -> Measurement:

@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlmodel import Session
 
 from app.models import ROLES, ApiToken
@@ -53,11 +53,19 @@ def authenticate(session: Session, token: str, *, now: datetime) -> Principal | 
     presented = hash_token(token)
     try:
         row = session.scalars(select(ApiToken).where(ApiToken.token_hash == presented)).first()
-        if row is None or row.revoked or not hmac.compare_digest(row.token_hash, presented):
-            return None
-        if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
-            row.last_used_at = now  # at most one write a minute per token, not one per request
-        return Principal(name=row.name, role=row.role, token_id=row.id)
     finally:
-        # Always end the transaction: on SQLite it holds the write lock (BEGIN IMMEDIATE) until then.
+        # End the lookup's transaction at once: a write transaction (BEGIN IMMEDIATE) holds SQLite's write lock.
         session.commit()
+    if row is None or row.revoked or not hmac.compare_digest(row.token_hash, presented):
+        return None
+    if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
+        # At most one write a minute per token, in its own short transaction that starts with the write, so
+        # it is safe in a read-only (deferred BEGIN) session too: no read snapshot has to be upgraded.
+        session.execute(
+            update(ApiToken)
+            .where(ApiToken.id == row.id)
+            .values(last_used_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        session.commit()
+    return Principal(name=row.name, role=row.role, token_id=row.id)

@@ -2,7 +2,9 @@
 
 SQLite (default) gets WAL, a busy timeout, foreign keys and `BEGIN IMMEDIATE` write transactions so
 that concurrent writers wait on `busy_timeout` instead of failing with SQLITE_BUSY (the SQLAlchemy
-pysqlite recipe: pysqlite's own BEGIN is switched off and the `begin` event issues ours).
+pysqlite recipe: pysqlite's own BEGIN is switched off and the `begin` event issues ours). Read-only
+work (`read_only_session`, used for GET requests) issues a plain deferred `BEGIN` instead: under WAL a
+reader sees a consistent snapshot and never blocks, nor waits for, writers and queue claims.
 PostgreSQL works by URL with the same code. The schema comes only from Alembic migrations.
 """
 
@@ -46,8 +48,17 @@ def _configure_sqlite_connection(dbapi_connection, _record) -> None:  # noqa: AN
     cursor.close()
 
 
+READ_ONLY_OPTION = "advisor_read_only"  # a connection execution option: this transaction only reads
+
+
 def _begin_immediate(conn) -> None:  # noqa: ANN001 - SQLAlchemy Connection
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
+    """Writers take the write lock up front; read-only connections take none (a deferred BEGIN)."""
+    conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READ_ONLY_OPTION) else "BEGIN IMMEDIATE")
+
+
+def read_only_engine(engine: Engine) -> Engine:
+    """The same engine (pool, events) whose transactions are read-only: deferred `BEGIN` on SQLite."""
+    return engine.execution_options(**{READ_ONLY_OPTION: True})
 
 
 def alembic_config(url: str | None = None) -> Config:

@@ -12,14 +12,21 @@ from app.auth import ANONYMOUS, Principal, authenticate
 from app.queue import JobQueue
 from app.settings import Settings
 from app.storage import ArtifactStore
+from app.web.cookie_auth import cookie_principal, same_origin_request
 
 ADMIN_OR_USER = ("admin", "user")
 ADMIN_OR_WORKER = ("admin", "worker")
 ANY_ROLE = ("admin", "user", "worker")
 
 
+READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 def get_session(request: Request) -> Iterator[Session]:
-    with Session(request.app.state.engine, expire_on_commit=False) as session:
+    """The request's session: read-only (a deferred BEGIN on SQLite, app.db) for GET/HEAD, writing otherwise."""
+    state = request.app.state
+    engine = state.read_engine if request.method in READ_ONLY_METHODS else state.engine
+    with Session(engine, expire_on_commit=False) as session:
         yield session
 
 
@@ -42,7 +49,10 @@ StoreDep = Annotated[ArtifactStore, Depends(get_store)]
 
 
 def get_principal(request: Request, session: SessionDep, queue: QueueDep) -> Principal:
-    """The caller, from `Authorization: Bearer <token>`; anonymous admin only on an open server."""
+    """The caller: `Authorization: Bearer <token>`, else the dashboard's sign-in cookie, else the anonymous
+    admin of an open server. Without a bearer header a state-changing request must come from this server's
+    own pages (CSRF): a cookie-signed one must prove it (Origin or Referer), and any one from a foreign
+    Origin is refused - also on an open server, where a web page could otherwise post to a local one."""
     header = request.headers.get("authorization")
     if header:
         scheme, _, token = header.partition(" ")
@@ -52,12 +62,28 @@ def get_principal(request: Request, session: SessionDep, queue: QueueDep) -> Pri
         if principal is None:
             raise _unauthorized("this token is unknown or revoked; create one with `npu-advisor token create`")
         return principal
+    changes_state = request.method not in READ_ONLY_METHODS
+    principal = cookie_principal(request, session)
+    if principal is not None:
+        if changes_state and not same_origin_request(request, require_proof=True):
+            raise _cross_site()
+        return principal
+    if changes_state and not same_origin_request(request, require_proof=False):
+        raise _cross_site()
     if request.app.state.auth_mode.required:
         raise _unauthorized(
             "this server requires a bearer token (Authorization: Bearer <token>); "
             "an admin creates one with `npu-advisor token create --role user`"
         )
     return ANONYMOUS
+
+
+def _cross_site() -> HTTPException:
+    return HTTPException(
+        status_code=403,
+        detail="cross-site request refused: a request signed in by the dashboard cookie must come from this "
+        "server's own pages (Origin or Referer of this host); scripts send `Authorization: Bearer <token>`",
+    )
 
 
 def _unauthorized(message: str) -> HTTPException:

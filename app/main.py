@@ -18,7 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from sqlmodel import Session
 
-from app.db import create_db_engine, upgrade_database
+from app.db import create_db_engine, read_only_engine, upgrade_database
 from app.metrics import ServiceMetrics
 from app.queue import Clock, JobQueue, QueueError, QueuePolicy, utcnow
 from app.routes import analyses, artifacts, jobs, ops, workers
@@ -59,9 +59,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
     )
     app.state.settings = settings
     app.state.engine = engine
+    app.state.read_engine = read_only_engine(engine)  # GET requests: no write lock on SQLite (app.db)
     app.state.store = store
     app.state.queue = queue
-    app.state.metrics = ServiceMetrics(engine)
+    app.state.metrics = ServiceMetrics(app.state.read_engine)
     app.state.auth_mode = auth_mode(settings)
 
     for module in (analyses, workers, jobs, artifacts, ops):

@@ -59,7 +59,10 @@ class Analysis(AnalysisBase, table=True):
     # the MeasurementRun the worker posted (advisor.schema.MeasurementRun)
     measurements: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     recommendation: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    # Denormalised from `recommendation` (app.analyses.store_recommendation) so the list sorts on indexes:
     recommended_backend: str | None = Field(default=None, max_length=64, index=True)
+    recommended_mode: str | None = Field(default=None, max_length=64, index=True)
+    speedup_vs_eager: float | None = Field(default=None, index=True)  # the recommended option's measured speedup
     engine_version: str | None = Field(default=None, max_length=32)
     created_at: datetime = Field(index=True)
     updated_at: datetime
@@ -205,7 +208,7 @@ class WorkerBase(SQLModel):
 
 
 class Worker(WorkerBase, table=True):
-    """A registered worker process on some node; `state` is active | draining | lost | gone."""
+    """A registered worker process on some node; `state` is active | lost (silent) | stopped (deregistered)."""
 
     id: str = Field(primary_key=True, max_length=32)
     token_id: int | None = Field(default=None, foreign_key="api_token.id")

@@ -199,13 +199,14 @@ class JobQueue:
         with _transaction(session):
             worker = session.execute(
                 update(Worker)
-                .where(Worker.id == worker_id)
+                .where(Worker.id == worker_id, Worker.state != "stopped")  # a lost worker that is back is active
                 .values(last_seen_at=now, state="active")
                 .returning(Worker.device_kind, Worker.backends)
                 .execution_options(synchronize_session=False)
             ).first()
             if worker is None:
-                raise WorkerNotFound(f"worker {worker_id} is not registered; register again")
+                # Also after deregistration: a long-poll still in flight must neither revive nor lease to it.
+                raise WorkerNotFound(f"worker {worker_id} is not registered (or has deregistered); register again")
             token = secrets.token_hex(16)
             expires = now + timedelta(seconds=self.policy.lease_ttl_s)
             job = session.scalars(
@@ -309,7 +310,7 @@ class JobQueue:
             if worker is None:
                 raise WorkerNotFound(f"worker {worker_id} is not registered")
             now = self.clock()
-            worker.state = "gone"
+            worker.state = "stopped"
             worker.last_seen_at = now
             jobs = session.scalars(select(Job).where(Job.worker_id == worker_id, Job.status == "running")).all()
             for job in jobs:

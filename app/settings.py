@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -21,6 +22,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     require_auth: bool | None = None  # None: required exactly when `host` is not loopback
+    # the embedded worker's token for `npu-advisor serve` (app.worker_token); None: serve keeps its own
+    worker_token: SecretStr | None = None
 
     max_upload_mb: float = 4096  # the model file
     max_inputs_mb: float = 1024  # the optional inputs file

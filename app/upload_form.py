@@ -20,7 +20,9 @@ from starlette.requests import ClientDisconnect
 from app.storage import ArtifactStore, IncomingFile
 
 WRITE_BYTES = 1 << 20
-MAX_FIELD_BYTES = 1 << 20
+MAX_FIELD_BYTES = 1 << 20  # each text field; over it: 422 naming the field
+# The API's form has 6 fields (model, inputs, context, model_name, backends, force); more parts than this are
+# refused with a 422 that says so, before any further part is read (a cap on per-part bookkeeping).
 MAX_PARTS = 16
 
 
@@ -64,7 +66,11 @@ async def receive_form(request: Request, store: ArtifactStore, limits: dict[str,
 
     def on_part_begin() -> None:
         if len(parts) >= MAX_PARTS:
-            raise _invalid("request", f"too many parts (at most {MAX_PARTS})")
+            raise _invalid(
+                "request",
+                f"the form has more than {MAX_PARTS} parts; send only the fields model, inputs, context, "
+                "model_name, backends and force (the deployment context as one `context` JSON field)",
+            )
         parts.append(_Part())
 
     def on_header_field(data: bytes, start: int, end: int) -> None:

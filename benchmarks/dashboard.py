@@ -78,6 +78,7 @@ def run(analyses: int, repeat: int) -> dict:
             "list: search model name": "/?model=bert-4",
             "list: sort by model name": "/?sort=model&order=asc",
             "list: sort by speedup": "/?sort=speedup&order=desc",
+            "list: sort by speedup, ascending": "/?sort=speedup&order=asc",
             f"list: last page ({last_page})": f"/?page={last_page}",
             "detail: finished analysis": f"/analyses/{done_id}",
             "detail: unfinished analysis": f"/analyses/{waiting_id}",

@@ -3,7 +3,7 @@
 The worker runs as a separate process (`npu-advisor worker`), started once the API answers
 /healthz, and is stopped first on shutdown so it can release its job while the API is still up.
 With auth off (loopback, no tokens) it needs no token; otherwise it uses ADVISOR_WORKER_TOKEN or a
-worker token that serve creates in the database for it.
+worker token that serve creates once and keeps in <data dir>/embedded-worker.token (app.worker_token).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import httpx
 import typer
 import uvicorn
 
-WORKER_TOKEN_ENV = "ADVISOR_WORKER_TOKEN"
 WORKER_STOP_GRACE_S = 15.0
 HEALTH_WAIT_S = 60.0
 
@@ -35,7 +34,11 @@ def serve(
         None, "--worker-backends", help="the embedded worker's backends, e.g. eager,inductor (default: all usable)"
     ),
 ) -> None:
-    """Run the npu-advisor service: REST API, web dashboard, queue and (unless --no-worker) a local worker."""
+    """Run the npu-advisor service: REST API, web dashboard, queue and (unless --no-worker) a local worker.
+
+    When tokens are required, the local worker uses ADVISOR_WORKER_TOKEN, or else a worker token serve
+    creates once and keeps in <data dir>/embedded-worker.token (mode 0600) for later starts.
+    """
     from app.settings import Settings, auth_mode
 
     os.environ["ADVISOR_HOST"] = host
@@ -127,20 +130,14 @@ class ServerStoppingWorkerFirst(uvicorn.Server):
 
 
 def _embedded_worker_token(settings) -> str:  # noqa: ANN001 - app.settings.Settings
-    """ADVISOR_WORKER_TOKEN if set, else a fresh worker token stored (hashed) in the database."""
-    if os.environ.get(WORKER_TOKEN_ENV):
-        return os.environ[WORKER_TOKEN_ENV]
+    """ADVISOR_WORKER_TOKEN if set, else the worker token serve keeps in the data dir (created once)."""
     from datetime import UTC, datetime
 
-    from app.auth import create_token
-    from app.db import create_db_engine, session_scope, upgrade_database
+    from app.worker_token import embedded_worker_token
 
-    engine = create_db_engine(settings.resolved_database_url)
-    upgrade_database(engine)
-    with session_scope(engine) as session:
-        _row, token = create_token(session, role="worker", name="embedded-worker", now=datetime.now(UTC))
-    engine.dispose()
-    return token
+    found = embedded_worker_token(settings, now=datetime.now(UTC))
+    typer.echo(f"embedded worker: using {found.source}", err=True)
+    return found.token
 
 
 def _wait_healthy(url: str, timeout_s: float, stopping: threading.Event) -> bool:

@@ -13,11 +13,14 @@ from pydantic import BaseModel
 from app.analyses import (
     SORTABLE,
     DecisionFailed,
+    RerunRefused,
+    Submission,
     analysis_view,
     decide_recommendation,
     job_of,
     list_analyses,
     report_input,
+    rerun_analysis,
     store_recommendation,
     submit_analysis,
 )
@@ -79,7 +82,10 @@ ANALYZE_FORM = {
         200: {"description": "an identical recent analysis (deduplicated)"},
         413: {"description": "the upload is over the size limit (the message names it)"},
         415: {"description": "not a TorchScript / ExportedProgram file (the message says what it is)"},
-        422: {"description": "invalid form or context: one {field, message} per problem"},
+        422: {
+            "description": "invalid form or context: one {field, message} per problem (also: a form of more "
+            "than 16 parts, or a text field over 1 MiB)"
+        },
     },
     openapi_extra={"requestBody": ANALYZE_FORM},
     summary="Submit a model and its deployment context for analysis",
@@ -123,6 +129,11 @@ async def analyze(
             cache_window_s=settings.cache_window_s,
         )
     )
+    return _accepted(request, session, queue, submission)
+
+
+def _accepted(request: Request, session, queue, submission: Submission) -> JSONResponse:  # noqa: ANN001
+    """202 with the new analysis' id and links (200 for a deduplicated submission)."""
     analysis_id = submission.analysis.id
     base = str(request.url_for("get_analysis", analysis_id=analysis_id))
     body = AnalysisAccepted(
@@ -295,6 +306,40 @@ def redecide_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: Us
     session.add(analysis)
     session.commit()
     return analysis_view(session, queue, analysis, job)
+
+
+@router.post(
+    "/analyses/{analysis_id}/rerun",
+    status_code=202,
+    response_model=AnalysisAccepted,
+    responses={
+        404: {"description": "no such analysis"},
+        409: {"description": "its model (or inputs) file is no longer stored"},
+    },
+    summary="Measure the same model, inputs and context again, as a new analysis",
+)
+def rerun_route(
+    analysis_id: int,
+    request: Request,
+    session: SessionDep,
+    queue: QueueDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    principal: UserDep,
+) -> JSONResponse:
+    """Always measures again (like `force=true`); the earlier analysis keeps its results."""
+    try:
+        submission = rerun_analysis(
+            session,
+            queue,
+            store,
+            analysis_id=analysis_id,
+            submitted_by=principal.name,
+            cache_window_s=settings.cache_window_s,
+        )
+    except RerunRefused as exc:
+        raise HTTPException(exc.status_code, detail=str(exc)) from None
+    return _accepted(request, session, queue, submission)
 
 
 @router.get("/analyses/{analysis_id}/inputs", response_class=FileResponse, summary="The uploaded inputs file")

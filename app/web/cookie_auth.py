@@ -2,9 +2,10 @@
 
 The cookie holds the token itself (the server stores only its hash, as for API calls), so revoking the
 token signs the browser out too. `cookie_principal` is the extra credential source: the dashboard's
-routes use it, and `app.deps.get_principal` can fall back to it for API calls made by the browser
-(see the report of issue 6). SameSite=Strict keeps other sites from posting with the cookie; posts
-from a page whose Origin is not this server are refused as well.
+pages use it, and `app.deps.get_principal` falls back to it for API calls without an Authorization
+header, so the browser calls the API directly. SameSite=Strict keeps other sites from posting with the
+cookie; a state-changing request signed in by the cookie must also show an Origin (or Referer) of this
+server (`same_origin_request`).
 """
 
 from __future__ import annotations
@@ -54,11 +55,23 @@ def clear_token_cookie(response: Response) -> None:
 
 def same_origin(request: Request) -> bool:
     """A form post comes from this server's own pages (no Origin header: not a browser, allowed)."""
+    return same_origin_request(request, require_proof=False)
+
+
+def same_origin_request(request: Request, *, require_proof: bool) -> bool:
+    """The request was sent by a page of this server: its Origin (or, without one, its Referer) names this host.
+
+    Browsers send Origin on every POST (`null` from sandboxed or privacy-restricted contexts: refused). With
+    neither header the sender is not a browser page: allowed only when `require_proof` is False - never for
+    requests whose credential is the cookie, which a browser attaches by itself."""
+    host = request.headers.get("host", request.url.netloc)
     origin = request.headers.get("origin")
-    if not origin or origin == "null":
-        return origin is None
-    parts = urlsplit(origin)
-    return parts.netloc == request.headers.get("host", request.url.netloc)
+    if origin is not None:
+        return origin != "null" and urlsplit(origin).netloc == host
+    referer = request.headers.get("referer")
+    if referer:
+        return urlsplit(referer).netloc == host
+    return not require_proof
 
 
 def safe_next(target: str | None) -> str:

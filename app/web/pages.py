@@ -1,9 +1,11 @@
 """The dashboard: server-rendered HTML pages (Jinja2, autoescaped) served by the API app.
 
-Pages read through `app.web.queries` and the server's own `app.analyses`; actions (upload, cancel,
-re-decide, re-run) are form posts handled here by calling the very route functions / service
-functions the API uses, so a browser needs neither JavaScript nor a bearer header. Sign-in is a token
-kept in a cookie (`app.web.cookie_auth`). Nothing here imports torch.
+Pages read through `app.web.queries` and the server's own `app.analyses`. Sign-in is a token kept in a
+cookie (`app.web.cookie_auth`) that the API accepts too (`app.deps.get_principal`, with a same-origin
+check on state-changing requests), so the upload form (web.js) and the report downloads call the API
+directly. Cancel / re-decide / re-run are plain form posts handled here (they answer with a redirect
+back to a page, so they work without JavaScript) by the same route / service functions the API uses.
+Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -21,15 +23,22 @@ from jinja2 import Environment, FileSystemLoader
 from sqlalchemy import select
 from sqlmodel import Session
 
-from app.analyses import analysis_view, job_of, submit_analysis
+from app.analyses import RerunRefused, analysis_view, job_of, rerun_analysis
 from app.auth import Principal, authenticate
 from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep
-from app.models import Analysis, Artifact
+from app.models import Analysis
 from app.routes import analyses as analyses_api
 from app.web import queries
 from app.web.charts import format_quantity
 from app.web.compare import compare_rows
-from app.web.cookie_auth import clear_token_cookie, safe_next, same_origin, set_token_cookie, viewer
+from app.web.cookie_auth import (
+    clear_token_cookie,
+    safe_next,
+    same_origin,
+    same_origin_request,
+    set_token_cookie,
+    viewer,
+)
 from app.web.detail_view import INDUCTOR_STATUS_TEXT, TORCHAIR_STATUS_TEXT, detail_view
 from app.web.upload_form import context_form_fields
 
@@ -102,15 +111,15 @@ def _render(request: Request, template: str, who: Principal | None, status_code:
 
 
 def _end_transaction(request: Request) -> None:
-    """Release the database before rendering: on SQLite every transaction holds the write lock (app.db)."""
+    """End the page's read transaction before rendering (templates read only what the handler loaded)."""
     session = getattr(request.state, "web_session", None)
     if session is not None:
         session.commit()
 
 
 def _acting(request: Request, who: Principal) -> None:
-    """Actions need an admin/user principal and a post from our own pages."""
-    if not same_origin(request):
+    """Actions need an admin/user principal and a post from our own pages (proven, when signed in by cookie)."""
+    if not same_origin_request(request, require_proof=who.token_id is not None):
         raise HTTPException(403, detail="cross-site form post refused")
     if who.role not in ACTING_ROLES:
         raise HTTPException(403, detail=f"a {who.role} token cannot change analyses; sign in with a user token")
@@ -205,57 +214,29 @@ def detail_page(
     )
 
 
-@router.get("/analyses/{analysis_id}/report.{fmt}")
-def report(analysis_id: int, fmt: str, session: SessionDep, who: PageViewer) -> Response:
-    """The API's report, reachable with the dashboard's sign-in cookie; downloaded as a file."""
-    if fmt not in ("md", "json"):
-        raise HTTPException(404, detail="reports are report.md or report.json")
-    handler = analyses_api.report_md if fmt == "md" else analyses_api.report_json
-    response = handler(analysis_id, session, who)
-    response.headers["Content-Disposition"] = f'attachment; filename="analysis-{analysis_id}.{fmt}"'
-    return response
-
-
 @router.post("/analyses/{analysis_id}/{action}")
 def act(
     request: Request, analysis_id: int, action: str, session: SessionDep, queue: QueueDep,
     store: StoreDep, settings: SettingsDep, who: PageViewer,
 ) -> RedirectResponse:  # fmt: skip
-    """Cancel / re-decide / re-run, then back to the analysis (or to the new one for a re-run)."""
+    """Cancel / re-decide / re-run (the API's own functions), then back to the analysis (the new one after a re-run)."""
     _acting(request, who)
     if action == "cancel":
         analyses_api.cancel_route(analysis_id, session, queue, who)
     elif action == "redecide":
         analyses_api.redecide_route(analysis_id, session, queue, who)
     elif action == "rerun":
-        analysis_id = _rerun(session, queue, store, settings, analysis_id, who)
+        try:
+            submission = rerun_analysis(
+                session, queue, store, analysis_id=analysis_id, submitted_by=who.name,
+                cache_window_s=settings.cache_window_s,
+            )  # fmt: skip
+        except RerunRefused as exc:
+            raise HTTPException(exc.status_code, detail=str(exc)) from None
+        analysis_id = int(submission.analysis.id)
     else:
         raise HTTPException(404, detail=f"unknown action {action!r}")
     return RedirectResponse(f"/analyses/{analysis_id}", status_code=303)
-
-
-def _rerun(session: Session, queue: Any, store: Any, settings: Any, analysis_id: int, who: Principal) -> int:
-    """Measure the same artifact, inputs and context again (a new analysis; `force` skips dedupe)."""
-    old = session.get(Analysis, analysis_id)
-    if old is None:
-        raise HTTPException(404, detail=f"analysis {analysis_id} does not exist")
-    if not store.exists(old.artifact_sha256):
-        raise HTTPException(409, detail="the model file of this analysis is no longer stored; upload it again")
-    inputs = session.get(Artifact, old.inputs_sha256) if old.inputs_sha256 else None
-    submission = submit_analysis(
-        session,
-        queue,
-        artifact=session.get(Artifact, old.artifact_sha256),
-        inputs=inputs,
-        context=old.context,
-        target=old.target,
-        model_name=old.model_name,
-        backends=list(old.backends),
-        submitted_by=who.name,
-        force=True,
-        cache_window_s=settings.cache_window_s,
-    )
-    return int(submission.analysis.id)
 
 
 # ------------------------------------------------------------------ compare
@@ -298,17 +279,6 @@ def _aware(moment: datetime) -> datetime:
 @router.get("/upload", response_class=HTMLResponse)
 def upload_page(request: Request, who: PageViewer) -> HTMLResponse:
     return _render(request, "upload.html", who, active="upload", fields=context_form_fields())
-
-
-@router.post("/upload")
-async def upload(
-    request: Request, session: SessionDep, queue: QueueDep, store: StoreDep, settings: SettingsDep, who: PageViewer
-) -> Response:
-    """The upload form's post (sent by web.js with the context folded into one `context` JSON field, exactly
-    the API's multipart shape): handled by the API's own `analyze` with the signed-in principal, so the
-    answer and its errors (413 / 415 / 422 per field) are the API's."""
-    _acting(request, who)
-    return await analyses_api.analyze(request, session, queue, store, settings, who)
 
 
 # ------------------------------------------------------------------ sign-in

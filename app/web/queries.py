@@ -2,10 +2,8 @@
 
 The list page selects plain columns only (never the JSON blobs of inspection or measurements), filters
 and sorts in SQL on indexed columns, and pages with LIMIT/OFFSET. An analysis' status is its job's
-state (`succeeded` shows as `done`); the speedup shown is the recommended backend's measurement row.
-The Analysis table has no denormalised recommended-mode / speedup columns, so the speedup comes from a
-correlated subquery on measurement.analysis_id (indexed) and the mode from the recommendation JSON,
-evaluated for the rows of one page only (except when sorting by speedup).
+state (`succeeded` shows as `done`). The recommended backend, mode and speedup are the denormalised
+columns `app.analyses.store_recommendation` keeps on Analysis, so every sort is an index walk.
 """
 
 from __future__ import annotations
@@ -13,18 +11,19 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, case, func, intersect, select
+from sqlalchemy import Select, case, func, intersect, or_, select
 from sqlmodel import Session
 
 from app.analyses import ANALYSIS_STATUS, JOB_STATUS
-from app.models import Analysis, Job, Measurement, Worker
+from app.models import Analysis, Job, Worker
 
 ANALYSIS_STATUSES = tuple(ANALYSIS_STATUS.values())
 TARGETS = ("npu", "cuda", "cpu")
 PER_PAGE_CHOICES = (25, 50, 100)
+STOPPED_WORKERS_SHOWN_S = 24 * 3600  # deregistered workers stay on the queue page this long
 
 # An analysis has exactly one job (app.analyses); its status is the job's, "failed" without one.
 _job_join = Job.analysis_id == Analysis.id
@@ -32,25 +31,13 @@ _status_expr = case(
     *((Job.status == job_status, status) for job_status, status in ANALYSIS_STATUS.items() if job_status != status),
     else_=func.coalesce(Job.status, "failed"),
 )
-_recommended_mode = func.coalesce(Analysis.recommendation["mode"].as_string(), "default")
-_speedup_expr = (
-    select(Measurement.speedup_vs_eager)
-    .where(
-        Measurement.analysis_id == Analysis.id,
-        Measurement.backend == Analysis.recommended_backend,
-        func.coalesce(Measurement.mode, "default") == _recommended_mode,
-    )
-    .limit(1)
-    .scalar_subquery()
-)
-
 SORT_COLUMNS: dict[str, Any] = {
     "id": Analysis.id,
     "created": Analysis.created_at,
     "model": Analysis.model_name,
     "target": Analysis.target,
     "backend": Analysis.recommended_backend,
-    "speedup": _speedup_expr,
+    "speedup": Analysis.speedup_vs_eager,
     "submitter": Analysis.submitted_by,
 }
 
@@ -206,8 +193,8 @@ def list_analyses(session: Session, filters: AnalysisFilters) -> AnalysisPage:
             Job.stage,
             Job.progress,
             Analysis.recommended_backend,
-            _recommended_mode.label("recommended_mode"),
-            _speedup_expr.label("speedup"),
+            Analysis.recommended_mode,
+            Analysis.speedup_vs_eager,
             Analysis.submitted_by,
             Analysis.created_at,
         )
@@ -225,7 +212,7 @@ def list_analyses(session: Session, filters: AnalysisFilters) -> AnalysisPage:
             stage=r.stage if r.status in ("queued", "running") else None,
             progress=r.progress,
             recommended=_label(r.recommended_backend, r.recommended_mode),
-            speedup=r.speedup,
+            speedup=r.speedup_vs_eager,
             submitted_by=r.submitted_by,
             created_at=r.created_at,
         )
@@ -280,7 +267,7 @@ class QueueOverview:
 def queue_overview(
     session: Session, *, depth: dict, now: datetime, lost_after_s: float, limit: int = 50
 ) -> QueueOverview:
-    """Running and waiting jobs with their model names, and every worker not yet gone."""
+    """Running and waiting jobs with their model names, and the workers: all but those stopped over a day ago."""
     overview = QueueOverview(by_state=depth.get("by_state", {}), oldest_waiting=depth.get("oldest_waiting", {}))
     jobs = select(Job, Analysis.model_name).join(Analysis, Analysis.id == Job.analysis_id)
     overview.running = [
@@ -293,11 +280,13 @@ def queue_overview(
         )
     ]
     running_by_worker = {job.worker_id: (job, name) for job, name in overview.running if job.worker_id}
-    for worker in session.scalars(select(Worker).where(Worker.state != "gone").order_by(Worker.registered_at)):
+    shown = or_(Worker.state != "stopped", Worker.last_seen_at >= now - timedelta(seconds=STOPPED_WORKERS_SHOWN_S))
+    for worker in session.scalars(select(Worker).where(shown).order_by(Worker.registered_at)):
         seen = _aware(worker.last_seen_at)
         since = (now - seen).total_seconds()
         job, name = running_by_worker.get(worker.id, (None, None))
-        overview.workers.append(WorkerRow(worker, worker.state == "lost" or since > lost_after_s, job, name, since))
+        lost = worker.state == "lost" or (worker.state != "stopped" and since > lost_after_s)
+        overview.workers.append(WorkerRow(worker, lost, job, name, since))
     return overview
 
 

@@ -384,6 +384,19 @@ def test_unexpected_file_field_and_bad_force_are_422_with_the_field(client, mode
     assert [p for p in stored_files(settings) if ".incoming" in p.parts] == []
 
 
+def test_a_form_of_too_many_parts_is_refused_with_a_clear_422(client, model_file, settings):
+    from app.upload_form import MAX_PARTS
+
+    fields = [("context", (None, json.dumps(CPU_CONTEXT)))] + [(f"ctx.f{i}", (None, "1")) for i in range(MAX_PARTS)]
+    with open(model_file, "rb") as fh:
+        response = client.post("/api/v1/analyze", files=[*fields, ("model", ("m.pt2", fh))])
+    assert response.status_code == 422
+    [problem] = response.json()["detail"]
+    assert problem["field"] == "request" and f"more than {MAX_PARTS} parts" in problem["message"]
+    assert "`context` JSON field" in problem["message"]
+    assert [p for p in stored_files(settings) if ".incoming" in p.parts] == []
+
+
 def test_client_that_disconnects_mid_upload_leaves_nothing(make_app, settings):
     import asyncio
 

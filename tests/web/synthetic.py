@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import func, insert, select
 from sqlmodel import Session
 
+from app.analyses import recommendation_columns
 from app.models import Analysis, Artifact, Job, Measurement
 
 DEFAULT_BACKENDS = (("eager", "default"), ("inductor", "default"), ("inductor", "max-autotune"))
@@ -240,7 +241,7 @@ def seed_analyses(
                     "inspection": shared_inspection if done else None,
                     "measurements": shared_run if done else None,
                     "recommendation": recommendation(backend, mode) if done else None,
-                    "recommended_backend": backend if done else None,
+                    **recommendation_columns(recommendation(backend, mode) if done else None, shared_run),
                     "engine_version": "test" if done else None,
                     "created_at": created,
                     "updated_at": created,
