@@ -37,3 +37,16 @@ def test_token_create_prints_a_token_the_server_accepts(monkeypatch, tmp_path, m
 def test_token_create_refuses_an_unknown_role(monkeypatch, tmp_path):
     result = run_cli(monkeypatch, tmp_path, "token", "create", "--role", "root")
     assert result.exit_code == 2
+
+
+def test_token_revoke_stops_the_token_working(monkeypatch, tmp_path, make_app, settings):
+    created = run_cli(monkeypatch, settings.data_dir, "token", "create", "--role", "user", "--name", "leaver")
+    token = created.stdout.strip().splitlines()[0]
+    listed = run_cli(monkeypatch, settings.data_dir, "token", "list")
+    assert listed.exit_code == 0 and "leaver" in listed.stdout and token not in listed.stdout
+    token_id = next(line.split("\t")[0] for line in listed.stdout.splitlines() if "leaver" in line)
+    revoked = run_cli(monkeypatch, settings.data_dir, "token", "revoke", token_id)
+    assert revoked.exit_code == 0, revoked.output
+    with TestClient(make_app(require_auth=True)) as client:
+        assert client.get("/api/v1/analyses", headers={"Authorization": f"Bearer {token}"}).status_code == 401
+    assert run_cli(monkeypatch, settings.data_dir, "token", "revoke", "9999").exit_code == 1
