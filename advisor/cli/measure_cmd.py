@@ -1,0 +1,155 @@
+"""`npu-advisor measure MODEL`: compile and time the model under each backend, here, side by side with eager."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+_STATUS_STYLE = {"ok": "green", "fail_accuracy": "red", "unavailable": "dim", "timeout": "yellow",
+                 "crashed": "red", "oom": "red", "compile_error": "red", "runtime_error": "red"}  # fmt: skip
+
+
+def measure(
+    model: Path = typer.Argument(..., help="a TorchScript (.pt) or ExportedProgram (.pt2) file"),
+    backends: list[str] | None = typer.Option(
+        None, "--backends", "-b",
+        help="backend[:mode] to measure, repeatable or comma-separated (default: every backend); eager is always "
+             "measured as the baseline",
+    ),  # fmt: skip
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or npu"),
+    inputs: Path | None = typer.Option(None, "--inputs", help="example inputs: a torch.save'd tensor, tuple or dict"),
+    input_shape: list[str] | None = typer.Option(
+        None, "--input-shape", help="NAME=1x3x224x224:float32, once per input (TorchScript needs inputs)"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print the MeasurementRun as JSON"),
+    timeout_s: float = typer.Option(900.0, "--timeout", help="seconds each (backend, mode) child may take"),
+    memory_limit_mb: int = typer.Option(16384, "--memory-limit-mb", help="address-space limit per child"),
+    max_time_s: float = typer.Option(5.0, "--max-time", help="cap on each steady-state timing window, seconds"),
+) -> None:
+    """Measure compile time, latency (with 95% CIs), speedup vs eager, memory and accuracy for each backend."""
+    from advisor.measure import MeasureError, TimingPolicy, measure_model
+
+    if device not in ("cpu", "cuda", "npu"):
+        typer.echo(f"error: unknown device '{device}' (cpu, cuda or npu)", err=True)
+        raise typer.Exit(2)
+    names = [name.strip() for item in backends or [] for name in item.split(",") if name.strip()] or None
+    console = Console(stderr=True)
+    progress = _ProgressView()
+    try:
+        with Live(progress.render(), console=console, refresh_per_second=4, transient=True) as live:
+
+            def on_progress(event: dict) -> None:
+                progress.update(event)
+                live.update(progress.render())
+
+            run = measure_model(
+                str(model), backends=names, device=device, inputs_file=str(inputs) if inputs else None,
+                input_shapes=input_shape, progress=on_progress, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
+                timing=TimingPolicy(max_time_s=max_time_s, min_time_s=min(0.5, max_time_s)),
+            )  # fmt: skip
+    except MeasureError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except Exception as exc:  # noqa: BLE001 - the user gets one line, never a traceback
+        text = str(exc).strip().splitlines()
+        typer.echo(f"error: measurement failed: {type(exc).__name__}: {text[0] if text else ''}", err=True)
+        raise typer.Exit(1) from None
+    if as_json:
+        typer.echo(json.dumps(run, indent=2))
+    else:
+        print_run(run, Console())
+
+
+class _ProgressView:
+    """One line per (backend, mode): its current stage and how many timed iterations so far."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], dict] = {}
+
+    def update(self, event: dict) -> None:
+        key = (event.get("backend", "?"), event.get("mode", "?"))
+        self.rows[key] = {**self.rows.get(key, {}), **event}
+
+    def render(self) -> Table:
+        table = Table(title="measuring", title_justify="left", box=None)
+        for column in ("backend", "mode", "stage", "iterations"):
+            table.add_column(column)
+        for (backend, mode), event in self.rows.items():
+            stage = event.get("status") or event.get("stage", "")
+            table.add_row(backend, mode, stage, str(event.get("iterations") or ""))
+        return table
+
+
+def print_run(run: dict, console: Console) -> None:
+    env = run["environment"]
+    where = env.get("measured_on", "?")
+    label = {"test-double": "a torch_npu TEST DOUBLE (not NPU numbers)", "not-measured": "nothing (not measured)"}
+    console.print(f"Measured on {label.get(where, where)}: {env.get('device_name', env.get('device', '?'))}, "
+                  f"torch {env.get('torch_version', '?')}" + (f", CANN {env['cann_version']}" if env.get("cann_version")
+                                                               else ""))  # fmt: skip
+    console.print(results_table(run))
+    for row in run["measurements"]:
+        if row["status"] != "ok" and row.get("reason"):
+            console.print(f"[bold]{row['backend']}:{row['mode']}[/bold] {row['status']}: {row['reason']}")
+        elif row.get("accuracy") and row["accuracy"].get("reason"):
+            console.print(f"[dim]{row['backend']}:{row['mode']} note: {row['accuracy']['reason']}[/dim]")
+    noisy = [f"{r['backend']}:{r['mode']}" for r in run["measurements"]
+             if (r.get("latency") or {}).get("verdict") == "noisy"]  # fmt: skip
+    if noisy:
+        console.print(f"[yellow]noisy timings (IQR > 10% of the median): {', '.join(noisy)}; "
+                      "compare speedups, not absolute times[/yellow]")  # fmt: skip
+
+
+def results_table(run: dict) -> Table:
+    table = Table(title=f"{run['workload']} on {run['environment'].get('device', '?')}", title_justify="left")
+    for column, justify in (("backend:mode", "left"), ("status", "left"), ("compile s cold/warm", "right"),
+                            ("median ms [95% CI]", "right"), ("p99 ms", "right"), ("speedup", "right"),
+                            ("peak MB", "right"), ("accuracy", "left")):  # fmt: skip
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in run["measurements"]:
+        latency = row.get("latency")
+        table.add_row(
+            f"{row['backend']}:{row['mode']}",
+            Text(row["status"], style=_STATUS_STYLE.get(row["status"], "")),
+            f"{_number(row.get('compile_s_cold'), '.2f')}/{_number(row.get('compile_s_warm'), '.2f')}",
+            _latency(latency),
+            _number(latency["p99_ms"]) if latency else "-",
+            _speedup(row),
+            _number(row.get("peak_memory_mb"), ".0f"),
+            _accuracy(row.get("accuracy")),
+        )
+    return table
+
+
+def _latency(latency: dict | None) -> str:
+    if not latency:
+        return "-"
+    return f"{_number(latency['median_ms'])} [{_number(latency['ci_low_ms'])}-{_number(latency['ci_high_ms'])}]"
+
+
+def _number(value: float | None, fmt: str = ".3g") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _speedup(row: dict) -> str:
+    if row.get("speedup_vs_eager") is None:
+        return "-"
+    ci = row.get("speedup_ci")
+    return f"{row['speedup_vs_eager']:.2f}x" + (f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci else "")
+
+
+def _accuracy(accuracy: dict | None) -> Text | str:
+    if not accuracy:
+        return "-"
+    verdict = "pass" if accuracy["passed"] else "FAIL"
+    return Text(f"{verdict} {accuracy['max_abs_err']:.0e}", style="green" if accuracy["passed"] else "red")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("measure")(measure)

@@ -1,0 +1,253 @@
+"""Measure a model under every requested (backend, mode): one sandboxed child each, eager first.
+
+The eager child is the baseline row and writes the reference (inputs, eager float32 output,
+float64 reference) that every other child compares against. Each other variant runs cold
+(empty compile cache) and, when that worked, warm (a second child, same cache dir); in both,
+eager is timed interleaved with the compiled callable so speedups are side by side. A failure
+of any kind becomes that row's status. This module does not import torch (the children do).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from advisor.measure_child import TimingPolicy
+from advisor.sandbox import Cancel, SandboxResult, run_in_sandbox
+from advisor.schema import Environment, Measurement, MeasurementRun
+
+__all__ = ["MeasureError", "MeasurementCancelled", "TimingPolicy", "measure_model", "plan_variants"]
+
+DEFAULT_TIMEOUT_S = 900.0
+DEFAULT_MEMORY_LIMIT_MB = 16384
+_CHILD = "advisor.measure_child:measure_variant"
+
+Progress = Callable[[dict], None]
+
+
+class MeasureError(RuntimeError):
+    """The measurement could not start (bad model file, unknown backend, ...); `str()` is the user message."""
+
+
+class MeasurementCancelled(RuntimeError):
+    """The caller's cancel signal stopped the measurement; the running child was killed."""
+
+
+def plan_variants(backends: list[str] | None, device: str) -> list[tuple[str, str]]:
+    """(backend spec, mode) pairs to measure, eager first. "name" means all its modes on `device`."""
+    from advisor.backends import UnknownBackend, all_backends, get_backend, split_backend_spec
+
+    try:
+        specs = [b.name for b in all_backends()] if not backends else list(backends)
+        variants: list[tuple[str, str]] = [("eager", "default")]
+        for spec in specs:
+            name, mode = split_backend_spec(spec)
+            backend = get_backend(name)
+            if backend.name == "eager":
+                continue
+            if mode is not None and mode not in backend.modes:
+                raise MeasureError(f"{backend.name} has no mode '{mode}'; modes: {', '.join(backend.modes)}")
+            modes = [mode] if mode else list(backend.modes_for(device) or backend.modes[:1])
+            variants.extend((name, m) for m in modes if (name, m) not in variants)
+        return variants
+    except UnknownBackend as exc:
+        raise MeasureError(str(exc)) from exc
+
+
+def measure_model(
+    path: str,
+    *,
+    backends: list[str] | None = None,
+    device: str = "cpu",
+    workload: str = "inference",
+    inputs_file: str | None = None,
+    input_shapes: list[str] | None = None,
+    progress: Progress | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_limit_mb: int | None = DEFAULT_MEMORY_LIMIT_MB,
+    timing: TimingPolicy | None = None,
+    cancel: Cancel = None,
+) -> MeasurementRun:
+    """Measure `path` on `device`; returns one Measurement per (backend, mode), eager included.
+
+    Raises MeasureError for a bad model file / inputs / backend name, MeasurementCancelled when
+    `cancel` fires. `timeout_s` and `memory_limit_mb` apply to each child separately.
+    """
+    _check_model_file(path, inputs_file)
+    variants = plan_variants(backends, device)
+    if workload != "inference":
+        return _training_not_measured(variants, device, workload)
+    policy = asdict(timing or TimingPolicy())
+    notify = progress or (lambda event: None)
+    workdir = Path(tempfile.mkdtemp(prefix="advisor-measure-"))
+    common = {
+        "model_path": os.path.abspath(path),
+        "device": device,
+        "workload": workload,
+        "inputs_file": os.path.abspath(inputs_file) if inputs_file else None,
+        "input_shapes": input_shapes,
+        "reference_path": str(workdir / "reference.pt"),
+        "policy": policy,
+    }
+    sandbox = {"timeout_s": timeout_s, "memory_limit_mb": memory_limit_mb, "cancel": cancel, "on_progress": notify}
+    try:
+        environment: Environment | None = None
+        rows: list[Measurement] = []
+        baseline_failed: str | None = None
+        for index, (spec, mode) in enumerate(variants):
+            if baseline_failed:
+                rows.append(_not_measured(spec, mode, device, workload, baseline_failed))
+                continue
+            row, env = _measure_one(spec, mode, index == 0, common, sandbox, workdir / f"cache-{index}", policy)
+            environment = environment or env
+            rows.append(row)
+            if index == 0 and row["status"] != "ok":
+                baseline_failed = f"not measured: the eager baseline failed ({row['status']}: {row['reason']})"
+        return MeasurementRun(environment=environment or _host_environment(device), workload=workload,
+                              measurements=rows)  # fmt: skip
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ one variant
+def _measure_one(
+    spec: str, mode: str, is_baseline: bool, common: dict, sandbox: dict, cache_dir: Path, policy: dict
+) -> tuple[Measurement, Environment | None]:
+    from advisor.backends import CompileRequest, get_backend
+
+    backend = get_backend(spec)
+    request = CompileRequest(mode=mode, device=common["device"], workload=common["workload"],
+                             cache_dir=str(cache_dir))  # fmt: skip
+    row = _empty_row(backend, mode, common["device"], common["workload"], backend.snippet_for(request))
+    notify = sandbox["on_progress"]
+    notify({"backend": backend.name, "mode": mode, "stage": "starting", "iterations": 0})
+    if common["device"] not in backend.devices:
+        row.update(status="unavailable", reason=f"{backend.name} runs on {', '.join(backend.devices)} only")
+        return _finish(row, notify, 0.0), None
+    extra_env = backend.environment(request)
+    kwargs = {**common, "backend_spec": spec, "mode": mode, "is_baseline": is_baseline}
+    cold = _run_child(kwargs, sandbox, cache_dir, extra_env, f"{backend.name}:{mode} (cold)")
+    value = cold.value if cold.status == "ok" else None
+    if value is not None and value.get("status") == "load_error":
+        raise MeasureError(value["reason"])
+    if value is None or value["status"] not in ("ok", "fail_accuracy"):
+        row.update(status=cold.status if value is None else value["status"],
+                   reason=cold.reason if value is None else value.get("reason"),
+                   stderr_tail=cold.stderr_tail if value is None else None)  # fmt: skip
+        return _finish(row, notify, cold.wall_s), (value or {}).get("environment")
+    _fill_from_child(row, value, is_baseline)
+    wall_s, timed_s = cold.wall_s, value.get("timed_s") or 0.0
+    if not is_baseline and policy["warm_cache"]:
+        warm_policy = {**policy, "min_time_s": min(policy["min_time_s"], 0.2),
+                       "max_time_s": min(policy["max_time_s"], 1.0), "dynamic_sizes": 0}  # fmt: skip
+        warm = _run_child({**kwargs, "policy": warm_policy, "warm_run": True}, sandbox, cache_dir, extra_env,
+                          f"{backend.name}:{mode} (warm cache)")  # fmt: skip
+        wall_s += warm.wall_s
+        timed_s += (warm.value or {}).get("timed_s") or 0.0
+        if warm.status == "ok" and warm.value.get("first_call_s") is not None:
+            row["compile_s_warm"] = max(0.0, warm.value["first_call_s"] - warm.value["latency"]["median_ms"] / 1e3)
+    return _finish(row, notify, wall_s, timed_s), value.get("environment")
+
+
+def _run_child(kwargs: dict, sandbox: dict, cache_dir: Path, extra_env: dict, stage: str) -> SandboxResult:
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    result = run_in_sandbox(_CHILD, kwargs, cache_dir=str(cache_dir), stage=stage, extra_env=extra_env, **sandbox)
+    if result.status == "cancelled":
+        raise MeasurementCancelled(result.reason or "cancelled")
+    return result
+
+
+def _fill_from_child(row: Measurement, value: dict, is_baseline: bool) -> None:
+    latency = value["latency"]
+    compile_s = 0.0 if is_baseline else max(0.0, value["first_call_s"] - latency["median_ms"] / 1e3)
+    row.update(
+        status=value["status"],
+        reason=value.get("reason"),
+        compile_s_cold=compile_s,
+        compile_s_warm=0.0 if is_baseline else None,
+        latency=latency,
+        eager_latency=value["eager_latency"],
+        speedup_vs_eager=value["speedup_vs_eager"],
+        speedup_ci=value["speedup_ci"],
+        peak_memory_mb=value["peak_memory_mb"],
+        memory_kind=value["memory_kind"],
+        accuracy=value["accuracy"],
+        graph_count=value.get("graph_count"),
+        graph_breaks=value.get("graph_breaks"),
+        recompiles=value.get("recompiles"),
+        throughput=value.get("throughput"),
+        dynamic=value.get("dynamic"),
+    )
+    determinism = value.get("determinism") or {}
+    notes = []
+    if determinism and not determinism.get("deterministic", True):
+        notes.append(f"two eager runs differ by up to {determinism['max_abs_diff']:.3g}: the model is nondeterministic")
+    if determinism.get("fp64_note"):
+        notes.append(determinism["fp64_note"])
+    if notes and row["accuracy"] is not None:
+        row["accuracy"]["reason"] = "; ".join(notes)
+
+
+def _empty_row(backend: Any, mode: str, device: str, workload: str, snippet: str) -> Measurement:
+    return Measurement(backend=backend.name, mode=mode, family=backend.family, device=device,  # type: ignore[typeddict-item]
+                       workload=workload, status="unavailable", reason=None, stderr_tail=None, compile_s_cold=None,
+                       compile_s_warm=None, latency=None, eager_latency=None, speedup_vs_eager=None, speedup_ci=None,
+                       peak_memory_mb=None, memory_kind=None, accuracy=None, graph_count=None, graph_breaks=None,
+                       recompiles=None, throughput=None, dynamic=None, wall_s=0.0, snippet=snippet)  # fmt: skip
+
+
+def _finish(row: Measurement, notify: Progress, wall_s: float, timed_s: float | None = None) -> Measurement:
+    """Stamp the wall time and announce the row; `timed_s` (seconds spent in timed windows) goes only to progress."""
+    row["wall_s"] = wall_s
+    notify({"backend": row["backend"], "mode": row["mode"], "stage": "done", "status": row["status"],
+            "iterations": (row.get("latency") or {}).get("n", 0), "timed_s": timed_s})  # fmt: skip
+    return row
+
+
+def _not_measured(spec: str, mode: str, device: str, workload: str, reason: str) -> Measurement:
+    from advisor.backends import CompileRequest, get_backend
+
+    backend = get_backend(spec)
+    snippet = backend.snippet_for(CompileRequest(mode=mode, device=device, workload=workload))
+    row = _empty_row(backend, mode, device, workload, snippet)
+    row["reason"] = reason
+    return row
+
+
+def _training_not_measured(variants: list[tuple[str, str]], device: str, workload: str) -> MeasurementRun:
+    reason = (f"the {workload!r} workload is not measured yet (forward + backward + optimizer step is planned); "
+              "measure with workload 'inference'")  # fmt: skip
+    rows = [_not_measured(spec, mode, device, workload, reason) for spec, mode in variants]
+    return MeasurementRun(environment=_host_environment(device), workload=workload, measurements=rows)  # type: ignore
+
+
+# ------------------------------------------------------------------ checks and environment
+def _check_model_file(path: str, inputs_file: str | None) -> None:
+    """Fail fast, before any child starts, with the specific message for a missing or unusable file."""
+    if not os.path.isfile(path):
+        raise MeasureError(f"model file not found: {path}")
+    if inputs_file is not None and not os.path.isfile(inputs_file):
+        raise MeasureError(f"inputs file not found: {inputs_file}")
+    try:
+        from advisor.artifacts import ArtifactRejected, sniff
+    except ImportError:  # artifact sniffing not installed: the child's loader reports instead
+        return
+    try:
+        sniff(path)
+    except ArtifactRejected as exc:
+        raise MeasureError(str(exc)) from exc
+
+
+def _host_environment(device: str) -> Environment:
+    import platform
+
+    return Environment(device=device, python_version=platform.python_version(), host=socket.gethostname(),  # type: ignore
+                       measured_on="not-measured")  # fmt: skip
+
+

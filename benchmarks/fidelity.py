@@ -1,0 +1,182 @@
+"""Fidelity of the measurement harness: does it agree with torch.utils.benchmark, and what does it cost?
+
+For the MLP, the CNN and the tiny BERT of tests/models.py:
+
+1. In ONE sandboxed child (same process, same inputs, same compiled callable): the harness's adaptive,
+   interleaved timing of eager and Inductor, then `Timer.blocked_autorange(min_run_time=1)` and
+   `Timer.adaptive_autorange()` for each. Reports median ratios (target within +-3 %) and the wall time
+   each needed.
+2. The whole `measure_model(path, backends=["inductor:default"])` with default settings: its wall time
+   divided by (compile time cold + warm + timed windows) = the harness's overhead (target <= 1.3).
+
+Run: `.venv/bin/python benchmarks/fidelity.py [--models mlp,cnn,bert] [--json out.json]`. Takes a few
+minutes of CPU (three cold Inductor compiles twice). Numbers are printed as a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# Not benchmarks/ itself: its sibling scripts (queue.py, ...) would shadow standard-library modules.
+_HERE = REPO / "benchmarks"
+sys.path[:] = [str(REPO), str(REPO / "tests"), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
+
+MODELS = ("mlp", "cnn", "bert")
+
+
+def compare_in_one_process(model_path: str, repeats: int = 3) -> dict:
+    """Sandbox target: harness timing vs torch.utils.benchmark on the same callables, in this process.
+
+    Alternates `repeats` times (harness window, then blocked_autorange of each) so slow drift and noisy
+    neighbours hit both methods alike; medians over the repeats are compared.
+    """
+    import os
+    import statistics
+
+    import torch
+    import torch.utils.benchmark as tb
+
+    from advisor.devices import open_device
+    from advisor.loading import load_model
+    from advisor.measure_child import TimingPolicy, _time_side_by_side
+    from advisor.stats import ci_relative_half_width, summarize
+
+    dev = open_device("cpu")
+    torch.manual_seed(0)
+    loaded = load_model(model_path)
+    module, inputs = loaded.module, tuple(loaded.example_inputs)
+    policy = TimingPolicy()
+    per_repeat: list[dict] = []
+    with torch.no_grad():
+        compiled = torch.compile(module)
+        compiled(*inputs)
+        callables = {"eager": module, "inductor": compiled}
+        timers = {name: tb.Timer(stmt="f(*x)", globals={"f": fn, "x": inputs}, num_threads=torch.get_num_threads())
+                  for name, fn in callables.items()}  # fmt: skip
+        for _ in range(repeats):
+            samples, harness_s = _time_side_by_side({"eager": module, "backend": compiled}, inputs, dev, policy,
+                                                    lambda n: None)  # fmt: skip
+            entry: dict = {"harness_wall_s": harness_s}
+            for name, key in (("eager", "eager"), ("inductor", "backend")):
+                stats = summarize(samples[key])
+                entry[name] = {"harness_median_ms": stats["median_ms"], "harness_n": stats["n"],
+                               "harness_ci_half_width": ci_relative_half_width(samples[key])}  # fmt: skip
+            for name, timer in timers.items():
+                entry[name]["blocked_median_ms"] = timer.blocked_autorange(min_run_time=1).median * 1e3
+            per_repeat.append(entry)
+        result: dict = {"repeats": per_repeat, "ci_target": policy.ci_target, "loadavg": os.getloadavg()}
+        for name, timer in timers.items():
+            started = time.perf_counter()
+            adaptive = timer.adaptive_autorange()
+            result[name] = {
+                "harness_median_ms": statistics.median(r[name]["harness_median_ms"] for r in per_repeat),
+                "blocked_median_ms": statistics.median(r[name]["blocked_median_ms"] for r in per_repeat),
+                "ratios": [r[name]["harness_median_ms"] / r[name]["blocked_median_ms"] for r in per_repeat],
+                "harness_n": statistics.median(r[name]["harness_n"] for r in per_repeat),
+                "harness_ci_half_width": statistics.median(r[name]["harness_ci_half_width"] for r in per_repeat),
+                "adaptive_median_ms": adaptive.median * 1e3,
+                "adaptive_wall_s": time.perf_counter() - started,
+            }
+        result["harness_wall_s"] = statistics.median(r["harness_wall_s"] for r in per_repeat)
+    return result
+
+
+def measure_overhead(model_path: str) -> dict:
+    """Whole `measure_model` wall time vs the time it spends compiling and in timed windows."""
+    from advisor.measure import measure_model
+
+    timed: dict[str, float] = {}
+
+    def on_progress(event: dict) -> None:
+        if event.get("stage") == "done" and event.get("timed_s"):
+            timed[f"{event['backend']}:{event['mode']}"] = event["timed_s"]
+
+    started = time.perf_counter()
+    run = measure_model(model_path, backends=["inductor:default"], progress=on_progress)
+    wall_s = time.perf_counter() - started
+    compile_s = sum((r.get("compile_s_cold") or 0) + (r.get("compile_s_warm") or 0) for r in run["measurements"])
+    rows = {f"{r['backend']}:{r['mode']}": r for r in run["measurements"]}
+    inductor = rows["inductor:default"]
+    return {
+        "wall_s": wall_s,
+        "compile_s": compile_s,
+        "timed_s": sum(timed.values()),
+        "overhead_ratio": wall_s / (compile_s + sum(timed.values())),
+        "status": inductor["status"],
+        "compile_s_cold": inductor["compile_s_cold"],
+        "compile_s_warm": inductor["compile_s_warm"],
+        "speedup": inductor["speedup_vs_eager"],
+        "speedup_ci": inductor["speedup_ci"],
+        "inductor_median_ms": (inductor["latency"] or {}).get("median_ms"),
+        "eager_median_ms": (inductor["eager_latency"] or {}).get("median_ms"),
+    }
+
+
+def export_model(name: str, directory: Path) -> str:
+    import models
+
+    factory = {"mlp": models.mlp, "cnn": models.cnn, "bert": models.tiny_bert}[name]
+    module, inputs = factory()
+    return models.export_to(directory / f"{name}.pt2", module, inputs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--json", type=Path, help="also write the raw results here")
+    args = parser.parse_args()
+    from advisor.sandbox import run_in_sandbox
+
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="advisor-fidelity-") as tmp:
+        for name in args.models.split(","):
+            path = export_model(name, Path(tmp))
+            print(f"[{name}] harness vs torch.utils.benchmark in one process ...", file=sys.stderr)
+            same = run_in_sandbox("benchmarks.fidelity:compare_in_one_process", {"model_path": path}, timeout_s=900,
+                                  memory_limit_mb=16384, stage=f"fidelity {name}")  # fmt: skip
+            if same.status != "ok":
+                raise SystemExit(f"{name}: {same.status}: {same.reason}\n{same.stderr_tail}")
+            print(f"[{name}] whole measure_model overhead ...", file=sys.stderr)
+            results[name] = {"same_process": same.value, "overhead": measure_overhead(path)}
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    print(markdown(results))
+
+
+def markdown(results: dict) -> str:
+    lines = [
+        "| model | variant | harness median ms (n, CI half-width) | blocked_autorange median ms | ratio "
+        "(per repeat) | harness wall s | adaptive_autorange wall s (median ms) | load avg |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, res in results.items():
+        same = res["same_process"]
+        for variant in ("eager", "inductor"):
+            v = same[variant]
+            ratio = v["harness_median_ms"] / v["blocked_median_ms"]
+            each = ", ".join(f"{r:.2f}" for r in v["ratios"])
+            lines.append(
+                f"| {name} | {variant} | {v['harness_median_ms']:.4g} ({v['harness_n']:.0f}, "
+                f"±{v['harness_ci_half_width'] * 100:.1f} %) | {v['blocked_median_ms']:.4g} | {ratio:.3f} ({each}) | "
+                f"{same['harness_wall_s']:.2f} | {v['adaptive_wall_s']:.2f} ({v['adaptive_median_ms']:.4g}) | "
+                f"{same['loadavg'][0]:.1f} |"
+            )
+    lines += ["", "| model | measure wall s | compile s (cold + warm) | timed windows s | overhead ratio | "
+              "Inductor speedup [CI] |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for name, res in results.items():
+        o = res["overhead"]
+        ci = o["speedup_ci"] or [float("nan")] * 2
+        speedup = f"{o['speedup']:.2f}x [{ci[0]:.2f}-{ci[1]:.2f}]" if o["speedup"] else o["status"]
+        lines.append(f"| {name} | {o['wall_s']:.1f} | {o['compile_s']:.1f} ({o['compile_s_cold'] or 0:.1f} + "
+                     f"{o['compile_s_warm'] or 0:.1f}) | {o['timed_s']:.1f} | {o['overhead_ratio']:.2f} | {speedup} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

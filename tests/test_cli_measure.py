@@ -1,0 +1,63 @@
+"""`npu-advisor measure`: results table, JSON output and clear errors (never a traceback)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from advisor.cli import app
+
+torch = pytest.importorskip("torch")
+
+from models import export_to, mlp  # noqa: E402
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def mlp_file(tmp_path_factory) -> str:
+    model, inputs = mlp()
+    return export_to(tmp_path_factory.mktemp("cli-measure") / "mlp.pt2", model, inputs)
+
+
+def test_table_shows_each_row_with_status_and_the_failure_reason(mlp_file):
+    result = runner.invoke(app, ["measure", mlp_file, "-b", "backends_for_tests:WrongNumbersBackend",
+                                 "--max-time", "0.2", "--timeout", "120"], env={"COLUMNS": "200"})  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "Measured on cpu" in out
+    assert "eager:default" in out and "test-wrong:default" in out
+    assert "fail_accuracy" in out and "FAIL" in out and "pass" in out
+    assert "float64 reference" in out  # the reason line under the table
+    assert "Traceback" not in out
+
+
+def test_json_output_is_a_measurement_run(mlp_file):
+    result = runner.invoke(app, ["measure", mlp_file, "--backends", "torchair:max-autotune", "--json",
+                                 "--max-time", "0.2", "--timeout", "120"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run = json.loads(result.stdout)
+    assert run["workload"] == "inference" and run["environment"]["measured_on"] == "cpu"
+    statuses = {(row["backend"], row["status"]) for row in run["measurements"]}
+    assert statuses == {("eager", "ok"), ("torchair", "unavailable")}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["measure", "/nonexistent/model.pt2"], "model file not found"),
+        (["measure", "{junk}"], "zip"),
+        (["measure", "{model}", "--backends", "warp-drive"], "unknown backend 'warp-drive'"),
+        (["measure", "{model}", "--device", "tpu"], "unknown device 'tpu'"),
+    ],
+)
+def test_bad_arguments_give_the_specific_message_and_a_non_zero_exit(tmp_path, mlp_file, args, message):
+    junk = tmp_path / "junk.pt2"
+    junk.write_bytes(b"certainly not a model")
+    args = [a.format(junk=junk, model=mlp_file) for a in args]
+    result = runner.invoke(app, args)
+    assert result.exit_code != 0
+    assert message in result.output.lower() or message in result.output
+    assert "Traceback" not in result.output

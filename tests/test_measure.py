@@ -1,0 +1,179 @@
+"""The measurement harness with real children: every status, side-by-side timing, accuracy, caches, shapes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from models import export_dynamic_batch, export_to, mlp  # noqa: E402
+
+from advisor.measure import MeasureError, MeasurementCancelled, TimingPolicy, measure_model  # noqa: E402
+
+T = "backends_for_tests"
+FAST = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, warm_cache=False)
+DOUBLES = Path(__file__).resolve().parent / "doubles"
+
+
+@pytest.fixture(scope="module")
+def mlp_file(tmp_path_factory) -> str:
+    model, inputs = mlp()
+    return export_to(tmp_path_factory.mktemp("measure") / "mlp.pt2", model, inputs)
+
+
+def _rows(run) -> dict[str, dict]:
+    return {row["backend"]: row for row in run["measurements"]}
+
+
+def test_every_way_a_backend_can_fail_becomes_a_readable_status(mlp_file):
+    backends = [f"{T}:{cls}" for cls in ("AbortingBackend", "HangingBackend", "MemoryHogBackend", "WrongNumbersBackend",
+                                         "MissingPackageBackend", "FailingCompileBackend", "FailingAtRuntimeBackend")]
+    run = measure_model(mlp_file, backends=backends, timing=FAST, timeout_s=25, memory_limit_mb=4096)
+    rows = _rows(run)
+    expected = {"eager": "ok", "test-abort": "crashed", "test-hang": "timeout", "test-oom": "oom",
+                "test-wrong": "fail_accuracy", "test-missing": "unavailable", "test-compile-error": "compile_error",
+                "test-runtime-error": "runtime_error"}  # fmt: skip
+    assert {name: row["status"] for name, row in rows.items()} == expected
+    assert "SIGABRT" in rows["test-abort"]["reason"]
+    assert "25 s" in rows["test-hang"]["reason"]
+    assert "memory" in rows["test-oom"]["reason"].lower()
+    assert "float64 reference" in rows["test-wrong"]["reason"] and not rows["test-wrong"]["accuracy"]["passed"]
+    assert "advisor_test_missing_vendor_sdk" in rows["test-missing"]["reason"]
+    assert "no lowering for aten.linear.default" in rows["test-compile-error"]["reason"]
+    assert "device lost after 3 calls" in rows["test-runtime-error"]["reason"]
+    for name, row in rows.items():
+        assert row["snippet"], name
+        if row["status"] != "ok":
+            assert row["reason"], name
+    # the inaccurate backend was still timed, side by side with eager
+    assert rows["test-wrong"]["latency"]["n"] >= 10 and rows["test-wrong"]["eager_latency"]["n"] >= 10
+
+
+def test_eager_baseline_row_has_statistics_memory_accuracy_and_environment(mlp_file):
+    events: list[dict] = []
+    run = measure_model(mlp_file, backends=["torchair:max-autotune"], timing=FAST, progress=events.append,
+                        timeout_s=120)  # fmt: skip
+    row, torchair = run["measurements"]
+    # a backend for another device is unavailable, without starting a child for it
+    assert torchair["status"] == "unavailable" and "npu" in torchair["reason"] and torchair["wall_s"] == 0.0
+    assert (row["backend"], row["family"], row["status"], row["workload"]) == ("eager", "baseline", "ok", "inference")
+    stats = row["latency"]
+    assert stats["n"] >= 10
+    assert stats["ci_low_ms"] <= stats["median_ms"] <= stats["ci_high_ms"]
+    assert stats["median_ms"] <= stats["p90_ms"] <= stats["p99_ms"]
+    assert row["speedup_vs_eager"] == 1.0 and row["compile_s_cold"] == 0.0
+    assert row["accuracy"]["passed"] and row["accuracy"]["max_abs_err"] == 0.0
+    assert row["memory_kind"] == "rss" and row["peak_memory_mb"] is not None
+    assert row["throughput"]["samples_per_s"] == pytest.approx(4 * 1e3 / stats["median_ms"])
+    assert "torch.no_grad()" in row["snippet"]
+    env = run["environment"]
+    assert env["measured_on"] == "cpu" and env["torch_version"] == torch.__version__
+    stages = {e["stage"] for e in events}
+    assert {"starting", "loading", "reference", "timing", "done"} <= stages
+
+
+def test_dynamo_backend_is_timed_side_by_side_and_dynamic_sizes_count_recompiles(tmp_path):
+    model, inputs = mlp()
+    path = export_dynamic_batch(tmp_path / "dyn.pt2", model, inputs, max_batch=64)
+    run = measure_model(path, backends=[f"{T}:DynamoEagerBackend"], timing=FAST, timeout_s=120)
+    row = _rows(run)["test-dynamo-eager"]
+    assert row["status"] == "ok", row["reason"]
+    assert row["graph_count"] >= 1 and row["graph_breaks"] == 0
+    assert row["compile_s_cold"] > 0
+    low, high = row["speedup_ci"]
+    assert low <= row["speedup_vs_eager"] <= high
+    assert row["eager_latency"]["n"] >= 10
+    sizes = [entry["shape"]["x"][0] for entry in row["dynamic"]]
+    assert sizes == [8, 16]
+    # Dynamo compiles batch 4 statically, recompiles once with a dynamic batch at 8, then reuses it at 16.
+    assert [entry["recompiles"] for entry in row["dynamic"]] == [1, 0]
+    assert row["recompiles"] == 1
+    assert all(entry["median_ms"] > 0 and entry["eager_median_ms"] > 0 for entry in row["dynamic"])
+
+
+def test_training_workload_is_reported_as_not_measured_yet(mlp_file):
+    run = measure_model(mlp_file, backends=["inductor:default"], workload="training")
+    assert run["workload"] == "training"
+    assert [(r["backend"], r["status"]) for r in run["measurements"]] == [("eager", "unavailable"),
+                                                                          ("inductor", "unavailable")]  # fmt: skip
+    assert all("not measured yet" in r["reason"] for r in run["measurements"])
+
+
+def test_bad_inputs_are_clear_errors_before_any_child_runs(tmp_path, mlp_file):
+    with pytest.raises(MeasureError, match="model file not found"):
+        measure_model(str(tmp_path / "nope.pt2"))
+    junk = tmp_path / "junk.pt2"
+    junk.write_bytes(b"not a zip at all")
+    with pytest.raises(MeasureError) as info:
+        measure_model(str(junk))
+    assert "zip" in str(info.value).lower()
+    with pytest.raises(MeasureError, match="unknown backend 'nonexistent'"):
+        measure_model(mlp_file, backends=["nonexistent"])
+    with pytest.raises(MeasureError, match="no mode 'turbo'"):
+        measure_model(mlp_file, backends=["inductor:turbo"])
+
+
+def test_cancel_kills_the_running_child_and_stops_the_measurement(mlp_file):
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(MeasurementCancelled):
+        measure_model(mlp_file, backends=[f"{T}:HangingBackend"], timing=FAST, timeout_s=120, cancel=cancel)
+    assert time.monotonic() - started < 30
+
+
+def test_npu_test_double_is_labelled_test_double_never_npu(mlp_file, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(DOUBLES))
+    run = measure_model(mlp_file, backends=["torchair:max-autotune"], device="npu", timing=FAST, timeout_s=180)
+    assert run["environment"]["measured_on"] == "test-double"
+    assert run["environment"]["device"] == "npu"
+    rows = _rows(run)
+    assert rows["eager"]["status"] == "ok"
+    assert rows["torchair"]["status"] == "ok", rows["torchair"]["reason"]
+    assert "torchair" in rows["torchair"]["snippet"]
+
+
+@pytest.mark.slow
+def test_inductor_cold_and_warm_compile_are_both_measured(mlp_file):
+    policy = TimingPolicy(min_iters=20, min_time_s=0.2, max_time_s=1.0)
+    run = measure_model(mlp_file, backends=["inductor:default"], timing=policy, timeout_s=300)
+    row = _rows(run)["inductor"]
+    assert row["status"] == "ok", (row["reason"], row["stderr_tail"])
+    assert row["accuracy"]["passed"]
+    assert row["graph_count"] == 1 and row["graph_breaks"] == 0
+    # A warm FX-graph cache skips C++ codegen and g++: a clearly smaller compile time (facts: ~9 s vs ~1.4 s).
+    assert 0 < row["compile_s_warm"] < row["compile_s_cold"] * 0.7
+    assert row["speedup_vs_eager"] > 0 and row["eager_latency"]["n"] >= 20
+    assert "torch.compile" in row["snippet"]
+
+
+# ------------------------------------------------------------------ the device layer
+@pytest.mark.parametrize("kind", ["cpu", "npu"])
+def test_torch_npu_without_an_npu_gets_backend_autoload_switched_off_before_torch_is_imported(monkeypatch, kind):
+    from advisor.devices import npu_hardware_present
+    from advisor.sandbox import run_in_sandbox
+
+    if npu_hardware_present():
+        pytest.skip("this host has /dev/davinci* devices: autoload stays on for the real NPU")
+    monkeypatch.setenv("PYTHONPATH", str(DOUBLES))  # makes a torch_npu package findable
+    monkeypatch.delenv("TORCH_DEVICE_BACKEND_AUTOLOAD", raising=False)
+    result = run_in_sandbox(f"{T}:autoload_after_prepare", {"kind": kind}, timeout_s=60, memory_limit_mb=None)
+    assert result.value == {"autoload": "0", "torch_imported": False}
+
+
+def test_cpu_device_times_calls_and_reports_peak_rss_above_the_baseline():
+    from advisor.devices import open_device
+
+    dev = open_device("cpu")
+    seconds, value = dev.timer()(lambda: sum(range(10_000)))
+    assert value == 49995000 and 0 < seconds < 1
+    dev.reset_peak_memory()
+    block = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+    peak_mb, kind = dev.peak_memory_mb()
+    del block
+    assert kind == "rss" and 60 <= peak_mb < 200
+    assert dev.describe()["measured_on"] == "cpu"

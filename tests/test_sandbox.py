@@ -1,0 +1,135 @@
+"""The sandbox turns every way a child can fail into a status, and never hangs the parent."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from advisor.sandbox import run_in_sandbox, scrubbed_environment
+
+T = "tests.backends_for_tests"
+
+
+def run(func: str, kwargs: dict | None = None, **options):
+    options.setdefault("timeout_s", 30)
+    options.setdefault("memory_limit_mb", 2048)
+    return run_in_sandbox(f"{T}:{func}", kwargs or {}, **options)
+
+
+def test_ok_returns_the_json_value_from_a_different_process():
+    result = run("echo", {"value": {"a": [1, 2.5, "x"]}})
+    assert result.status == "ok", result
+    assert result.value["echo"] == {"a": [1, 2.5, "x"]}
+    assert result.value["pid"] != os.getpid()
+    assert result.reason is None and result.wall_s > 0
+
+
+def test_abort_becomes_crashed_with_the_signal_name():
+    result = run("abort_now")
+    assert result.status == "crashed"
+    assert "SIGABRT" in result.reason
+
+
+def test_exit_without_result_is_crashed_with_the_code():
+    result = run("exit_with", {"code": 3})
+    assert result.status == "crashed"
+    assert "code 3" in result.reason
+
+
+def test_hang_becomes_timeout_and_the_parent_returns_promptly():
+    started = time.monotonic()
+    result = run("sleep_for", {"seconds": 60}, timeout_s=1.5)
+    assert result.status == "timeout"
+    assert "1.5 s" in result.reason
+    assert time.monotonic() - started < 10
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    result = run("spawn_grandchild_and_hang", {"pid_file": str(pid_file)}, timeout_s=3)
+    assert result.status == "timeout"
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):  # the kernel may need a moment to reap it
+        if not _alive(grandchild):
+            break
+        time.sleep(0.1)
+    assert not _alive(grandchild), "a grandchild (like an Inductor compile worker) outlived the timeout"
+
+
+def test_allocating_past_the_address_space_limit_is_oom():
+    result = run("allocate_until_limit", {"block_mb": 64}, memory_limit_mb=512)
+    assert result.status == "oom"
+    assert "memory" in result.reason.lower()
+
+
+def test_an_exception_is_runtime_error_with_message_and_traceback():
+    result = run("raise_value_error", {"message": "bad input shape"})
+    assert result.status == "runtime_error"
+    assert result.reason == "ValueError: bad input shape"
+    assert "Traceback" in result.stderr_tail
+
+
+def test_a_target_can_choose_its_failure_status():
+    result = run("raise_stage_error", {"status": "compile_error", "reason": "no lowering for npu.foo"})
+    assert (result.status, result.reason) == ("compile_error", "no lowering for npu.foo")
+
+
+def test_secrets_are_not_visible_in_the_child(monkeypatch):
+    monkeypatch.setenv("ADVISOR_TOKEN", "tok-123")
+    monkeypatch.setenv("MY_API_KEY", "key-456")
+    monkeypatch.setenv("DB_PASSWORD", "pw")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t")
+    monkeypatch.setenv("RANDOM_UNLISTED_VAR", "x")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    names = ["ADVISOR_TOKEN", "MY_API_KEY", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "RANDOM_UNLISTED_VAR",
+             "OMP_NUM_THREADS", "PATH", "TORCHINDUCTOR_CACHE_DIR"]  # fmt: skip
+    seen = run("read_environment", {"names": names}).value
+    assert seen["ADVISOR_TOKEN"] is None and seen["MY_API_KEY"] is None
+    assert seen["DB_PASSWORD"] is None and seen["AWS_SECRET_ACCESS_KEY"] is None
+    assert seen["RANDOM_UNLISTED_VAR"] is None
+    assert seen["OMP_NUM_THREADS"] == "2" and seen["PATH"]
+
+
+def test_scrubbed_environment_drops_secret_names_even_with_an_allowed_prefix():
+    source = {"TORCH_HUB_TOKEN": "x", "TORCH_LOGS": "graph_breaks", "HOME": "/h", "SSH_AUTH_SOCK": "s"}
+    env = scrubbed_environment(source)
+    assert env == {"TORCH_LOGS": "graph_breaks", "HOME": "/h"}
+
+
+def test_each_call_gets_its_own_compile_cache_unless_one_is_given(tmp_path):
+    first = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}).value["TORCHINDUCTOR_CACHE_DIR"]
+    second = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}).value["TORCHINDUCTOR_CACHE_DIR"]
+    assert first != second
+    shared = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}, cache_dir=str(tmp_path))
+    assert shared.value["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
+
+
+def test_cancel_event_kills_the_child():
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    started = time.monotonic()
+    result = run("sleep_for", {"seconds": 60}, cancel=cancel)
+    assert result.status == "cancelled"
+    assert time.monotonic() - started < 10
+
+
+def test_progress_events_reach_the_parent():
+    events: list[dict] = []
+    result = run("report_then_sleep", {"events": 3, "seconds": 0.3}, on_progress=events.append)
+    assert result.status == "ok"
+    assert [e["iterations"] for e in events] == [1, 2, 3]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0); treat it as dead
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
