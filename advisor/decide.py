@@ -54,7 +54,7 @@ def decide(
     qualified, excluded = split_by_filters(options, context)
     if not prov.usable:
         qualified, excluded = _coverage_filter(qualified, excluded, facts)
-    path.append(rule_hard_filters(qualified, excluded))
+    path.append(rule_hard_filters(qualified, excluded, context))
 
     chosen: Option | None = None
     trade: TradeOff | None = None
@@ -132,12 +132,14 @@ def _unmeasured_choice(
             f"steady-state speed weighs most{' and the model has ' + strong if strong else ''}; TorchAir's GE graph "
             "is the NPU's steady-state path"
         )
+        if facts.torchair_unknown:
+            why += f" (GE coverage of {short_list(facts.torchair_unknown)} is only known once measured on an NPU)"
     else:
         chosen, why = inductor, "steady-state speed weighs most and Inductor is the generic compiler for this target"
     step = RuleStep(
         rule="unmeasured_tree_choice",
         question="Without numbers, what does the tree pick?",
-        evidence={"candidates": [o.label for o in qualified]},
+        evidence={"candidates": [o.label for o in qualified], "torchair_unknown": list(facts.torchair_unknown)},
         outcome=f"{chosen.label}: {why}.",
     )
     return chosen, step
@@ -177,8 +179,9 @@ def _break_even(trade: TradeOff | None, context: DeploymentContext) -> dict[str,
         "fast_run": b.label,
         "compile_a_s": a.compile_s(warm),
         "compile_b_s": b.compile_s(warm),
-        "latency_a_ms": a.median_ms,
-        "latency_b_ms": b.median_ms,
+        "latency_a_ms": a.latency_ms,
+        "latency_b_ms": b.latency_ms,
+        "latency_basis": trade.latency_basis,  # "side_by_side": reference eager median / speedup
         "compile_kind": "warm" if warm else "cold",
         "n_star": trade.n_star,
         "expected": context.expected_calls_per_compile,
@@ -204,6 +207,19 @@ def _confidence(
     return "medium" if shaky or near_break_even or trade.decided_by == "objective" else "high"
 
 
+def _speed_sentence(chosen: Option) -> str:
+    """Its speed as measured: side by side with eager where the row has it (robust to the machine's load)."""
+    if chosen.is_baseline and chosen.side_by_side:
+        return f"Eager ran at {chosen.reference_ms:.3g} ms per call (median of the eager timings of all processes)"
+    if chosen.side_by_side:
+        low, high = chosen.speedup_ci  # type: ignore[misc]
+        return (
+            f"It ran {chosen.speedup:.2f}x as fast as eager side by side in the same process (95% CI "
+            f"{low:.2f}-{high:.2f}x), {chosen.median_ms:.3g} ms per call (median)"
+        )
+    return f"It ran at {chosen.median_ms:.3g} ms per call (median)"
+
+
 def _summary(
     rec: Recommendation,
     chosen: Option | None,
@@ -227,7 +243,7 @@ def _summary(
     if trade is not None and chosen.median_ms is not None:
         compile_s = chosen.compile_s(context.ships_compile_cache)
         compile_text = "" if compile_s is None or chosen.is_baseline else f", compiling in {compile_s:.3g} s"
-        parts.append(f"It ran at {chosen.median_ms:.3g} ms per call (median){compile_text}.")
+        parts.append(f"{_speed_sentence(chosen)}{compile_text}.")
         if trade.n_star and trade.fast_compile != trade.fast_run:
             parts.append(
                 f"{trade.fast_run.label} overtakes {trade.fast_compile.label} after "

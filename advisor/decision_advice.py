@@ -23,11 +23,35 @@ def _a(device: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------- why not
+def speed_comparison(other: Option, chosen: Option) -> str:
+    """`other`'s speed against `chosen`'s: side by side with eager where both rows allow it."""
+    if other.side_by_side and chosen.side_by_side:
+        if chosen.is_baseline or other.is_baseline:
+            compiled = other if chosen.is_baseline else chosen
+            low, high = compiled.speedup_ci  # type: ignore[misc]
+            return (
+                f"{compiled.label} ran {compiled.speedup:.2f}x eager's speed side by side [95% CI {low:.2f}-{high:.2f}]"
+            )
+        return (
+            f"{other.latency_ms:.3g} ms vs {chosen.latency_ms:.3g} ms, both normalised to eager's "
+            f"{chosen.reference_ms:.3g} ms by their side-by-side speedups "
+            f"({other.speedup:.2f}x vs {chosen.speedup:.2f}x)"
+        )
+    raw = [o.label for o in (other, chosen) if not o.side_by_side]
+    return (
+        f"{other.latency_ms:.3g} ms vs {chosen.latency_ms:.3g} ms median; {' and '.join(raw)} without a side-by-side "
+        "eager timing, so timed in separate processes"
+    )
+
+
 def measured_why_not(other: Option, chosen: Option, trade: TradeOff, context: DeploymentContext) -> str:
     warm = context.ships_compile_cache
-    ms = f"{other.median_ms:.3g} ms vs {chosen.median_ms:.3g} ms median"
+    ms = speed_comparison(other, chosen)
     if beats(chosen, other):
         return f"slower than {chosen.label}: {ms}"
+    eager = trade.eager
+    if eager is not None and other is not eager and chosen is not eager and not beats(other, eager):
+        return f"not faster than eager beyond the noise ({speed_comparison(other, eager)}), so not worth a compile"
     if beats(other, chosen):
         c_other, c_chosen = other.compile_s(warm), chosen.compile_s(warm)
         compile_text = "" if c_other is None or c_chosen is None else f" ({c_other:.3g} s vs {c_chosen:.3g} s)"
@@ -102,6 +126,16 @@ def caveats_for(
                 issue=f"torch.compile cannot trace {short_list(untraceable)} (no fake/meta kernel): "
                 "a graph break at each call.",
                 fix="Register a fake kernel with torch.library.register_fake('<ns>::<op>') so Dynamo can trace it.",
+            )
+        )
+    if facts.torchair_unknown and context.target == "npu" and not (prov.usable and prov.real):
+        caveats.append(
+            Caveat(
+                issue=f"TorchAir GE coverage of {short_list(facts.torchair_unknown)} is unknown until measured on "
+                "an NPU: on this host the op decomposes into CPU kernels TorchAir never sees; on an NPU torch_npu "
+                "picks the kernel when the graph is traced.",
+                fix=f"Measure on {_a('npu')} node (npu-advisor analyze on that node, or an NPU worker); if GE mode "
+                "fails there, use mode npugraph_ex (captures the eager kernels) or register a converter.",
             )
         )
     if chosen is not None and chosen.backend == "torchair" and chosen.mode in ("max-autotune", TORCHAIR_EXPORT_MODE):

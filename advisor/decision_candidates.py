@@ -1,11 +1,18 @@
 """The options the decision engine chooses between, where their numbers came from, and the hard filters.
 
 An option is one (backend, mode) variant, with its measurement row when there is one. Torch-free.
+
+Speeds are compared side by side: every measured row also timed eager interleaved in its own process, and
+its `speedup_vs_eager` (with `speedup_ci`) survives the machine's load, while medians taken in different
+processes do not (the same eager call measures 8.5-18 ms in different processes on a loaded host). Options are
+therefore compared on a common scale, `reference eager median / speedup`; a row without side-by-side data
+falls back to its raw median.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +47,7 @@ class Option:
     mode: str
     family: str
     row: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    reference_ms: float | None = field(default=None, compare=False, hash=False)  # the run's eager median
 
     @property
     def label(self) -> str:
@@ -93,11 +101,78 @@ class Option:
     def noisy(self) -> bool:
         return ((self.row or {}).get("latency") or {}).get("verdict") == "noisy"
 
+    # ----------------------------------------------------------------------------- side by side with eager
+    @property
+    def speedup(self) -> float | None:
+        """Eager median / this option's median, both timed interleaved in the same process (eager: 1.0)."""
+        if self.is_baseline:
+            return 1.0
+        value = (self.row or {}).get("speedup_vs_eager")
+        return float(value) if value is not None and value > 0 else None
+
+    @property
+    def speedup_ci(self) -> tuple[float, float] | None:
+        if self.is_baseline:
+            return (1.0, 1.0)
+        interval = (self.row or {}).get("speedup_ci")
+        if self.speedup is None or not interval or len(interval) != 2:
+            return None
+        return (float(interval[0]), float(interval[1]))
+
+    @property
+    def side_by_side(self) -> bool:
+        """Whether this option sits on the common scale through a side-by-side speedup (eager: the reference)."""
+        return self.reference_ms is not None and self.speedup_ci is not None
+
+    @property
+    def latency_ms(self) -> float | None:
+        """The median on the common scale: reference eager median / speedup; the raw median without side-by-side
+        data (then it was timed in a process of its own, under whatever load that process saw)."""
+        if not self.side_by_side:
+            return self.median_ms
+        return self.reference_ms / self.speedup  # type: ignore[operator]
+
+    @property
+    def latency_ci_ms(self) -> tuple[float, float] | None:
+        """95% CI of `latency_ms`: the speedup's interval carried through; eager keeps its own relative spread
+        around the reference; the raw CI without side-by-side data."""
+        ref = self.reference_ms
+        if not self.side_by_side or ref is None:
+            return self.ci_ms
+        if self.is_baseline:
+            median, ci = self.median_ms, self.ci_ms
+            return (ref, ref) if not median or ci is None else (ref * ci[0] / median, ref * ci[1] / median)
+        low, high = self.speedup_ci  # type: ignore[misc]
+        return (ref / high if high > 0 else 0.0, ref / low if low > 0 else math.inf)
+
+    @property
+    def basis(self) -> str:
+        """How `latency_ms` was obtained, for the evidence."""
+        if not self.side_by_side:
+            return "raw median from its own process (no side-by-side eager timing)"
+        if self.is_baseline:
+            return "the reference eager median (of every process's eager timing)"
+        low, high = self.speedup_ci  # type: ignore[misc]
+        return f"reference eager median / side-by-side speedup {self.speedup:.3g}x [{low:.3g}-{high:.3g}]"
+
 
 def beats(fast: Option, slow: Option) -> bool:
-    """`fast` runs faster than `slow` beyond the measured noise: their confidence intervals do not overlap."""
-    fast_ci, slow_ci = fast.ci_ms, slow.ci_ms
+    """`fast` runs faster than `slow` beyond the measured noise.
+
+    Against eager, for an option timed side by side with it: its speedup CI lies entirely above 1.0 (or, for
+    eager to beat it, entirely below). Otherwise: their CIs on the common scale (`latency_ci_ms`) do not overlap.
+    Each option has one interval, and eager's contains the reference, so "beats" has no cycles.
+    """
+    for option, other, faster in ((fast, slow, True), (slow, fast, False)):
+        if other.is_baseline and option.side_by_side and not option.is_baseline:
+            low, high = option.speedup_ci  # type: ignore[misc]
+            return low > 1.0 if faster else high < 1.0
+    fast_ci, slow_ci = fast.latency_ci_ms, slow.latency_ci_ms
     return fast_ci is not None and slow_ci is not None and fast_ci[1] < slow_ci[0]
+
+
+def both_side_by_side(*options: Option) -> bool:
+    return all(o.side_by_side for o in options)
 
 
 def simplicity_key(option: Option, warm: bool) -> tuple[float, int, str]:
@@ -140,13 +215,30 @@ def provenance(context: DeploymentContext, run: dict[str, Any] | None) -> Proven
 
 # ------------------------------------------------------------------------------------------- options
 def measured_options(run: dict[str, Any]) -> list[Option]:
+    reference = reference_eager_ms(run)
     options: dict[str, Option] = {}
     for row in run.get("measurements") or []:
         backend = row.get("backend") or "unknown"
         family = row.get("family") or ("baseline" if backend == "eager" else "generic")
-        option = Option(backend, row.get("mode") or "default", family, row)
+        option = Option(backend, row.get("mode") or "default", family, row, reference)
         options.setdefault(option.label, option)  # first row per variant wins: deterministic
     return sorted(options.values(), key=lambda o: o.label)
+
+
+def reference_eager_ms(run: dict[str, Any] | None) -> float | None:
+    """The eager median the side-by-side scale is anchored on: the median of every process's eager timing.
+
+    Each row's `eager_latency` (the eager row's own latency where it has none). The lower middle for an even
+    count: load only ever adds time. None when no row timed eager.
+    """
+    medians = []
+    for row in (run or {}).get("measurements") or []:
+        is_eager = row.get("backend") == "eager" or row.get("family") == "baseline"
+        eager = row.get("eager_latency") or (row.get("latency") if is_eager else None)
+        value = (eager or {}).get("median_ms")
+        if value is not None and value > 0:
+            medians.append(float(value))
+    return statistics.median_low(medians) if medians else None
 
 
 def unmeasured_options(target: str) -> list[Option]:

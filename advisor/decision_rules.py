@@ -13,10 +13,21 @@ from typing import Any
 
 from advisor.break_even import break_even_calls, format_calls
 from advisor.context import DeploymentContext
-from advisor.decision_candidates import TORCHAIR_EXPORT_MODE, Option, Provenance, beats, simplicity_key
+from advisor.decision_candidates import (
+    TORCHAIR_EXPORT_MODE,
+    Option,
+    Provenance,
+    beats,
+    both_side_by_side,
+    simplicity_key,
+)
 from advisor.schema import RuleStep
 
 COVERED = ("supported", "partial")
+# Phrases of the note advisor/decomposed_coverage.py writes for an op whose decomposition picks a kernel for the
+# device it is traced on (sdpa): its GE coverage is only known on an NPU. Matched for inspections written before
+# the `torchair_unknown` marker existed.
+_DEVICE_DEPENDENT_PHRASES = ("decomposes per device", "picks the kernel", "only known there", "measure it on an npu")
 
 
 def step(rule: str, question: str, evidence: dict[str, Any], outcome: str) -> RuleStep:
@@ -32,6 +43,7 @@ class InspectionFacts:
     custom_ops: tuple[str, ...] = ()
     npu_ops: tuple[str, ...] = ()
     torchair_uncovered: tuple[str, ...] = ()  # GE mode has no converter (none / stub): compile fails
+    torchair_unknown: tuple[str, ...] = ()  # the kernel TorchAir gets is picked on the NPU: unknown until measured
     npu_ops_torchair_covered: bool = False
     inductor_untraceable: tuple[str, ...] = ()  # no fake kernel: Dynamo breaks the graph there
     graph_breaks_analysed: bool = False
@@ -50,7 +62,8 @@ class InspectionFacts:
         custom = sorted(op["name"] for op in inspection.get("custom_ops") or [])
         npu = sorted(name for name in custom if by_name[name].get("namespace", name.split(".")[0]) == "npu")
         coverage = {name: op.get("coverage") or {} for name, op in by_name.items()}
-        uncovered = sorted(n for n, c in coverage.items() if c.get("torchair") not in COVERED)
+        unknown = sorted(n for n, c in coverage.items() if torchair_status_unknown(c))
+        uncovered = sorted(n for n, c in coverage.items() if c.get("torchair") not in COVERED and n not in unknown)
         untraceable = sorted(
             n
             for n, op in by_name.items()
@@ -63,7 +76,8 @@ class InspectionFacts:
             custom_ops=tuple(custom),
             npu_ops=tuple(npu),
             torchair_uncovered=tuple(uncovered),
-            npu_ops_torchair_covered=bool(npu) and not set(npu) & set(uncovered),
+            torchair_unknown=tuple(unknown),
+            npu_ops_torchair_covered=bool(npu) and not set(npu) & (set(uncovered) | set(unknown)),
             inductor_untraceable=tuple(untraceable),
             graph_breaks_analysed=bool(breaks.get("analysed")),
             graph_breaks=tuple(breaks.get("reasons") or ()),
@@ -77,6 +91,14 @@ class InspectionFacts:
     def strong_torchair_case(self) -> bool:
         """npu:: ops that TorchAir converts while Inductor cannot trace them."""
         return self.npu_ops_torchair_covered and bool(set(self.npu_ops) & set(self.inductor_untraceable))
+
+
+def torchair_status_unknown(coverage: dict[str, Any]) -> bool:
+    """Whether an op's GE coverage can only be known on an NPU (its kernel is picked there), not "uncovered"."""
+    if "torchair_unknown" in coverage:
+        return bool(coverage["torchair_unknown"])
+    note = str(coverage.get("torchair_note") or "").lower()
+    return any(phrase in note for phrase in _DEVICE_DEPENDENT_PHRASES)
 
 
 def short_list(names: tuple[str, ...] | list[str], limit: int = 4) -> str:
@@ -99,8 +121,15 @@ def rule_measurements(prov: Provenance, context: DeploymentContext) -> RuleStep:
     )
 
 
-def rule_hard_filters(qualified: list[Option], excluded: dict[str, str]) -> RuleStep:
-    evidence = {"qualified": [o.label for o in qualified], "excluded": dict(excluded)}
+def rule_hard_filters(
+    qualified: list[Option], excluded: dict[str, str], context: DeploymentContext | None = None
+) -> RuleStep:
+    evidence: dict[str, Any] = {"qualified": [o.label for o in qualified], "excluded": dict(excluded)}
+    if context is not None and context.latency_target_ms is not None:
+        evidence["latency_target"] = (
+            f"p99 <= {context.latency_target_ms:g} ms, checked on each option's own p99 as timed in its own "
+            "process (a tail latency has no side-by-side normalisation)"
+        )
     if not qualified:
         outcome = "No option qualifies."
     else:
@@ -213,37 +242,46 @@ class TradeOff:
     n_star: float | None
     decided_by: str  # "single" | "dominates" | "break_even" | "objective"
     steps: list[RuleStep]
+    eager: Option | None = None  # the qualified eager option, the baseline every compiled option must beat
 
     @property
     def tie(self) -> bool:
         return self.chosen in self.unbeaten and len(self.unbeaten) > 1
 
+    @property
+    def latency_basis(self) -> str:
+        """ "side_by_side" when A's and B's latencies (and so N*) come from side-by-side speedups, else "raw"
+        (at least one of them is a raw median from its own process)."""
+        return "side_by_side" if both_side_by_side(self.fast_compile, self.fast_run) else "raw"
+
 
 def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> TradeOff:
     """Pick among qualified measured options.
 
-    B = among the options no other beats beyond noise, the fastest-compiling (then simplest);
-    A = the fastest-compiling compiled option that eager does not beat (else eager).
-    B wins when it compiles no slower; otherwise the break-even against expected calls decides,
-    and without expected calls the stage's objective does.
+    When eager qualified, only the compiled options faster than eager beyond the noise compete (a tie with
+    eager is not worth a compile); when none is, eager wins. Among the competitors:
+    B = of those no other beats beyond noise, the fastest-compiling (then simplest);
+    A = the fastest-compiling (then simplest). "Beats" compares side by side with eager where the rows allow
+    (see decision_candidates). B wins when it compiles no slower; otherwise the break-even against expected
+    calls decides, and without expected calls the stage's objective does.
     """
     warm = context.ships_compile_cache
-    unbeaten = [o for o in qualified if not any(beats(other, o) for other in qualified if other is not o)]
-    fast_run = min(unbeaten, key=lambda o: simplicity_key(o, warm))
     eager = next((o for o in qualified if o.is_baseline), None)
+    faster_than_eager = [o for o in qualified if eager is not None and o is not eager and beats(o, eager)]
+    pool = faster_than_eager or qualified  # no cycles in "beats": eager is unbeaten in `qualified` when empty
+    unbeaten = [o for o in pool if not any(beats(other, o) for other in pool if other is not o)]
+    fast_run = min(unbeaten, key=lambda o: simplicity_key(o, warm))
+    fast_compile = fast_run if fast_run.is_baseline else min(pool, key=lambda o: simplicity_key(o, warm))
     compiled = [o for o in qualified if not o.is_baseline]
-    worth_compiling = [o for o in compiled if eager is None or not beats(eager, o)]
-    if worth_compiling:
-        fast_compile = min(worth_compiling, key=lambda o: simplicity_key(o, warm))
-    else:
-        fast_compile = eager if eager is not None else min(compiled, key=lambda o: simplicity_key(o, warm))
 
     steps: list[RuleStep] = []
+    if eager is not None and compiled:
+        steps.append(rule_compiled_vs_eager(eager, compiled))
     if len(unbeaten) > 1:
         steps.append(rule_noise_tie(unbeaten, fast_run, warm))
     a, b = fast_compile, fast_run
     compile_a, compile_b = a.compile_s(warm), b.compile_s(warm)
-    lat_a, lat_b = a.median_ms, b.median_ms
+    lat_a, lat_b = a.latency_ms, b.latency_ms
     n_star: float | None = None
     if a == b:
         chosen, decided_by = a, "single"
@@ -260,12 +298,64 @@ def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> T
         else:
             chosen, decided_by = (a if fast_compile_wanted(context) else b), "objective"
     steps.append(rule_break_even(context, a, b, n_star, chosen, decided_by))
-    return TradeOff(chosen, a, b, unbeaten, n_star, decided_by, steps)
+    return TradeOff(chosen, a, b, unbeaten, n_star, decided_by, steps, eager)
+
+
+def eager_verdict(option: Option, eager: Option) -> str:
+    """ "faster" / "slower" / "tie" against eager, beyond the noise (side by side where the row allows)."""
+    if beats(option, eager):
+        return "faster"
+    return "slower" if beats(eager, option) else "tie"
+
+
+def rule_compiled_vs_eager(eager: Option, compiled: list[Option]) -> RuleStep:
+    """Each compiled option against eager, from the speedup timed interleaved in the same process."""
+    options: dict[str, Any] = {}
+    texts = []
+    for option in compiled:
+        verdict = eager_verdict(option, eager)
+        word = {"faster": "faster than", "slower": "slower than", "tie": "a tie with"}[verdict]
+        if option.side_by_side:
+            low, high = option.speedup_ci  # type: ignore[misc]
+            options[option.label] = {"speedup": option.speedup, "speedup_ci": [low, high], "verdict": verdict}
+            texts.append(f"{option.label} {option.speedup:.2f}x [{low:.2f}-{high:.2f}] ({word} eager)")
+        else:
+            options[option.label] = {
+                "basis": "raw medians from separate processes (the row has no side-by-side eager timing)",
+                "median_ms": option.median_ms,
+                "eager_median_ms": eager.median_ms,
+                "verdict": verdict,
+            }
+            texts.append(f"{option.label} {word} eager by raw medians from separate processes")
+    evidence = {
+        "reference_eager_ms": eager.reference_ms,
+        "reference": "median of the eager timings of every measured process",
+        "options": options,
+    }
+    faster = [label for label, item in options.items() if item["verdict"] == "faster"]
+    if faster:
+        outcome = f"{'; '.join(texts)}. Faster than eager beyond the noise: {', '.join(faster)}."
+    else:
+        outcome = (
+            f"{'; '.join(texts)}. No compiled option is faster than eager beyond the noise: "
+            "a tie or slower is not worth a compile."
+        )
+    return step(
+        "compiled_vs_eager_side_by_side",
+        "Does each compiled option run faster than eager, timed side by side in the same process?",
+        evidence,
+        outcome,
+    )
 
 
 def rule_noise_tie(unbeaten: list[Option], winner: Option, warm: bool) -> RuleStep:
-    evidence = {
-        o.label: {"median_ms": o.median_ms, "ci_ms": list(o.ci_ms or ()), "compile_s": o.compile_s(warm)}
+    evidence: dict[str, Any] = {
+        o.label: {
+            "latency_ms": o.latency_ms,
+            "ci_ms": list(o.latency_ci_ms or ()),
+            "basis": o.basis,
+            "compile_s": o.compile_s(warm),
+        }
         for o in unbeaten
     }
     others = ", ".join(o.label for o in unbeaten if o is not winner)
@@ -282,7 +372,12 @@ def rule_noise_tie(unbeaten: list[Option], winner: Option, warm: bool) -> RuleSt
 
 
 def rule_break_even(
-    context: DeploymentContext, a: Option, b: Option, n_star: float | None, chosen: Option, decided_by: str
+    context: DeploymentContext,
+    a: Option,
+    b: Option,
+    n_star: float | None,
+    chosen: Option,
+    decided_by: str,
 ) -> RuleStep:
     warm = context.ships_compile_cache
     unit = context.call_unit
@@ -291,11 +386,14 @@ def rule_break_even(
         "fast_run": b.label,
         "compile_s": {a.label: a.compile_s(warm), b.label: b.compile_s(warm)},
         "compile_kind": "warm (cached)" if warm else "cold",
-        "median_ms": {a.label: a.median_ms, b.label: b.median_ms},
+        "latency_ms": {a.label: a.latency_ms, b.label: b.latency_ms},
+        "latency_basis": {a.label: a.basis, b.label: b.basis},
         "n_star": n_star,
         "expected_calls_per_compile": context.expected_calls_per_compile,
     }
-    if decided_by == "single":
+    if decided_by == "single" and a.is_baseline:
+        outcome = f"{a.label} needs no compile and no compiled option runs faster beyond the noise: no trade-off."
+    elif decided_by == "single":
         outcome = f"{a.label} both compiles fastest and runs fastest (within noise): no trade-off."
     elif decided_by == "dominates":
         loser = a if chosen is b else b

@@ -94,6 +94,7 @@ def _judge_torchair(program: torch.export.ExportedProgram, ops: list[OpInfo]) ->
         via = [name for name in via if name not in EXPORT_ONLY_OPS]
         if any(_CPU_KERNEL_MARK in name for name in via):
             op["coverage"]["torchair_note"] = _PER_DEVICE_NOTE.format(via=", ".join(via))
+            op["coverage"]["torchair_unknown"] = True
             continue
         statuses = {name: coverage.torchair_status(name) for name in via}
         op["coverage"]["torchair"] = coverage.worst_torchair_status(statuses.values())

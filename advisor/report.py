@@ -29,7 +29,7 @@ MEASUREMENT_COLUMNS = (
     "compile cold / warm",
     "median [95% CI]",
     "p99",
-    "vs eager",
+    "vs eager [95% CI]",
     "peak mem",
     "accuracy",
 )
@@ -115,12 +115,20 @@ def measurement_rows(run: dict[str, Any] | None) -> list[tuple[str, ...]]:
                 f"{_num(m.get('compile_s_cold'), ' s')} / {_num(m.get('compile_s_warm'), ' s')}",
                 median,
                 _num(lat.get("p99_ms"), " ms"),
-                "-" if speedup is None else f"{speedup:.2f}x",
+                _speedup_text(speedup, m.get("speedup_ci")),
                 _num(m.get("peak_memory_mb"), " MiB", 4),
                 acc_text,
             )
         )
     return rows
+
+
+def _speedup_text(speedup: float | None, interval: list[float] | None) -> str:
+    if speedup is None:
+        return "-"
+    if not interval or len(interval) != 2:
+        return f"{speedup:.2f}x"
+    return f"{speedup:.2f}x [{interval[0]:.2f}-{interval[1]:.2f}]"
 
 
 def break_even_sentence(be: dict[str, Any] | None) -> str | None:
@@ -130,9 +138,11 @@ def break_even_sentence(be: dict[str, Any] | None) -> str | None:
     text = (
         f"{be['fast_compile']} compiles in {_num(be.get('compile_a_s'), ' s')} and runs at "
         f"{_num(be.get('latency_a_ms'), ' ms')}; {be['fast_run']} compiles in {_num(be.get('compile_b_s'), ' s')} "
-        f"and runs at {_num(be.get('latency_b_ms'), ' ms')} ({be.get('compile_kind', 'cold')} compile times). "
-        f"N* = {format_calls(be.get('n_star'))} {unit} per compile"
+        f"and runs at {_num(be.get('latency_b_ms'), ' ms')} ({be.get('compile_kind', 'cold')} compile times"
     )
+    if be.get("latency_basis") == "side_by_side":
+        text += "; latencies are eager's median divided by each option's side-by-side speedup"
+    text += f"). N* = {format_calls(be.get('n_star'))} {unit} per compile"
     expected = be.get("expected")
     text += f"; you expect {expected:,}." if expected else "; expected calls per compile were not given."
     return text

@@ -31,6 +31,7 @@ class OpCoverage(TypedDict):
     torchair: TorchAirStatus  # for a decomposed op: the worst status of the ops in torchair_via
     torchair_via: NotRequired[list[str]]  # the ops TorchAir receives instead (the op is decomposed before it)
     torchair_note: NotRequired[str]  # what qualifies the torchair status
+    torchair_unknown: NotRequired[bool]  # True: the status is not known off an NPU (the kernel is picked there)
     inductor_via: NotRequired[list[str]]  # for "decomposed": the ops Inductor lowers instead
 
 
@@ -101,6 +102,7 @@ class LatencyStats(TypedDict):
     ci_low_ms: float  # 95% CI of the median
     ci_high_ms: float
     verdict: Literal["valid", "noisy"]
+    calls_per_sample: NotRequired[int]  # >1: each sample is the mean of this many back-to-back calls (fast models)
 
 
 class Accuracy(TypedDict):

@@ -40,8 +40,20 @@ def measurement(
     spread: float = 0.02,
     device: str = "npu",
     verdict: str = "valid",
+    eager_ms: float | None = None,
 ) -> dict[str, Any]:
+    """A Measurement row. `eager_ms`: eager's median timed side by side in the same process (a compiled row
+    then carries `speedup_vs_eager` and its CI the way advisor/stats.speedup computes them); an eager row
+    always carries itself as its side-by-side eager timing, as advisor/measure_child does."""
     ok = status == "ok"
+    timed = latency(median_ms, spread, verdict=verdict) if ok and median_ms is not None else None
+    eager_timed = speedup = speedup_ci = None
+    if timed is not None and backend == "eager":
+        eager_timed, speedup = timed, 1.0
+    elif timed is not None and eager_ms is not None:
+        eager_timed = latency(eager_ms, spread)
+        speedup = eager_ms / median_ms
+        speedup_ci = [eager_timed["ci_low_ms"] / timed["ci_high_ms"], eager_timed["ci_high_ms"] / timed["ci_low_ms"]]
     return {
         "backend": backend,
         "mode": mode,
@@ -53,10 +65,10 @@ def measurement(
         "stderr_tail": None,
         "compile_s_cold": (0.0 if backend == "eager" else compile_s) if ok else None,
         "compile_s_warm": warm_s if ok else None,
-        "latency": latency(median_ms, spread, verdict=verdict) if ok and median_ms is not None else None,
-        "eager_latency": None,
-        "speedup_vs_eager": None,
-        "speedup_ci": None,
+        "latency": timed,
+        "eager_latency": eager_timed,
+        "speedup_vs_eager": speedup,
+        "speedup_ci": speedup_ci,
         "peak_memory_mb": memory_mb if ok else None,
         "memory_kind": "device",
         "accuracy": {
@@ -96,14 +108,26 @@ def run(*rows: dict[str, Any], device: str = "npu", measured_on: str | None = No
 
 
 def op(
-    name: str, *, inductor: str = "lowered", torchair: str = "supported", fake: bool = True, count: int = 1
+    name: str,
+    *,
+    inductor: str = "lowered",
+    torchair: str = "supported",
+    fake: bool = True,
+    count: int = 1,
+    note: str | None = None,
+    unknown: bool | None = None,
 ) -> dict[str, Any]:
+    coverage: dict[str, Any] = {"inductor": inductor, "torchair": torchair}
+    if note is not None:
+        coverage["torchair_note"] = note
+    if unknown is not None:
+        coverage["torchair_unknown"] = unknown
     return {
         "name": name,
         "namespace": name.split(".")[0],
         "count": count,
         "has_fake_kernel": fake,
-        "coverage": {"inductor": inductor, "torchair": torchair},
+        "coverage": coverage,
     }
 
 

@@ -52,3 +52,22 @@ def test_warm_cache_numbers_are_used_when_the_deployment_ships_a_cache() -> None
     assert warm["backend"] == "torchair"  # (2.0 - 1.2) s / 4.2 ms = 190 calls < 1,000
     assert warm["break_even"]["compile_kind"] == "warm"
     assert warm["break_even"]["n_star"] == pytest.approx(800 / 4.2)
+
+
+def test_break_even_uses_latencies_normalised_by_side_by_side_speedups() -> None:
+    from fixtures_decide import measurement, run
+
+    # eager timings of the three processes: 10, 8 and 15.6 ms -> reference 10 ms; side by side inductor runs
+    # 2x eager (5 ms on the common scale) and torchair 4x (2.5 ms). Their raw medians, 4.0 and 3.9 ms, were
+    # taken under different loads and would give N* = 25 s / 0.1 ms = 250,000.
+    rows = run(
+        measurement("eager", median_ms=10.0),
+        measurement("inductor", median_ms=4.0, compile_s=3.0, eager_ms=8.0),
+        measurement("torchair", mode="max-autotune", median_ms=3.9, compile_s=28.0, eager_ms=15.6),
+    )
+    for expected_calls, backend in ((9_000, "inductor"), (11_000, "torchair")):
+        rec = decide({"stage": "production", "expected_calls_per_compile": expected_calls}, inspection(), rows)
+        assert rec["backend"] == backend
+        assert rec["break_even"]["n_star"] == pytest.approx(10_000)
+        assert rec["break_even"]["latency_basis"] == "side_by_side"
+        assert (rec["break_even"]["latency_a_ms"], rec["break_even"]["latency_b_ms"]) == pytest.approx((5.0, 2.5))

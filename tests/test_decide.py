@@ -210,3 +210,49 @@ def test_accepts_a_context_dict_or_model_and_rejects_bad_context() -> None:
     assert decide(parse_context({}), inspection(), blog_run()) == decide({}, inspection(), blog_run())
     with pytest.raises(ContextError):
         decide({"stage": "nope"}, inspection(), blog_run())
+
+
+# The note advisor/decomposed_coverage.py writes for sdpa inspected on a CPU host (inspections stored before the
+# torchair_unknown marker carry only this note).
+SDPA_PER_DEVICE_NOTE = (
+    "decomposes per device: on this CPU into aten._scaled_dot_product_flash_attention_for_cpu.default, which "
+    "TorchAir never sees; on an NPU torch_npu picks the kernel when the graph is traced, so GE coverage of this op "
+    "is only known there (measure it on an NPU node)"
+)
+
+
+@pytest.mark.parametrize(
+    "sdpa",
+    [
+        pytest.param(op("aten.scaled_dot_product_attention.default", torchair="none", unknown=True), id="marker"),
+        pytest.param(
+            op("aten.scaled_dot_product_attention.default", torchair="none", note=SDPA_PER_DEVICE_NOTE), id="note"
+        ),
+    ],
+)
+def test_device_dependent_coverage_is_unknown_not_uncovered(sdpa: dict) -> None:
+    rec = decide({"stage": "production"}, inspection(ops=[op("aten.linear.default"), sdpa]), None)
+    assert (rec["backend"], rec["mode"]) == ("torchair", "max-autotune")  # GE mode is not excluded
+    assert "torchair:max-autotune" not in rec["path"][1]["evidence"]["excluded"]
+    caveat = next(c for c in rec["caveats"] if "scaled_dot_product_attention" in c["issue"])
+    assert "unknown until measured on an NPU" in caveat["issue"] and "Measure on an NPU node" in caveat["fix"]
+    assert not any("compile fails" in c["issue"] for c in rec["caveats"])
+    edge = decide({"stage": "edge"}, inspection(ops=[op("aten.linear.default"), sdpa]), None)
+    assert edge["mode"] == "dynamo_export"  # unknown coverage does not block the export path either
+
+
+def test_unknown_op_next_to_an_uncovered_one_excludes_ge_for_the_uncovered_one_only() -> None:
+    ops = [
+        op("aten.scaled_dot_product_attention.default", torchair="none", unknown=True),
+        op("aten.amax.default", torchair="stub"),
+    ]
+    rec = decide({"stage": "production"}, inspection(ops=ops), None)
+    reason = rec["why_not"]["torchair:max-autotune"]
+    assert "aten.amax.default" in reason and "scaled_dot_product_attention" not in reason
+
+
+def test_unknown_coverage_caveat_is_dropped_once_measured_on_a_real_npu() -> None:
+    insp = inspection(ops=[op("aten.scaled_dot_product_attention.default", torchair="none", unknown=True)])
+    rec = decide({"stage": "production"}, insp, blog_run())
+    assert rec["backend"] == "torchair"
+    assert not any("unknown until measured" in c["issue"] for c in rec["caveats"])

@@ -63,6 +63,7 @@ def measurement_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
                 warm_s=draw(st.none() | st.floats(0.0, 10.0)),
                 memory_mb=draw(st.floats(10.0, 800.0)),
                 verdict=draw(st.sampled_from(["valid", "noisy"])),
+                eager_ms=draw(st.none() | st.floats(0.5, 50.0)),  # timed side by side, or not
             )
         )
     return rows
@@ -83,6 +84,8 @@ def inspections(draw: st.DrawFn) -> dict[str, Any] | None:
             )
         )
     ops = [op("aten.linear.default"), op("aten.amax.default", torchair=draw(st.sampled_from(["supported", "stub"])))]
+    if draw(st.booleans()):  # coverage only known on an NPU
+        ops.append(op("aten.scaled_dot_product_attention.default", torchair="none", unknown=True))
     breaks = [{"reason": "Tensor.item()", "location": None}] if draw(st.booleans()) else []
     return inspection(ops=ops, custom_ops=custom, graph_breaks=breaks)
 
@@ -153,6 +156,11 @@ def test_making_the_recommended_backend_faster_keeps_it_recommended(scenario: tu
     for r in faster["measurements"]:
         if (r["backend"], r["mode"]) == (row["backend"], row["mode"]):
             r["latency"] = {k: (v * factor if k.endswith("_ms") else v) for k, v in r["latency"].items()}
+            if r["backend"] == "eager":  # eager's side-by-side timing is itself
+                r["eager_latency"] = r["latency"]
+            elif r["speedup_vs_eager"] is not None:  # same eager timing next to it, so a higher speedup
+                r["speedup_vs_eager"] /= factor
+                r["speedup_ci"] = [bound / factor for bound in r["speedup_ci"]]
     again = decide(context, insp, faster)
     assert (again["backend"], again["mode"]) == (rec["backend"], rec["mode"])
 
@@ -166,3 +174,18 @@ def test_snippets_use_only_real_torchair_config_fields(scenario: tuple) -> None:
         assert field in COMPILER_CONFIG_OPTIONS, f"config.{field} is not a real CompilerConfig option"
     text = snippet + " ".join(c["fix"] for c in rec["caveats"])
     assert not any(bad in text for bad in BLOG_FIELDS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios())
+def test_a_compiled_option_not_faster_than_eager_side_by_side_never_wins_over_eager(scenario: tuple) -> None:
+    context, insp, measurements = scenario
+    rec = decide(context, insp, measurements)
+    row = row_for(rec, measurements)
+    if row is None or rec["backend"] == "eager" or rec["mode"] == "dynamo_export" or not row.get("speedup_ci"):
+        return
+    if context["stage"] == "edge" or context["needs_offline_export"]:
+        return  # the export path is chosen for the export, not for speed
+    if "eager:default" in rec["path"][1]["evidence"]["qualified"]:
+        event("compiled option recommended over a qualified eager")
+        assert row["speedup_ci"][0] > 1.0, "a slower or tied compiled option was recommended over eager"

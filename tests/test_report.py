@@ -102,3 +102,16 @@ def test_no_backend_report_lists_the_reasons() -> None:
 def test_unknown_format_is_a_clear_error(production: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="unknown report format 'html'"):
         render(production, "html")  # type: ignore[arg-type]
+
+
+def test_report_shows_side_by_side_speedups_with_their_ci_and_the_break_even_basis() -> None:
+    measurements = run(
+        measurement("eager", median_ms=10.0),
+        measurement("inductor", median_ms=4.0, compile_s=3.0, eager_ms=8.0),
+        measurement("torchair", mode="max-autotune", median_ms=3.9, compile_s=28.0, eager_ms=15.6),
+    )
+    md = render(analysis({"expected_calls_per_compile": 11_000}, inspection(), measurements), "markdown")
+    for row in measurements["measurements"][1:]:
+        low, high = row["speedup_ci"]
+        assert f"| {row['speedup_vs_eager']:.2f}x [{low:.2f}-{high:.2f}] |" in md
+    assert "latencies are eager's median divided by each option's side-by-side speedup" in md

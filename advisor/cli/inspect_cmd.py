@@ -8,7 +8,11 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
+
+from advisor.decision_rules import torchair_status_unknown
 
 _COVERAGE_STYLE = {
     "lowered": "green",
@@ -19,7 +23,9 @@ _COVERAGE_STYLE = {
     "stub": "red",
     "untraceable": "red",
     "none": "red",
+    "unknown": "yellow",
 }
+VIA_SHOWN = 3  # ops of a decomposition shown in a cell; the rest are counted
 
 
 def inspect(
@@ -62,12 +68,30 @@ def inspect(
 
 
 def print_inspection(result: dict, console: Console) -> None:
-    """The readable form: summary, ops by namespace (custom ops highlighted), graph breaks, warnings."""
+    """The readable form: summary, ops by namespace (custom ops highlighted), TorchAir notes, graph breaks,
+    warnings."""
+    notes = _torchair_notes(result["ops"])
     console.print(_summary(result))
-    console.print(_ops_table(result))
+    console.print(_ops_table(result, notes))
+    if notes:
+        console.print("TorchAir notes:")
+        console.print(_hanging_list([f"[{number}]" for number in range(1, len(notes) + 1)], notes))
     _print_graph_breaks(result["graph_breaks"], console)
-    for warning in result["warnings"]:
-        console.print(f"[dim]note: {warning}[/dim]")
+    warnings = result["warnings"]
+    if warnings:
+        console.print(f"[yellow]Warnings ({len(warnings)}):[/yellow]")
+        console.print(_hanging_list(["-"] * len(warnings), warnings))
+
+
+def _hanging_list(markers: list[str], texts: list[str]) -> Table:
+    """Indented items whose wrapped lines stay aligned with their text."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=1)
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_column()
+    for marker, text in zip(markers, texts, strict=True):
+        grid.add_row("", marker, Text(text))
+    return grid
 
 
 def _summary(result: dict) -> Table:
@@ -90,16 +114,21 @@ def _summary(result: dict) -> Table:
     return table
 
 
-def _ops_table(result: dict) -> Table:
+def _ops_table(result: dict, notes: list[str]) -> Table:
     by_namespace: dict[str, list[dict]] = defaultdict(list)
     for op in result["ops"]:
         by_namespace[op["namespace"]].append(op)
-    table = Table(title="Ops by namespace, calls in brackets (custom ops highlighted)", title_justify="left")
+    table = Table(
+        title='Ops by namespace, calls in brackets (custom ops highlighted; "via": the ops the compiler '
+        "really receives, which the status was judged on)",
+        title_justify="left",
+    )
     table.add_column("namespace")
-    table.add_column("op", overflow="fold")
+    table.add_column("op", no_wrap=True)
     table.add_column("calls", justify="right")
-    for column in ("Inductor", "TorchAir", "fake kernel"):
-        table.add_column(column, no_wrap=True)
+    table.add_column("Inductor", overflow="fold")
+    table.add_column("TorchAir", overflow="fold")
+    table.add_column("fake kernel", no_wrap=True)
     custom = {op["name"] for op in result["custom_ops"]}
     for namespace in sorted(by_namespace, key=lambda ns: (ns in ("aten", "prims", "higher_order"), ns)):
         ops = by_namespace[namespace]
@@ -109,8 +138,8 @@ def _ops_table(result: dict) -> Table:
                 f"{namespace} ({sum(o['count'] for o in ops)})" if index == 0 else "",
                 op["name"].removeprefix(f"{namespace}."),
                 str(op["count"]),
-                _styled(op["coverage"]["inductor"]),
-                _styled(op["coverage"]["torchair"]),
+                _inductor_cell(op["coverage"]),
+                _torchair_cell(op["coverage"], notes),
                 "yes" if op["has_fake_kernel"] else "[red]no[/red]",
                 style=style,
                 end_section=index == len(ops) - 1,
@@ -120,7 +149,44 @@ def _ops_table(result: dict) -> Table:
 
 def _styled(status: str) -> str:
     style = _COVERAGE_STYLE.get(status, "white")
-    return f"[{style}]{status}[/{style}]"
+    return f"[{style}]{escape(status)}[/{style}]"
+
+
+def _via(names: list[str]) -> str:
+    """ "(via t, addmm)": the ops a decomposed op becomes, short names, the first few."""
+    if not names:
+        return "[dim](vanishes)[/dim]"
+    short = [escape(_short_name(name)) for name in names[:VIA_SHOWN]]
+    more = f" +{len(names) - VIA_SHOWN}" if len(names) > VIA_SHOWN else ""
+    return f"[dim](via {', '.join(short)}{more})[/dim]"
+
+
+def _short_name(name: str) -> str:
+    """ "aten.addmm.default" -> "addmm", "aten.add.Tensor" -> "add"; other namespaces keep the whole name."""
+    namespace, _, rest = name.partition(".")
+    return rest.split(".")[0] if namespace in ("aten", "prims") else name
+
+
+def _inductor_cell(coverage: dict) -> str:
+    cell = _styled(coverage["inductor"])
+    return f"{cell} {_via(coverage['inductor_via'])}" if "inductor_via" in coverage else cell
+
+
+def _torchair_cell(coverage: dict, notes: list[str]) -> str:
+    """The status (or "unknown" where the kernel is picked on the NPU), what it was judged on, its note's number."""
+    unknown = torchair_status_unknown(coverage)
+    cell = _styled("unknown") + " [dim](NPU picks the kernel)[/dim]" if unknown else _styled(coverage["torchair"])
+    if "torchair_via" in coverage:
+        cell += f" {_via(coverage['torchair_via'])}"
+    note = coverage.get("torchair_note")
+    if note:
+        cell += f" [{notes.index(note) + 1}]"
+    return cell
+
+
+def _torchair_notes(ops: list[dict]) -> list[str]:
+    """The distinct TorchAir notes, in the order of the table's rows (they are listed once under it)."""
+    return list(dict.fromkeys(op["coverage"]["torchair_note"] for op in ops if op["coverage"].get("torchair_note")))
 
 
 def _print_graph_breaks(breaks: dict, console: Console) -> None:
