@@ -399,6 +399,7 @@ def test_a_form_of_too_many_parts_is_refused_with_a_clear_422(client, model_file
 
 def test_client_that_disconnects_mid_upload_leaves_nothing(make_app, settings):
     import asyncio
+    import threading
 
     app = make_app()
     boundary = "b0undary"
@@ -433,6 +434,9 @@ def test_client_that_disconnects_mid_upload_leaves_nothing(make_app, settings):
         "client": ("127.0.0.1", 1),
         "server": ("test", 80),
     }
-    asyncio.run(app(scope, receive, send))
+    # A thread of its own: Playwright's sync API (browser tests, same session) keeps a loop running here.
+    runner = threading.Thread(target=lambda: asyncio.run(app(scope, receive, send)))
+    runner.start()
+    runner.join(timeout=60)
     assert stored_files(settings) == [], "a half-received upload must not stay on disk"
     assert sent[0]["status"] == 400
