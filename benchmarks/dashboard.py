@@ -20,8 +20,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-# As a script, this folder is sys.path[0] and its queue.py would shadow the standard library's queue.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO / "tests"))  # for web.synthetic
 
 from fastapi.testclient import TestClient  # noqa: E402

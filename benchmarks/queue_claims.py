@@ -3,16 +3,10 @@
 Checks that no job is claimed twice and reports claims per second. Default: 16 workers, 2,000 jobs, a
 temp-file SQLite database (or --database-url postgresql+psycopg://...).
 
-    .venv/bin/python benchmarks/queue.py [--workers 16] [--jobs 2000] [--database-url URL]
+    .venv/bin/python benchmarks/queue_claims.py [--workers 16] [--jobs 2000] [--database-url URL]
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Run as a script, this file's folder is sys.path[0] and "queue.py" would shadow the standard library's queue.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -21,6 +15,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
 from datetime import UTC, datetime  # noqa: E402
+from pathlib import Path
 
 from sqlmodel import Session  # noqa: E402
 
