@@ -207,17 +207,17 @@ def _confidence(
     return "medium" if shaky or near_break_even or trade.decided_by == "objective" else "high"
 
 
-def _speed_sentence(chosen: Option) -> str:
+def _speed_sentence(chosen: Option, per: str = "call") -> str:
     """Its speed as measured: side by side with eager where the row has it (robust to the machine's load)."""
     if chosen.is_baseline and chosen.side_by_side:
-        return f"Eager ran at {chosen.reference_ms:.3g} ms per call (median of the eager timings of all processes)"
+        return f"Eager ran at {chosen.reference_ms:.3g} ms per {per} (median of the eager timings of all processes)"
     if chosen.side_by_side:
         low, high = chosen.speedup_ci  # type: ignore[misc]
         return (
             f"It ran {chosen.speedup:.2f}x as fast as eager side by side in the same process (95% CI "
-            f"{low:.2f}-{high:.2f}x), {chosen.median_ms:.3g} ms per call (median)"
+            f"{low:.2f}-{high:.2f}x), {chosen.median_ms:.3g} ms per {per} (median)"
         )
-    return f"It ran at {chosen.median_ms:.3g} ms per call (median)"
+    return f"It ran at {chosen.median_ms:.3g} ms per {per} (median)"
 
 
 def _summary(
@@ -243,7 +243,7 @@ def _summary(
     if trade is not None and chosen.median_ms is not None:
         compile_s = chosen.compile_s(context.ships_compile_cache)
         compile_text = "" if compile_s is None or chosen.is_baseline else f", compiling in {compile_s:.3g} s"
-        parts.append(f"{_speed_sentence(chosen)}{compile_text}.")
+        parts.append(f"{_speed_sentence(chosen, context.call_unit.removesuffix('s'))}{compile_text}.")
         if trade.n_star and trade.fast_compile != trade.fast_run:
             parts.append(
                 f"{trade.fast_run.label} overtakes {trade.fast_compile.label} after "

@@ -89,11 +89,14 @@ def caveats_for(
                 fix=f"Measure on {_a(context.target)} node (npu-advisor analyze on that node, or a worker).",
             )
         )
-    if context.workload == "training":
+    if context.workload == "training" and prov.usable:
         caveats.append(
             Caveat(
-                issue="Training recommendations are not supported yet; steps were treated like calls.",
-                fix="Use the numbers as a first indication only.",
+                issue="Training: times, compile break-even and peak memory are per training step (forward, the "
+                "advisor's default loss, backward, optimizer step), gradients and optimizer state included; "
+                "expected_calls_per_compile is read as steps per compile.",
+                fix="Set expected_calls_per_compile to the steps one compiled model runs (steps per job between "
+                "recompiles), and re-measure with --optimizer adamw if that is what you train with.",
             )
         )
     if not facts.runnable:

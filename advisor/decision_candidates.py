@@ -203,6 +203,11 @@ def provenance(context: DeploymentContext, run: dict[str, Any] | None) -> Proven
     if device != context.target:
         note = f"the measurements were taken on {device or 'an unknown device'}, not on the target ({context.target})"
         return Provenance(device, measured_on, False, False, note)
+    workload = run.get("workload") or "inference"
+    if workload != context.workload:
+        note = (f"the measurements are of {workload}, not {context.workload}; measure again with "
+                f"--workload {context.workload}")  # fmt: skip
+        return Provenance(device, measured_on, False, False, note)
     if not any(row.get("status") != "unavailable" for row in rows):
         return Provenance(device, measured_on, False, False, f"no backend could run on {device} where it was measured")
     real = measured_on == context.target
@@ -277,7 +282,8 @@ def exclusion_reason(option: Option, context: DeploymentContext) -> str | None:
         return f"over the latency target: p99 {p99:.3g} ms > {context.latency_target_ms:g} ms"
     memory = option.peak_memory_mb
     if context.memory_budget_mb is not None and memory is not None and memory > context.memory_budget_mb:
-        return f"over the memory budget: peak {memory:.4g} MiB > {context.memory_budget_mb:g} MiB"
+        peak = "training peak (gradients and optimizer state included)" if context.workload == "training" else "peak"
+        return f"over the memory budget: {peak} {memory:.4g} MiB > {context.memory_budget_mb:g} MiB"
     if option.median_ms is None:
         return "measured without a steady-state latency"
     return None

@@ -10,6 +10,7 @@ out-of-memory into their own statuses. Torch is imported only after `prepare_env
 from __future__ import annotations
 
 import copy
+import math
 import os
 import statistics
 import time
@@ -21,13 +22,18 @@ from advisor import devices
 from advisor.sandbox import StageError, report_progress
 
 _OOM_MARKERS = ("can't allocate memory", "out of memory", "outofmemory")
+_WARM_UP_S = 0.02  # warm-up lasts at least this long: the fastest of many calls sizes the timed blocks
 
 
 @dataclass
 class TimingPolicy:
-    """When the steady-state timing stops: at least `min_iters` calls and `min_time_s`, and the 95 % CI of
+    """When the steady-state timing stops: at least `min_iters` samples and `min_time_s`, and the 95 % CI of
     every median within +-`ci_target` (relative), or the cap `max_time_s` (which still waits for `min_iters`,
-    up to 10x longer, so slow models get usable statistics). Defaults suit a 2-core CI box."""
+    up to 10x longer, so slow models get usable statistics). Defaults suit a 2-core CI box.
+
+    A sample is one call, or for calls faster than `sample_time_s` the mean of k back-to-back calls timed
+    as one block (k chosen after warm-up so a block lasts >= `sample_time_s`), as torch.utils.benchmark
+    does: the median of block means is what `blocked_autorange` reports."""
 
     min_iters: int = 20
     min_time_s: float = 0.5
@@ -35,8 +41,24 @@ class TimingPolicy:
     ci_target: float = 0.02
     warmup_iters: int = 3
     block_time_s: float = 0.05  # each interleaved block of one callable lasts about this long
+    sample_time_s: float = 0.001  # calls faster than this are timed k at a time (one sample = a block mean)
     dynamic_sizes: int = 2  # extra sizes measured when the model has dynamic dims
     warm_cache: bool = True  # measure the warm-cache compile in a second child
+
+
+def preload(device: str) -> None:
+    """Zygote preload (see advisor.sandbox.Zygote): the imports every measurement child does anyway - `import
+    torch` and what loading an ExportedProgram imports (Dynamo, Inductor: ~1.5 s) - and nothing more: no model,
+    no compilation. Inductor reads its cache directory from the environment when it compiles, in the child."""
+    devices.prepare_environment(device)
+    import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401
+    import torch._inductor.compile_fx  # noqa: F401
+    import torch.export  # noqa: F401
+
+    import advisor.accuracy  # noqa: F401
+    import advisor.backends  # noqa: F401
+    import advisor.loading  # noqa: F401
 
 
 def measure_variant(
@@ -53,6 +75,7 @@ def measure_variant(
     policy: dict,
     options: dict | None = None,
     warm_run: bool = False,
+    optimizer: str = "sgd",
 ) -> dict:
     devices.prepare_environment(device)
     from advisor.backends import get_backend
@@ -98,16 +121,18 @@ def measure_variant(
     with torch.no_grad():
         if is_baseline:
             progress("reference")
-            reference = _write_reference(loaded, dev, reference_path)
+            reference = _write_reference(loaded, dev, reference_path, workload)
             result["determinism"] = reference.pop("determinism")
         else:
             reference = torch.load(reference_path, weights_only=True)
         inputs = dev.to_device(tuple(reference["inputs"]))
         module = dev.to_device(loaded.module)
+        # training: the eager copy of the model is made before the memory reset, so it is not counted
+        steps = _training_steps(backend, module, inputs, request, optimizer) if workload == "training" else None
         dev.reset_peak_memory()
 
         progress("compiling")
-        compiled = _compile(backend, module, inputs, request)
+        compiled = steps.backend if steps else _compile(backend, module, inputs, request)
         _reset_dynamo_counters()
         try:
             first_call_s, out = dev.timer()(lambda: compiled(*inputs))
@@ -119,17 +144,26 @@ def measure_variant(
         progress("accuracy")
         from advisor.accuracy import compare_outputs
 
-        accuracy = compare_outputs(_leaves_on_cpu(out), reference["eager_out"], reference["fp64_out"])
+        if steps:
+            from advisor.grad_accuracy import compare_gradients
+
+            accuracy = compare_gradients(steps.backend.gradients(), reference["gradients"])
+            result["training"] = _training_details(steps, optimizer, dev.peak_memory_mb())
+        else:
+            accuracy = compare_outputs(_leaves_on_cpu(out), reference["eager_out"], reference["fp64_out"])
         result["accuracy"] = accuracy
 
         progress("timing")
         # eager is the very same callable the backend compiled (ep.module() has its own call overhead)
-        fns = {"backend": compiled} if is_baseline else {"backend": compiled, "eager": module}
-        samples, timed_s = _time_side_by_side(fns, inputs, dev, timing, lambda n: progress("timing", n))
+        fns = {"backend": compiled} if is_baseline else {"backend": compiled, "eager": steps.eager if steps else module}
+        samples, calls_per_sample, timed_s = _time_side_by_side(fns, inputs, dev, timing,
+                                                                lambda n: progress("timing", n))  # fmt: skip
         result["timed_s"] = timed_s
-        result.update(_summaries(samples, is_baseline))
+        result.update(_summaries(samples, calls_per_sample, is_baseline))
         result["peak_memory_mb"], result["memory_kind"] = dev.peak_memory_mb()
         result["throughput"] = _throughput(inputs, result["latency"]["median_ms"])
+        if steps:
+            result["peak_memory_mb"] = _training_peak_mb(result["peak_memory_mb"], result["training"], steps)
 
         if loaded.dynamic_dims and not warm_run and timing.dynamic_sizes > 0:
             progress("dynamic shapes")
@@ -138,12 +172,15 @@ def measure_variant(
             result["recompiles"] = max(0, _dynamo_counter("frames", "total") - frames_after_first)
     result["status"] = "ok" if accuracy["passed"] else "fail_accuracy"
     result["reason"] = None if accuracy["passed"] else f"inaccurate output: {accuracy.get('reason', '')}"
+    if steps and not accuracy["passed"]:
+        result["reason"] = f"inaccurate gradients: {accuracy.get('reason', '')}"
     return result
 
 
 # ------------------------------------------------------------------ reference
-def _write_reference(loaded: Any, dev: devices.Device, path: str) -> dict:
-    """Eager float32 output (twice: determinism), the float64 reference on the CPU, and the inputs."""
+def _write_reference(loaded: Any, dev: devices.Device, path: str, workload: str = "inference") -> dict:
+    """Eager float32 output (twice: determinism), the float64 reference on the CPU, and the inputs;
+    for training also the gradients of one eager step (float32 on the device, float64 on the CPU)."""
     import torch
 
     inputs_cpu = tuple(loaded.example_inputs)
@@ -159,6 +196,10 @@ def _write_reference(loaded: Any, dev: devices.Device, path: str) -> dict:
     if fp64_note:
         determinism["fp64_note"] = fp64_note
     reference = {"inputs": list(inputs_cpu), "eager_out": first, "fp64_out": fp64_out}
+    if workload == "training":
+        reference["gradients"] = _reference_gradients(loaded.module, inputs_cpu, dev)
+        if reference["gradients"]["fp64_note"]:
+            determinism["fp64_note"] = reference["gradients"]["fp64_note"]
     torch.save(reference, path)
     return {**reference, "determinism": determinism}
 
@@ -183,6 +224,50 @@ def _float64_reference(module: Any, inputs: tuple) -> tuple[list | None, str | N
         return _leaves_on_cpu(module64(*inputs64)), None
     except Exception as exc:  # dtype-specialised graphs, ops without a float64 kernel, ...
         return None, f"no float64 reference ({_one_line(exc)}); accuracy falls back to cosine similarity"
+
+
+# ------------------------------------------------------------------ training (advisor.training_step)
+def _reference_gradients(module: Any, inputs: tuple, dev: devices.Device) -> dict:
+    from advisor.training_step import TrainingSetupError, reference_gradients
+
+    try:
+        return reference_gradients(module, inputs, dev.to_device)
+    except TrainingSetupError as exc:
+        raise StageError("runtime_error", f"the model cannot be trained: {exc}") from exc
+    except Exception as exc:
+        raise StageError("runtime_error", f"a training step fails in eager mode: {_one_line(exc)}") from exc
+
+
+def _training_steps(backend: Any, module: Any, inputs: tuple, request: Any, optimizer: str) -> Any:
+    """The backend's training step on `module` and an eager step on a copy (see advisor.training_step)."""
+    from advisor.training_step import TrainingSetupError, build_training_steps
+
+    try:
+        return build_training_steps(module, lambda m: _compile(backend, m, inputs, request), optimizer)
+    except TrainingSetupError as exc:
+        raise StageError("runtime_error", f"the model cannot be trained: {exc}") from exc
+
+
+def _training_peak_mb(timed_peak_mb: float | None, details: dict, steps: Any) -> float | None:
+    """The backend's training peak: its first step (compile, gradients, optimizer state) or the timed steps,
+    less the gradients and optimizer state of the interleaved eager copy (exact tensor bytes)."""
+    from advisor.training_step import state_bytes
+
+    eager_state = state_bytes(steps.eager)
+    eager_mb = (eager_state["gradients"] + eager_state["optimizer_state"]) / 2**20
+    timed = None if timed_peak_mb is None else timed_peak_mb - eager_mb
+    candidates = [v for v in (details["first_step_peak_mb"], timed) if v is not None]
+    return max(candidates) if candidates else None
+
+
+def _training_details(steps: Any, optimizer: str, first_step_peak: tuple[float | None, str]) -> dict:
+    """What a training row adds: the step's recipe, what the state weighs, the backward graphs, the first peak."""
+    from advisor.training_step import LOSS_DESCRIPTION, state_bytes
+
+    return {"optimizer": optimizer, "loss": LOSS_DESCRIPTION, "train_mode_note": steps.train_mode_note,
+            "state_mb": {k: v / 2**20 for k, v in state_bytes(steps.backend).items()},
+            "backward_graphs": _dynamo_counter("aot_autograd", "total") if _dynamo_counters() is not None else None,
+            "first_step_peak_mb": first_step_peak[0]}  # fmt: skip
 
 
 # ------------------------------------------------------------------ compile
@@ -222,46 +307,83 @@ def _time_side_by_side(
     dev: devices.Device,
     policy: TimingPolicy,
     on_round: Callable[[int], None],
-) -> tuple[dict[str, list[float]], float]:
-    """Interleave blocks of each callable (order alternating per round) until the policy says stop."""
+) -> tuple[dict[str, list[float]], dict[str, int], float]:
+    """Interleave blocks of each callable (order alternating per round) until the policy says stop.
+
+    Returns the per-call seconds of every sample (a sample is the mean of `calls_per_sample[name]`
+    back-to-back calls, synchronised once at its end), calls_per_sample, and the seconds spent timing.
+    """
     from advisor.stats import ci_relative_half_width
 
     timer = dev.timer()
-    calls = {name: (lambda fn=fn: fn(*inputs)) for name, fn in fns.items()}
-    block = {}
-    for name, fn in calls.items():
+    calls_per_sample: dict[str, int] = {}
+    run_sample: dict[str, Callable[[], Any]] = {}
+    samples_per_block: dict[str, int] = {}
+    for name, fn in fns.items():
         try:
-            per_call = [timer(fn)[0] for _ in range(max(1, policy.warmup_iters))]
+            per_call = _warm_up(timer, lambda fn=fn: fn(*inputs), policy.warmup_iters)
         except Exception as exc:
             raise _stage_error(exc, f"warm-up of {name}") from exc
-        block[name] = _block_size(policy, min(per_call))
+        k = _calls_per_sample(policy, per_call)
+        calls_per_sample[name] = k
+        run_sample[name] = _repeated(fn, inputs, k)
+        samples_per_block[name] = _block_size(policy, per_call * k)
     samples: dict[str, list[float]] = {name: [] for name in fns}
     order = list(fns)
     started = time.perf_counter()
     while True:
         for name in order:
-            fn, times = calls[name], samples[name]
+            run, times, k = run_sample[name], samples[name], calls_per_sample[name]
             try:
-                for _ in range(block[name]):
-                    times.append(timer(fn)[0])
+                for _ in range(samples_per_block[name]):
+                    times.append(timer(run)[0] / k)
             except Exception as exc:
-                raise _stage_error(exc, f"timed calls of {name} (after {len(times)} calls)") from exc
+                raise _stage_error(exc, f"timed calls of {name} (after {len(times) * k} calls)") from exc
             # re-size the next block from this block's median (warm-up calls can be far slower than steady state)
-            block[name] = _block_size(policy, statistics.median(times[-block[name]:]))
+            samples_per_block[name] = _block_size(policy, statistics.median(times[-samples_per_block[name]:]) * k)
         order.reverse()
         elapsed = time.perf_counter() - started
-        on_round(len(samples["backend"]))
-        enough_calls = all(len(t) >= policy.min_iters for t in samples.values())
-        if elapsed >= policy.max_time_s and (enough_calls or elapsed >= _hard_cap_s(policy)):
+        on_round(len(samples["backend"]) * calls_per_sample["backend"])
+        enough_samples = all(len(t) >= policy.min_iters for t in samples.values())
+        if elapsed >= policy.max_time_s and (enough_samples or elapsed >= _hard_cap_s(policy)):
             break
-        if enough_calls and elapsed >= policy.min_time_s:
+        if enough_samples and elapsed >= policy.min_time_s:
             if all(ci_relative_half_width(t) <= policy.ci_target for t in samples.values()):
                 break
-    return samples, time.perf_counter() - started
+    return samples, calls_per_sample, time.perf_counter() - started
 
 
-def _block_size(policy: TimingPolicy, per_call_s: float) -> int:
-    return max(1, min(1000, round(policy.block_time_s / max(per_call_s, 1e-6))))
+def _warm_up(timer: Callable[[Callable[[], Any]], tuple[float, Any]], call: Callable[[], Any], iters: int) -> float:
+    """Call at least `iters` times and for at least _WARM_UP_S; the fastest call (robust to descheduling)."""
+    fastest, spent, n = float("inf"), 0.0, 0
+    while n < max(1, iters) or spent < _WARM_UP_S:
+        seconds = timer(call)[0]
+        fastest, spent, n = min(fastest, seconds), spent + seconds, n + 1
+    return fastest
+
+
+def _calls_per_sample(policy: TimingPolicy, per_call_s: float) -> int:
+    """k such that k calls last >= `sample_time_s` (1 for calls that long already)."""
+    return max(1, min(10_000, math.ceil(policy.sample_time_s / max(per_call_s, 1e-7))))
+
+
+def _repeated(fn: Callable[..., Any], inputs: tuple, k: int) -> Callable[[], Any]:
+    """A callable running `fn(*inputs)` k times back to back, returning the last output."""
+    if k == 1:
+        return lambda: fn(*inputs)
+
+    def run_k() -> Any:
+        out = None
+        for _ in range(k):
+            out = fn(*inputs)
+        return out
+
+    return run_k
+
+
+def _block_size(policy: TimingPolicy, per_sample_s: float) -> int:
+    """Samples per interleaved block so that one block of one callable lasts about `block_time_s`."""
+    return max(1, min(1000, round(policy.block_time_s / max(per_sample_s, 1e-6))))
 
 
 def _hard_cap_s(policy: TimingPolicy) -> float:
@@ -269,13 +391,13 @@ def _hard_cap_s(policy: TimingPolicy) -> float:
     return max(10 * policy.max_time_s, 30.0)
 
 
-def _summaries(samples: dict[str, list[float]], is_baseline: bool) -> dict:
+def _summaries(samples: dict[str, list[float]], calls_per_sample: dict[str, int], is_baseline: bool) -> dict:
     from advisor.stats import speedup, summarize
 
-    latency = summarize(samples["backend"])
+    latency = summarize(samples["backend"], calls_per_sample=calls_per_sample["backend"])
     if is_baseline:
         return {"latency": latency, "eager_latency": latency, "speedup_vs_eager": 1.0, "speedup_ci": None}
-    eager = summarize(samples["eager"])
+    eager = summarize(samples["eager"], calls_per_sample=calls_per_sample["eager"])
     ratio, interval = speedup(eager, latency)
     return {"latency": latency, "eager_latency": eager, "speedup_vs_eager": ratio, "speedup_ci": interval}
 
@@ -302,7 +424,8 @@ def _measure_dynamic_sizes(
 
     short = TimingPolicy(min_iters=10, min_time_s=min(0.2, policy.min_time_s),
                          max_time_s=max(0.2, policy.max_time_s / 4), ci_target=policy.ci_target * 2,
-                         warmup_iters=1, block_time_s=policy.block_time_s)  # fmt: skip
+                         warmup_iters=1, block_time_s=policy.block_time_s,
+                         sample_time_s=policy.sample_time_s)  # fmt: skip
     names = [spec["name"] for spec in loaded.input_specs]
     rows = []
     for factor in (2, 4, 8, 16)[: policy.dynamic_sizes]:
@@ -311,7 +434,7 @@ def _measure_dynamic_sizes(
             continue
         sized = dev.to_device(sized)
         frames_before = _dynamo_counter("frames", "total")
-        samples, _ = _time_side_by_side(fns, sized, dev, short, lambda n: None)
+        samples, _k, _ = _time_side_by_side(fns, sized, dev, short, lambda n: None)
         shape = {names[i] if i < len(names) else f"input{i}": list(t.shape) for i, t in enumerate(sized)
                  if isinstance(t, torch.Tensor)}  # fmt: skip
         recompiles = _dynamo_counter("frames", "total") - frames_before if _dynamo_counters() is not None else None

@@ -33,6 +33,20 @@ MEASUREMENT_COLUMNS = (
     "peak mem",
     "accuracy",
 )
+TRAINING_TITLE = "Measurements per training step (forward, loss, backward, optimizer step; gradient accuracy)"
+
+
+def measurement_columns(run: dict[str, Any] | None) -> tuple[str, ...]:
+    """MEASUREMENT_COLUMNS, with the time columns labelled per step for a training run."""
+    if (run or {}).get("workload") != "training":
+        return MEASUREMENT_COLUMNS
+    relabel = {"median [95% CI]": "step median [95% CI]", "p99": "step p99", "peak mem": "training peak mem",
+               "accuracy": "grad accuracy"}  # fmt: skip
+    return tuple(relabel.get(column, column) for column in MEASUREMENT_COLUMNS)
+
+
+def measurements_title(run: dict[str, Any] | None) -> str:
+    return TRAINING_TITLE if (run or {}).get("workload") == "training" else "Measurements"
 
 
 def render(analysis: dict[str, Any], fmt: Format = "text") -> str:
@@ -144,7 +158,7 @@ def break_even_sentence(be: dict[str, Any] | None) -> str | None:
         text += "; latencies are eager's median divided by each option's side-by-side speedup"
     text += f"). N* = {format_calls(be.get('n_star'))} {unit} per compile"
     expected = be.get("expected")
-    text += f"; you expect {expected:,}." if expected else "; expected calls per compile were not given."
+    text += f"; you expect {expected:,}." if expected else f"; expected {unit} per compile were not given."
     return text
 
 
@@ -204,8 +218,8 @@ def render_text(analysis: dict[str, Any]) -> str:
 
     rows = measurement_rows(run)
     if rows:
-        table = Table(title="Measurements", title_justify="left", show_lines=False)
-        for column in MEASUREMENT_COLUMNS:
+        table = Table(title=measurements_title(run), title_justify="left", show_lines=False)
+        for column in measurement_columns(run):
             table.add_column(column, overflow="fold", no_wrap=column == "option")
         for row in rows:
             table.add_row(*row)
@@ -267,9 +281,9 @@ def render_markdown(analysis: dict[str, Any]) -> str:
     rows = measurement_rows(run)
     if rows:
         lines += [
-            "## Measurements",
+            f"## {measurements_title(run)}",
             "",
-            "| " + " | ".join(MEASUREMENT_COLUMNS) + " |",
+            "| " + " | ".join(measurement_columns(run)) + " |",
             "|" + "---|" * len(MEASUREMENT_COLUMNS),
         ]
         lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]

@@ -10,6 +10,14 @@ Child side (`_child_main`): applies the limits before anything heavy is imported
 target ("package.module:function") with the JSON kwargs and writes its JSON return value.
 Targets choose their failure status by raising `StageError`; `report_progress` streams progress
 events back to the parent. This module never imports torch.
+
+`Zygote` (optional) saves each child the seconds of `import torch`: one pre-started interpreter,
+itself started with the scrubbed environment, runs a preload (e.g. `import torch`, nothing that holds
+compile state) and then forks each child. The forked child gets the same treatment as a spawned one:
+its own session, its own scrubbed environment and cache directory, the address-space limit, the
+parent-death signal, the same status classification. Only children whose environment differs from
+the zygote's in the per-child keys (cache directories, progress file) are forked; any other child,
+or any child after the zygote failed, is spawned as usual.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import importlib
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -90,13 +99,14 @@ def run_in_sandbox(
     cancel: Cancel = None,
     on_progress: Callable[[dict], None] | None = None,
     extra_env: Mapping[str, str] | None = None,
+    zygote: Zygote | None = None,
 ) -> SandboxResult:
     """Run `target(**kwargs)` in a fresh child process; see the module docstring.
 
     `cache_dir` becomes the child's TORCHINDUCTOR_CACHE_DIR (and ADVISOR_COMPILE_CACHE_DIR for other
     compilers); None gives it a fresh empty one. `cancel` (an Event or a callable returning True)
     kills the child and yields status "cancelled". `on_progress` receives the child's
-    `report_progress` events, in the parent's thread.
+    `report_progress` events, in the parent's thread. `zygote`: fork the child from it when it can.
     """
     workdir = Path(tempfile.mkdtemp(prefix="advisor-sandbox-"))
     label = f"stage {stage!r}" if stage else f"{target}"
@@ -109,14 +119,18 @@ def run_in_sandbox(
         output_path = workdir / "output.log"
         started = time.perf_counter()
         with open(output_path, "wb") as output:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "advisor.sandbox", str(spec_path)],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            proc: subprocess.Popen | _ForkedChild | None = None
+            if zygote is not None:
+                proc = zygote.fork(str(spec_path), env, str(output_path))
+            if proc is None:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "advisor.sandbox", str(spec_path)],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             ended_by = _wait(proc, timeout_s, cancel, workdir / "progress.jsonl", on_progress)
         wall_s = time.perf_counter() - started
         tail = _tail(output_path)
@@ -167,7 +181,7 @@ def _cancelled(cancel: Cancel) -> bool:
 
 
 def _wait(
-    proc: subprocess.Popen,
+    proc: subprocess.Popen | _ForkedChild,
     timeout_s: float,
     cancel: Cancel,
     progress_path: Path,
@@ -188,6 +202,9 @@ def _wait(
     # Kill the whole group either way: leftover compile workers or g++ must not outlive the stage.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    if ended_by != "exit" and isinstance(proc, _ForkedChild):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(proc.pid, signal.SIGKILL)  # not reaped yet, so the pid is still this child's
     proc.wait()
     _forward_progress(progress_path, progress_offset, on_progress)
     return ended_by
@@ -242,6 +259,161 @@ def _classify(
     return SandboxResult("crashed", None, f"{label} exited with code {returncode} without a result", tail, wall_s)
 
 
+# ------------------------------------------------------------------ zygote (parent side)
+# Keys a forked child's environment may differ in from the zygote's: nothing reads them at `import torch`.
+_PER_CHILD_KEYS = {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "ADVISOR_COMPILE_CACHE_DIR", _PROGRESS_ENV}
+
+
+class Zygote:
+    """A pre-started interpreter that ran `preload` ("module:function", called with `preload_kwargs`) once
+    and forks sandbox children from then on; see the module docstring. Started on first use; one child
+    at a time; `close()` (or leaving the `with` block) stops it. If it cannot start or dies, `fork` returns
+    None and the caller spawns instead - a broken zygote costs time, never a result."""
+
+    def __init__(self, preload: str, preload_kwargs: dict | None = None, *, start_timeout_s: float = 120.0) -> None:
+        self.preload = preload
+        self.preload_kwargs = preload_kwargs or {}
+        self.start_timeout_s = start_timeout_s
+        self._proc: subprocess.Popen | None = None
+        self._workdir: Path | None = None
+        self._env: dict[str, str] = {}
+        self._buffer = b""
+        self._broken = False
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Zygote:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def fork(self, spec_path: str, env: Mapping[str, str], output_path: str) -> _ForkedChild | None:
+        """Fork a child running `_child_main(spec_path)` with exactly `env`; None when that is not possible."""
+        if not self._lock.acquire(blocking=False):
+            return None  # another child of this zygote is running: spawn this one
+        try:
+            if not self._start() or not self._compatible(env):
+                self._lock.release()
+                return None
+            self._send({"spec_path": spec_path, "env": dict(env), "output_path": output_path})
+            reply = self._receive(timeout_s=30.0)
+            if reply is None or "pid" not in reply:
+                self._fail()
+                self._lock.release()
+                return None
+            return _ForkedChild(self, int(reply["pid"]))
+        except BaseException:
+            self._fail()
+            self._lock.release()
+            raise
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                with contextlib.suppress(OSError):
+                    stream and stream.close()  # type: ignore[func-returns-value]
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+    # -------------------------------------------------- internals
+    def _start(self) -> bool:
+        if self._broken:
+            return False
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                return True
+            self._fail()
+            return False
+        self._workdir = Path(tempfile.mkdtemp(prefix="advisor-zygote-"))
+        self._env = _child_environment(str(self._workdir / "cache"), self._workdir / "progress.jsonl", None)
+        spec = {"preload": self.preload, "preload_kwargs": self.preload_kwargs,
+                "import_paths": _parent_import_paths()}  # fmt: skip
+        spec_path = self._workdir / "zygote.json"
+        spec_path.write_text(json.dumps(spec))
+        with open(self._workdir / "zygote.log", "wb") as log:
+            self._proc = subprocess.Popen([sys.executable, "-m", "advisor.sandbox", "--zygote", str(spec_path)],
+                                          env=self._env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                          start_new_session=True)  # fmt: skip
+        reply = self._receive(timeout_s=self.start_timeout_s)
+        if reply is None or not reply.get("ready"):
+            self._fail()
+            return False
+        return True
+
+    def _compatible(self, env: Mapping[str, str]) -> bool:
+        names = (set(env) | set(self._env)) - _PER_CHILD_KEYS
+        return all(env.get(name) == self._env.get(name) for name in names)
+
+    def _fail(self) -> None:
+        self._broken = True
+        self.close()
+
+    def _send(self, message: dict) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        self._proc.stdin.write((json.dumps(message) + "\n").encode())
+        self._proc.stdin.flush()
+
+    def _receive(self, timeout_s: float) -> dict | None:
+        """The next JSON line from the zygote; None on timeout or when it is gone."""
+        if self._proc is None or self._proc.stdout is None:
+            return None
+        fd = self._proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(0.0, min(remaining, _POLL_S)))
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return None
+                self._buffer += chunk
+            elif remaining <= 0:
+                return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        try:
+            return json.loads(line)
+        except ValueError:
+            return None
+
+
+class _ForkedChild:
+    """The parent's handle on a zygote's child, with the part of Popen's interface `_wait` uses."""
+
+    def __init__(self, zygote: Zygote, pid: int) -> None:
+        self.zygote = zygote
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._collect(timeout_s=0.0)
+        return self.returncode
+
+    def wait(self) -> int:
+        deadline = time.monotonic() + 60.0  # the child was SIGKILLed or has exited: the zygote reaps it at once
+        while self.returncode is None:
+            self._collect(timeout_s=_POLL_S, give_up=time.monotonic() > deadline)
+        return self.returncode
+
+    def _collect(self, timeout_s: float, give_up: bool = False) -> None:
+        zygote = self.zygote
+        reply = None if give_up else zygote._receive(timeout_s)
+        if reply is not None and reply.get("pid") == self.pid and "returncode" in reply:
+            self.returncode = int(reply["returncode"])
+        elif give_up or zygote._proc is None or zygote._proc.poll() is not None:
+            # the zygote is gone, so is its child (parent-death signal): report it killed
+            self.returncode = -signal.SIGKILL
+            zygote._fail()
+        else:
+            return
+        zygote._lock.release()
+
+
 # ------------------------------------------------------------------ child side
 def _set_parent_death_signal() -> None:
     """Die with the parent (Linux): a killed worker must not leave orphaned measurements running."""
@@ -292,8 +464,66 @@ def _child_main(spec_path: str) -> None:
     os._exit(0)
 
 
+def _zygote_main(spec_path: str) -> None:
+    """Zygote side: preload, then fork one child per request line on stdin, replying on the original stdout."""
+    _set_parent_death_signal()
+    spec = json.loads(Path(spec_path).read_text())
+    sys.path.extend(p for p in spec.get("import_paths", []) if p not in sys.path)
+    replies = os.dup(1)
+    os.dup2(2, 1)  # stray prints of the preload must not corrupt the replies
+
+    def reply(message: dict) -> None:
+        os.write(replies, (json.dumps(message) + "\n").encode())
+
+    before = dict(os.environ)
+    try:
+        module_name, _, func_name = spec["preload"].partition(":")
+        getattr(importlib.import_module(module_name), func_name)(**spec.get("preload_kwargs", {}))
+    except BaseException as exc:  # noqa: BLE001 - reported, then the parent spawns instead
+        traceback.print_exc()
+        reply({"ready": False, "reason": f"{type(exc).__name__}: {exc}"})
+        os._exit(1)
+    # what the preload set (e.g. TORCH_DEVICE_BACKEND_AUTOLOAD=0) stays set in every child and its subprocesses
+    added = {k: v for k, v in os.environ.items() if before.get(k) != v}
+    reply({"ready": True})
+    for line in sys.stdin:
+        request = json.loads(line)
+        ready_r, ready_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            try:
+                os.close(ready_r)
+                os.close(replies)
+                os.setsid()
+                os.write(ready_w, b"1")  # in its own session now: the parent may kill its group
+                os.close(ready_w)
+                out = os.open(request["output_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+                os.dup2(out, 1)
+                os.dup2(out, 2)
+                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+                os.environ.clear()
+                os.environ.update(request["env"])
+                os.environ.update(added)
+                _child_main(request["spec_path"])
+            finally:
+                os._exit(1)
+        os.close(ready_w)
+        os.read(ready_r, 1)
+        os.close(ready_r)
+        reply({"pid": pid})
+        _, status = os.waitpid(pid, 0)
+        reply({"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+    os._exit(0)
+
+
 if __name__ == "__main__":
     # Run from the imported module, not __main__, so targets' `StageError` is the same class.
     from advisor.sandbox import _child_main as child_main
+    from advisor.sandbox import _zygote_main as zygote_main
 
-    child_main(sys.argv[1])
+    if sys.argv[1] == "--zygote":
+        zygote_main(sys.argv[2])
+    else:
+        child_main(sys.argv[1])

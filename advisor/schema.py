@@ -156,6 +156,9 @@ class Measurement(TypedDict, total=False):
     dynamic: list[dict] | None  # one row per measured shape: {"shape": ..., "median_ms": ..., "recompiles": ...}
     wall_s: float
     snippet: str
+    # workload="training" only: {optimizer, loss, train_mode_note, state_mb: {parameters, gradients,
+    # optimizer_state}, backward_graphs, first_step_peak_mb}
+    training: dict | None
 
 
 class MeasurementRun(TypedDict):

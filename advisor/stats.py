@@ -81,8 +81,16 @@ def ci_relative_half_width(samples: Sequence[float], confidence: float = 0.95) -
     return (hi - lo) / 2 / med
 
 
-def summarize(samples_s: Sequence[float], *, noisy_iqr_ratio: float = NOISY_IQR_RATIO) -> LatencyStats:
-    """Summarise per-call times in **seconds** as a LatencyStats in **milliseconds**."""
+def summarize(
+    samples_s: Sequence[float], *, noisy_iqr_ratio: float = NOISY_IQR_RATIO, calls_per_sample: int = 1
+) -> LatencyStats:
+    """Summarise per-call times in **seconds** as a LatencyStats in **milliseconds**.
+
+    With `calls_per_sample` k > 1 each sample is the mean per-call time of a block of k back-to-back
+    calls (how fast models are timed, like torch.utils.benchmark's blocks): n counts blocks, and the
+    percentiles, IQR and CI are those of block means - a p99 says how slow a bad block was on average,
+    not how slow the single slowest call was. k is recorded as `calls_per_sample`.
+    """
     if not samples_s:
         raise ValueError("no samples to summarise")
     ordered = sorted(float(s) * 1e3 for s in samples_s)
@@ -104,6 +112,7 @@ def summarize(samples_s: Sequence[float], *, noisy_iqr_ratio: float = NOISY_IQR_
         ci_low_ms=ci_low,
         ci_high_ms=ci_high,
         verdict="noisy" if noisy else "valid",
+        calls_per_sample=calls_per_sample,
     )
 
 

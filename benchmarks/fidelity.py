@@ -60,12 +60,13 @@ def compare_in_one_process(model_path: str, repeats: int = 3) -> dict:
         timers = {name: tb.Timer(stmt="f(*x)", globals={"f": fn, "x": inputs}, num_threads=torch.get_num_threads())
                   for name, fn in callables.items()}  # fmt: skip
         for _ in range(repeats):
-            samples, harness_s = _time_side_by_side({"eager": module, "backend": compiled}, inputs, dev, policy,
-                                                    lambda n: None)  # fmt: skip
+            samples, calls_per_sample, harness_s = _time_side_by_side({"eager": module, "backend": compiled}, inputs,
+                                                                      dev, policy, lambda n: None)  # fmt: skip
             entry: dict = {"harness_wall_s": harness_s}
             for name, key in (("eager", "eager"), ("inductor", "backend")):
-                stats = summarize(samples[key])
+                stats = summarize(samples[key], calls_per_sample=calls_per_sample[key])
                 entry[name] = {"harness_median_ms": stats["median_ms"], "harness_n": stats["n"],
+                               "calls_per_sample": calls_per_sample[key],
                                "harness_ci_half_width": ci_relative_half_width(samples[key])}  # fmt: skip
             for name, timer in timers.items():
                 entry[name]["blocked_median_ms"] = timer.blocked_autorange(min_run_time=1).median * 1e3
@@ -79,6 +80,7 @@ def compare_in_one_process(model_path: str, repeats: int = 3) -> dict:
                 "blocked_median_ms": statistics.median(r[name]["blocked_median_ms"] for r in per_repeat),
                 "ratios": [r[name]["harness_median_ms"] / r[name]["blocked_median_ms"] for r in per_repeat],
                 "harness_n": statistics.median(r[name]["harness_n"] for r in per_repeat),
+                "calls_per_sample": statistics.median(r[name]["calls_per_sample"] for r in per_repeat),
                 "harness_ci_half_width": statistics.median(r[name]["harness_ci_half_width"] for r in per_repeat),
                 "adaptive_median_ms": adaptive.median * 1e3,
                 "adaptive_wall_s": time.perf_counter() - started,
@@ -151,7 +153,7 @@ def main() -> None:
 
 def markdown(results: dict) -> str:
     lines = [
-        "| model | variant | harness median ms (n, CI half-width) | blocked_autorange median ms | ratio "
+        "| model | variant | harness median ms (samples x calls, CI half-width) | blocked_autorange median ms | ratio "
         "(per repeat) | harness wall s | adaptive_autorange wall s (median ms) | load avg |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -162,7 +164,8 @@ def markdown(results: dict) -> str:
             ratio = v["harness_median_ms"] / v["blocked_median_ms"]
             each = ", ".join(f"{r:.2f}" for r in v["ratios"])
             lines.append(
-                f"| {name} | {variant} | {v['harness_median_ms']:.4g} ({v['harness_n']:.0f}, "
+                f"| {name} | {variant} | {v['harness_median_ms']:.4g} ({v['harness_n']:.0f} x "
+                f"{v['calls_per_sample']:.0f}, "
                 f"±{v['harness_ci_half_width'] * 100:.1f} %) | {v['blocked_median_ms']:.4g} | {ratio:.3f} ({each}) | "
                 f"{same['harness_wall_s']:.2f} | {v['adaptive_wall_s']:.2f} ({v['adaptive_median_ms']:.4g}) | "
                 f"{same['loadavg'][0]:.1f} |"

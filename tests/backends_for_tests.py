@@ -197,3 +197,21 @@ def autoload_after_prepare(kind: str) -> dict:
 
     prepare_environment(kind)
     return {"autoload": os.environ.get(AUTOLOAD_ENV), "torch_imported": "torch" in sys.modules}
+
+
+# ------------------------------------------------------------------ training
+class DroppedGradientBackend(_TestBackend):
+    """Runs the real model but with its last parameter detached, so that parameter never gets a gradient
+    (like a compiler that loses a backward edge). Forward outputs are exactly eager's."""
+
+    name = "test-dropped-grad"
+
+    def compile(self, module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> Callable:
+        import torch
+
+        name, parameter = list(module.named_parameters())[-1]
+
+        def forward_without_one_gradient(*args: Any) -> Any:
+            return torch.func.functional_call(module, {name: parameter.detach()}, args)
+
+        return forward_without_one_gradient

@@ -95,14 +95,6 @@ def test_dynamo_backend_is_timed_side_by_side_and_dynamic_sizes_count_recompiles
     assert all(entry["median_ms"] > 0 and entry["eager_median_ms"] > 0 for entry in row["dynamic"])
 
 
-def test_training_workload_is_reported_as_not_measured_yet(mlp_file):
-    run = measure_model(mlp_file, backends=["inductor:default"], workload="training")
-    assert run["workload"] == "training"
-    assert [(r["backend"], r["status"]) for r in run["measurements"]] == [("eager", "unavailable"),
-                                                                          ("inductor", "unavailable")]  # fmt: skip
-    assert all("not measured yet" in r["reason"] for r in run["measurements"])
-
-
 def test_bad_inputs_are_clear_errors_before_any_child_runs(tmp_path, mlp_file):
     with pytest.raises(MeasureError, match="model file not found"):
         measure_model(str(tmp_path / "nope.pt2"))
@@ -177,3 +169,54 @@ def test_cpu_device_times_calls_and_reports_peak_rss_above_the_baseline():
     del block
     assert kind == "rss" and 60 <= peak_mb < 200
     assert dev.describe()["measured_on"] == "cpu"
+
+
+def test_fast_calls_are_timed_in_blocks_and_each_sample_is_the_block_mean():
+    from advisor.devices import open_device
+    from advisor.measure_child import _time_side_by_side
+
+    def busy(seconds: float):
+        def call() -> None:
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                pass
+
+        return call
+
+    policy = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.5, warmup_iters=2, sample_time_s=0.001)
+    fns = {"backend": busy(100e-6), "eager": busy(2e-3)}
+    samples, calls_per_sample, timed_s = _time_side_by_side(fns, (), open_device("cpu"), policy, lambda n: None)
+    # 100 us calls: about 10 per 1 ms sample; 2 ms calls are already long enough to time one by one
+    assert 5 <= calls_per_sample["backend"] <= 11 and calls_per_sample["eager"] == 1
+    assert len(samples["backend"]) >= 10 and len(samples["eager"]) >= 10 and timed_s > 0
+    # samples are per-call seconds (block time / k), never less than the busy-wait itself
+    assert min(samples["backend"]) >= 100e-6 and sorted(samples["backend"])[len(samples["backend"]) // 2] < 300e-6
+    assert min(samples["eager"]) >= 2e-3
+
+
+def compile_and_count_cache_files() -> dict:
+    """Sandbox target: one Inductor compile; how many files it left in this child's own cache dir."""
+    import os
+
+    compiled = torch.compile(lambda x: (x * 2).sin())
+    compiled(torch.ones(8))
+    root = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    return {"files": sum(len(files) for _, _, files in os.walk(root)), "parent": os.getppid()}
+
+
+@pytest.mark.slow
+def test_children_forked_from_the_preloaded_zygote_compile_into_their_own_cache_dir(tmp_path):
+    """The zygote imported torch, Dynamo and Inductor; the cache dir must still be the child's, not the zygote's."""
+    import os
+
+    from advisor.measure import _PRELOAD
+    from advisor.sandbox import Zygote, run_in_sandbox
+
+    with Zygote(_PRELOAD, {"device": "cpu"}) as zygote:
+        result = run_in_sandbox("tests.test_measure:compile_and_count_cache_files", {}, timeout_s=180,
+                                memory_limit_mb=None, cache_dir=str(tmp_path / "child"), zygote=zygote)  # fmt: skip
+        assert result.status == "ok", result
+        assert result.value["parent"] != os.getpid()  # forked from the zygote, not spawned
+        assert result.value["files"] > 0
+        zygote_cache = zygote._workdir / "cache"  # the cache dir in the zygote's own environment
+        assert not [p for p in zygote_cache.rglob("*") if p.is_file()]

@@ -6,15 +6,48 @@ import os
 import threading
 import time
 
-from advisor.sandbox import run_in_sandbox, scrubbed_environment
+import pytest
+
+from advisor.sandbox import Zygote, run_in_sandbox, scrubbed_environment
 
 T = "tests.backends_for_tests"
+HERE = "tests.test_sandbox"
+_counter = 0
 
 
 def run(func: str, kwargs: dict | None = None, **options):
     options.setdefault("timeout_s", 30)
     options.setdefault("memory_limit_mb", 2048)
-    return run_in_sandbox(f"{T}:{func}", kwargs or {}, **options)
+    target = func if ":" in func else f"{T}:{func}"
+    return run_in_sandbox(target, kwargs or {}, **options)
+
+
+# ------------------------------------------------------------------ targets defined here (zygote tests)
+def parent_pid() -> int:
+    return os.getppid()
+
+
+def bump_counter() -> int:
+    """Module state: a fresh child always starts from 0, even when forked from a zygote."""
+    global _counter
+    _counter += 1
+    return _counter
+
+
+def failing_preload() -> None:
+    raise RuntimeError("preload broke")
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    with Zygote(f"{T}:echo", {"value": None}) as z:
+        yield z
+
+
+@pytest.fixture(params=["spawn", "zygote"])
+def via(request, zygote) -> dict:
+    """Run the status tests both ways: spawned children and children forked from a zygote."""
+    return {"zygote": zygote} if request.param == "zygote" else {}
 
 
 def test_ok_returns_the_json_value_from_a_different_process():
@@ -25,29 +58,29 @@ def test_ok_returns_the_json_value_from_a_different_process():
     assert result.reason is None and result.wall_s > 0
 
 
-def test_abort_becomes_crashed_with_the_signal_name():
-    result = run("abort_now")
+def test_abort_becomes_crashed_with_the_signal_name(via):
+    result = run("abort_now", **via)
     assert result.status == "crashed"
     assert "SIGABRT" in result.reason
 
 
-def test_exit_without_result_is_crashed_with_the_code():
-    result = run("exit_with", {"code": 3})
+def test_exit_without_result_is_crashed_with_the_code(via):
+    result = run("exit_with", {"code": 3}, **via)
     assert result.status == "crashed"
     assert "code 3" in result.reason
 
 
-def test_hang_becomes_timeout_and_the_parent_returns_promptly():
+def test_hang_becomes_timeout_and_the_parent_returns_promptly(via):
     started = time.monotonic()
-    result = run("sleep_for", {"seconds": 60}, timeout_s=1.5)
+    result = run("sleep_for", {"seconds": 60}, timeout_s=1.5, **via)
     assert result.status == "timeout"
     assert "1.5 s" in result.reason
     assert time.monotonic() - started < 10
 
 
-def test_timeout_kills_the_whole_process_group(tmp_path):
+def test_timeout_kills_the_whole_process_group(tmp_path, via):
     pid_file = tmp_path / "grandchild.pid"
-    result = run("spawn_grandchild_and_hang", {"pid_file": str(pid_file)}, timeout_s=3)
+    result = run("spawn_grandchild_and_hang", {"pid_file": str(pid_file)}, timeout_s=3, **via)
     assert result.status == "timeout"
     grandchild = int(pid_file.read_text())
     for _ in range(50):  # the kernel may need a moment to reap it
@@ -57,14 +90,14 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
     assert not _alive(grandchild), "a grandchild (like an Inductor compile worker) outlived the timeout"
 
 
-def test_allocating_past_the_address_space_limit_is_oom():
-    result = run("allocate_until_limit", {"block_mb": 64}, memory_limit_mb=512)
+def test_allocating_past_the_address_space_limit_is_oom(via):
+    result = run("allocate_until_limit", {"block_mb": 64}, memory_limit_mb=512, **via)
     assert result.status == "oom"
     assert "memory" in result.reason.lower()
 
 
-def test_an_exception_is_runtime_error_with_message_and_traceback():
-    result = run("raise_value_error", {"message": "bad input shape"})
+def test_an_exception_is_runtime_error_with_message_and_traceback(via):
+    result = run("raise_value_error", {"message": "bad input shape"}, **via)
     assert result.status == "runtime_error"
     assert result.reason == "ValueError: bad input shape"
     assert "Traceback" in result.stderr_tail
@@ -75,7 +108,7 @@ def test_a_target_can_choose_its_failure_status():
     assert (result.status, result.reason) == ("compile_error", "no lowering for npu.foo")
 
 
-def test_secrets_are_not_visible_in_the_child(monkeypatch):
+def test_secrets_are_not_visible_in_the_child(monkeypatch, via):
     monkeypatch.setenv("ADVISOR_TOKEN", "tok-123")
     monkeypatch.setenv("MY_API_KEY", "key-456")
     monkeypatch.setenv("DB_PASSWORD", "pw")
@@ -84,7 +117,7 @@ def test_secrets_are_not_visible_in_the_child(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     names = ["ADVISOR_TOKEN", "MY_API_KEY", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "RANDOM_UNLISTED_VAR",
              "OMP_NUM_THREADS", "PATH", "TORCHINDUCTOR_CACHE_DIR"]  # fmt: skip
-    seen = run("read_environment", {"names": names}).value
+    seen = run("read_environment", {"names": names}, **via).value
     assert seen["ADVISOR_TOKEN"] is None and seen["MY_API_KEY"] is None
     assert seen["DB_PASSWORD"] is None and seen["AWS_SECRET_ACCESS_KEY"] is None
     assert seen["RANDOM_UNLISTED_VAR"] is None
@@ -97,28 +130,50 @@ def test_scrubbed_environment_drops_secret_names_even_with_an_allowed_prefix():
     assert env == {"TORCH_LOGS": "graph_breaks", "HOME": "/h"}
 
 
-def test_each_call_gets_its_own_compile_cache_unless_one_is_given(tmp_path):
-    first = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}).value["TORCHINDUCTOR_CACHE_DIR"]
-    second = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}).value["TORCHINDUCTOR_CACHE_DIR"]
+def test_each_call_gets_its_own_compile_cache_unless_one_is_given(tmp_path, via):
+    first = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}, **via).value["TORCHINDUCTOR_CACHE_DIR"]
+    second = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}, **via).value["TORCHINDUCTOR_CACHE_DIR"]
     assert first != second
-    shared = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}, cache_dir=str(tmp_path))
+    shared = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}, cache_dir=str(tmp_path), **via)
     assert shared.value["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
 
 
-def test_cancel_event_kills_the_child():
+def test_cancel_event_kills_the_child(via):
     cancel = threading.Event()
     threading.Timer(0.5, cancel.set).start()
     started = time.monotonic()
-    result = run("sleep_for", {"seconds": 60}, cancel=cancel)
+    result = run("sleep_for", {"seconds": 60}, cancel=cancel, **via)
     assert result.status == "cancelled"
     assert time.monotonic() - started < 10
 
 
-def test_progress_events_reach_the_parent():
+def test_progress_events_reach_the_parent(via):
     events: list[dict] = []
-    result = run("report_then_sleep", {"events": 3, "seconds": 0.3}, on_progress=events.append)
+    result = run("report_then_sleep", {"events": 3, "seconds": 0.3}, on_progress=events.append, **via)
     assert result.status == "ok"
     assert [e["iterations"] for e in events] == [1, 2, 3]
+
+
+def test_zygote_children_are_forked_from_it_and_each_starts_fresh(zygote):
+    forked = [run(f"{HERE}:parent_pid", zygote=zygote).value for _ in range(2)]
+    assert forked[0] == forked[1] != os.getpid()  # both children of the zygote, not of this process
+    assert run(f"{HERE}:parent_pid").value == os.getpid()  # without it: spawned by this process
+    counts = [run(f"{HERE}:bump_counter", zygote=zygote).value for _ in range(2)]
+    assert counts == [1, 1]  # module state of one child never leaks into the next
+
+
+def test_a_child_needing_a_different_environment_is_spawned_not_forked(zygote):
+    result = run(f"{HERE}:parent_pid", zygote=zygote, extra_env={"OMP_NUM_THREADS": "1"})
+    assert result.value == os.getpid()  # torch would have read OMP_NUM_THREADS at import: fork is not equivalent
+    seen = run("read_environment", {"names": ["OMP_NUM_THREADS"]}, zygote=zygote, extra_env={"OMP_NUM_THREADS": "1"})
+    assert seen.value["OMP_NUM_THREADS"] == "1"
+
+
+def test_a_zygote_that_cannot_start_falls_back_to_spawning():
+    with Zygote(f"{HERE}:failing_preload") as broken:
+        result = run("echo", {"value": 7}, zygote=broken)
+        assert result.status == "ok" and result.value["echo"] == 7
+        assert run(f"{HERE}:parent_pid", zygote=broken).value == os.getpid()
 
 
 def _alive(pid: int) -> bool:

@@ -61,6 +61,13 @@ def test_summarize_converts_seconds_to_milliseconds_and_reports_everything():
     assert stats["verdict"] == "valid"
 
 
+def test_block_timed_samples_record_how_many_calls_each_sample_averages():
+    per_call = summarize([0.001, 0.002, 0.003])
+    blocks = summarize([0.001, 0.002, 0.003], calls_per_sample=25)
+    assert per_call["calls_per_sample"] == 1 and blocks["calls_per_sample"] == 25
+    assert blocks["n"] == 3 and blocks["median_ms"] == pytest.approx(2.0)  # n counts samples (block means)
+
+
 def test_verdict_is_noisy_when_the_iqr_is_large_relative_to_the_median():
     tight = [1.0e-3 + (i % 5) * 1e-6 for i in range(200)]
     spread = [1.0e-3 * (1 + (i % 4) * 0.3) for i in range(200)]

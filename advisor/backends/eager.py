@@ -25,5 +25,7 @@ class EagerBackend(Backend):
 
     def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
         if workload == "training":
-            return "# eager PyTorch: no compilation\noutput = model(*inputs)\n"
+            from advisor.training_step import snippet_step_lines
+
+            return "\n".join(["# eager PyTorch: no compilation", *snippet_step_lines()]) + "\n"
         return "# eager PyTorch: no compilation\nwith torch.no_grad():\n    output = model(*inputs)\n"

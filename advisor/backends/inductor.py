@@ -64,7 +64,9 @@ class InductorBackend(Backend):
             f"model = torch.compile(model{', ' + compile_args if compile_args else ''})",
         ]
         if workload == "training":
-            lines += ["output = model(*inputs)  # first call compiles"]
+            from advisor.training_step import snippet_step_lines
+
+            lines += snippet_step_lines()
         else:
             lines += ["with torch.no_grad():", "    output = model(*inputs)  # first call compiles"]
         return "\n".join(lines) + "\n"

@@ -52,7 +52,7 @@ class TorchAirBackend(Backend):
         config = build_compiler_config(request.options)
         for index, dims in gears.items():
             torchair.inference.set_dim_gears(example_inputs[index], dim_gears=dims)
-        if request.cache_dir and isinstance(module, torch.nn.Module):
+        if request.cache_dir and isinstance(module, torch.nn.Module) and request.workload == "inference":
             # Warm compile: the compiled graph is written to (and later read from) the variant's cache dir.
             # cache_compile skips guards, so callers vary input shapes only through dim_gears here.
             compiled = torchair.inference.cache_compile(module.forward, config=config, dynamic=dynamic,
@@ -90,7 +90,7 @@ class TorchAirBackend(Backend):
         lines += [f"config.{name} = {_literal(value)}" for name, value in request.options.items()]
         for index, dims in gears.items():
             lines.append(f"torchair.inference.set_dim_gears(inputs[{index}], dim_gears={dims!r})")
-        if request.cache_dir:
+        if request.cache_dir and request.workload == "inference":
             lines += [
                 "# Compile once; later processes load the compiled graph from cache_dir (skips guards: a recompile",
                 "# invalidates the cache; keep the same CANN version).",
@@ -135,7 +135,9 @@ def _literal(value: Any) -> str:
 
 def _with_call(lines: list[str], workload: str) -> str:
     if workload == "training":
-        lines = [*lines, "output = model(*inputs)  # first call compiles"]
+        from advisor.training_step import snippet_step_lines
+
+        lines = [*lines, *snippet_step_lines()]
     else:
         lines = [*lines, "with torch.no_grad():", "    output = model(*inputs)  # first call compiles"]
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+_UNIT = {"training": "step", "inference": "call"}
 _STATUS_STYLE = {"ok": "green", "fail_accuracy": "red", "unavailable": "dim", "timeout": "yellow",
                  "crashed": "red", "oom": "red", "compile_error": "red", "runtime_error": "red"}  # fmt: skip
 
@@ -23,6 +24,11 @@ def measure(
              "measured as the baseline",
     ),  # fmt: skip
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or npu"),
+    workload: str = typer.Option(
+        "inference", "--workload",
+        help="inference (forward under no_grad) or training (forward, loss, backward, optimizer step)",
+    ),  # fmt: skip
+    optimizer: str = typer.Option("sgd", "--optimizer", help="training only: sgd or adamw"),
     inputs: Path | None = typer.Option(None, "--inputs", help="example inputs: a torch.save'd tensor, tuple or dict"),
     input_shape: list[str] | None = typer.Option(
         None, "--input-shape", help="NAME=1x3x224x224:float32, once per input (TorchScript needs inputs)"
@@ -38,6 +44,10 @@ def measure(
     if device not in ("cpu", "cuda", "npu"):
         typer.echo(f"error: unknown device '{device}' (cpu, cuda or npu)", err=True)
         raise typer.Exit(2)
+    if workload not in ("inference", "training") or optimizer not in ("sgd", "adamw"):
+        typer.echo(f"error: --workload is inference or training (got '{workload}'), --optimizer is sgd or adamw "
+                   f"(got '{optimizer}')", err=True)  # fmt: skip
+        raise typer.Exit(2)
     names = [name.strip() for item in backends or [] for name in item.split(",") if name.strip()] or None
     console = Console(stderr=True)
     progress = _ProgressView()
@@ -52,6 +62,7 @@ def measure(
                 str(model), backends=names, device=device, inputs_file=str(inputs) if inputs else None,
                 input_shapes=input_shape, progress=on_progress, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
                 timing=TimingPolicy(max_time_s=max_time_s, min_time_s=min(0.5, max_time_s)),
+                workload=workload, optimizer=optimizer,
             )  # fmt: skip
     except MeasureError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -94,6 +105,13 @@ def print_run(run: dict, console: Console) -> None:
                   f"torch {env.get('torch_version', '?')}" + (f", CANN {env['cann_version']}" if env.get("cann_version")
                                                                else ""))  # fmt: skip
     console.print(results_table(run))
+    training = next((row["training"] for row in run["measurements"] if row.get("training")), None)
+    if training:
+        console.print(f"Training step: loss = {training['loss']}, optimizer {training['optimizer']}; times, "
+                      "throughput and peak memory are per step (gradients and optimizer state included), "
+                      "accuracy is that of the gradients after one step")  # fmt: skip
+        if training.get("train_mode_note"):
+            console.print(f"[yellow]{training['train_mode_note']}[/yellow]")
     for row in run["measurements"]:
         if row["status"] != "ok" and row.get("reason"):
             console.print(f"[bold]{row['backend']}:{row['mode']}[/bold] {row['status']}: {row['reason']}")
@@ -109,7 +127,8 @@ def print_run(run: dict, console: Console) -> None:
 def results_table(run: dict) -> Table:
     table = Table(title=f"{run['workload']} on {run['environment'].get('device', '?')}", title_justify="left")
     for column, justify in (("backend:mode", "left"), ("status", "left"), ("compile s cold/warm", "right"),
-                            ("median ms [95% CI]", "right"), ("p99 ms", "right"), ("speedup", "right"),
+                            (f"{_UNIT.get(run['workload'], 'call')} median ms [95% CI]", "right"),
+                            ("p99 ms", "right"), ("speedup", "right"),
                             ("peak MB", "right"), ("accuracy", "left")):  # fmt: skip
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in run["measurements"]:

@@ -235,6 +235,7 @@ def break_even_chart(
     lines: Sequence[CostLine],
     *,
     expected_calls: float | None = None,
+    unit: str = "call",
     title: str = "Break-even: total time (compile + calls) vs number of calls",
 ) -> str:
     """Cumulative time per backend as straight lines; each crossing is marked and labelled.
@@ -257,8 +258,8 @@ def break_even_chart(
         return f"{_num(left + calls * sx)} {_num(top + plot_h - seconds * sy)}"
 
     desc = (
-        "; ".join(f"{c.first} and {c.second} cost the same after {format_quantity(c.calls)} calls" for c in meets)
-        or "No crossing: one backend is cheaper at every number of calls."
+        "; ".join(f"{c.first} and {c.second} cost the same after {format_quantity(c.calls)} {unit}s" for c in meets)
+        or f"No crossing: one backend is cheaper at every number of {unit}s."
     )
     parts = [_svg_open(width, height, title, desc, "break-even-chart")]
     for tick in y_ticks:
@@ -275,14 +276,16 @@ def break_even_chart(
             f'<text class="tick" x="{_num(x)}" y="{top + plot_h + 18}" text-anchor="middle">'
             f"{format_quantity(tick)}</text>"
         )
-    parts.append(f'<text class="unit" x="{left + _PLOT_W}" y="{top + plot_h + 34}" text-anchor="end">calls</text>')
+    parts.append(
+        f'<text class="unit" x="{left + _PLOT_W}" y="{top + plot_h + 34}" text-anchor="end">{_text(unit)}s</text>'
+    )
     parts.append(f'<path class="axis" d="M{left} {top}V{top + plot_h}H{left + _PLOT_W}"/>')
     if expected_calls and expected_calls <= x_max:
         x = left + expected_calls * sx
         parts.append(
             f'<line class="expected" x1="{_num(x)}" y1="{top}" x2="{_num(x)}" y2="{top + plot_h}">'
-            f"<title>expected calls per compile: {format_quantity(expected_calls)}</title></line>"
-            f'<text class="expected-label" x="{_num(x + 4)}" y="{top + 12}">expected calls</text>'
+            f"<title>expected {_text(unit)}s per compile: {format_quantity(expected_calls)}</title></line>"
+            f'<text class="expected-label" x="{_num(x + 4)}" y="{top + 12}">expected {_text(unit)}s</text>'
         )
     for i, line in enumerate(lines):
         state = " highlighted" if line.highlighted else ""
@@ -290,7 +293,7 @@ def break_even_chart(
         parts.append(
             f'<path class="cost-line series-{i % 6}{state}" data-backend="{_text(line.label)}" '
             f'd="M{point(0, line.compile_s)}L{point(x_max, end)}"><title>{_text(line.label)}: '
-            f"{format_quantity(line.compile_s)} s compile + {format_quantity(line.latency_ms)} ms per call"
+            f"{format_quantity(line.compile_s)} s compile + {format_quantity(line.latency_ms)} ms per {_text(unit)}"
             "</title></path>"
         )
         label_y = top + plot_h - end * sy

@@ -91,6 +91,12 @@ class DetailView:
     reproduce_command: str = ""
     context_json: str = ""
     terminal: bool = False
+    training: bool = False  # a training run: times are per step, accuracy is the gradients'
+
+    @property
+    def unit(self) -> str:
+        """What one timed call is: "step" for training, "call" for inference."""
+        return "step" if self.training else "call"
 
 
 def measurement_label(row: Mapping) -> str:
@@ -232,13 +238,17 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
         reproduce_command=reproduce_command(analysis, rows, environment.get("device")),
         context_json=json.dumps(context, indent=2, sort_keys=True),
         terminal=analysis.get("status") in TERMINAL_STATUSES,
+        training=(run.get("workload") or context.get("workload")) == "training",
     )
     if rows:
         lines = cost_lines(rows)
         view.charts = {
             "latency": latency_chart(latency_bars(rows)),
             "compile": compile_chart(compile_bars(rows)),
-            "break_even": break_even_chart(lines, expected_calls=_number(context.get("expected_calls_per_compile"))),
+            "break_even": break_even_chart(
+                lines, expected_calls=_number(context.get("expected_calls_per_compile")), unit=view.unit,
+                title=f"Break-even: total time (compile + {view.unit}s) vs number of {view.unit}s",
+            ),
         }
         view.crossings = crossings(lines)
     if recommendation:

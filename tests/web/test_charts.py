@@ -111,3 +111,10 @@ def test_ticks_cover_the_maximum_in_round_steps(top):
     steps = {round(b - a, 12) for a, b in zip(ticks, ticks[1:], strict=False)}
     assert len(steps) == 1
     assert 2 <= len(ticks) <= 7
+
+
+def test_break_even_chart_labels_training_in_steps():
+    lines = [CostLine("eager", 0.0, 2.0), CostLine("inductor", 10.0, 1.0)]
+    svg = break_even_chart(lines, expected_calls=5000, unit="step")
+    assert "cost the same after 10,000 steps" in svg
+    assert ">steps</text>" in svg and ">calls</text>" not in svg

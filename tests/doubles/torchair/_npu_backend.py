@@ -46,6 +46,11 @@ def _npu_backend(gm, example_inputs, compiler_config=None, decompositions={}, **
     record_call(gm, example_inputs, backend="torchair", mode=config.mode.value, options=config.changed_options())
     if config.debug.run_eagerly:
         return gm.forward
+    if torch.is_grad_enabled():  # training: like the real one, aot_autograd with get_compiler for both graphs
+        from torch._dynamo.backends.common import aot_autograd
+
+        return aot_autograd(fw_compiler=_recording_compiler("forward", config),
+                            bw_compiler=_recording_compiler("backward", config))(gm, example_inputs)
     return aot_eager(gm, example_inputs)
 
 
@@ -60,3 +65,24 @@ def get_npu_backend(*, compiler_config=None, custom_decompositions={}):  # noqa:
 def get_compiler(compiler_config=None):
     """An FX compiler for aot_autograd (the double returns the graph's own forward)."""
     return lambda gm, example_inputs: gm.forward
+
+
+_FX_COMPILES = []
+
+
+def fx_compiles():
+    """DOUBLE ONLY: one dict per graph aot_autograd handed to the compiler in training: kind, node count."""
+    return list(_FX_COMPILES)
+
+
+def _recording_compiler(kind, config):
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    compiler = get_compiler(config)
+
+    def compile_graph(gm, example_inputs):
+        _FX_COMPILES.append({"kind": kind, "call_function_nodes": sum(1 for n in gm.graph.nodes
+                                                                     if n.op == "call_function")})
+        return make_boxed_func(compiler(gm, example_inputs))
+
+    return compile_graph
