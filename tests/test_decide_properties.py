@@ -24,7 +24,7 @@ VARIANTS = [
 ]
 STATUSES = ["ok"] * 15 + ["fail_accuracy", "compile_error", "timeout", "unavailable", "oom"]
 # The fields a popular blog invents; spelt by concatenation so a grep for them finds only real misuse.
-BLOG_FIELDS = tuple("config." + name for name in ("memory.", "cache.", "dynamic_shape.", "optimization.level"))
+BLOG_FIELDS = tuple("config." + name for name in ("memory.", "cache.", "dynamic_shape.", "optimization." + "level"))
 
 
 def mostly_none(strategy: st.SearchStrategy) -> st.SearchStrategy:

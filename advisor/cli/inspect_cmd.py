@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from advisor.cli.errors import one_line_errors
 from advisor.decision_rules import torchair_status_unknown
 
 _COVERAGE_STYLE = {
@@ -44,23 +45,13 @@ def inspect(
     if not model.is_file():
         typer.echo(f"error: {model} does not exist or is not a file", err=True)
         raise typer.Exit(2)
-    try:
+    with one_line_errors("inspection", expected=(ArtifactRejected,)):
         sniff(model)  # torch-free: a file we refuse is refused before torch is even imported
-    except ArtifactRejected as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     from advisor.inspect import inspect_model
     from advisor.loading import LoadError
 
-    try:
+    with one_line_errors("inspection", expected=(LoadError,)):
         result = inspect_model(str(model), inputs_file=str(inputs) if inputs else None, input_shapes=input_shape)
-    except LoadError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except Exception as exc:  # noqa: BLE001 - the user gets one line, never a traceback
-        text = str(exc).strip().splitlines()
-        typer.echo(f"error: inspection failed: {type(exc).__name__}: {text[0] if text else ''}", err=True)
-        raise typer.Exit(1) from None
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:

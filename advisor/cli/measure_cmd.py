@@ -11,6 +11,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from advisor.cli.errors import one_line_errors
+
 _UNIT = {"training": "step", "inference": "call"}
 _STATUS_STYLE = {"ok": "green", "fail_accuracy": "red", "unavailable": "dim", "timeout": "yellow",
                  "crashed": "red", "oom": "red", "compile_error": "red", "runtime_error": "red"}  # fmt: skip
@@ -51,7 +53,7 @@ def measure(
     names = [name.strip() for item in backends or [] for name in item.split(",") if name.strip()] or None
     console = Console(stderr=True)
     progress = _ProgressView()
-    try:
+    with one_line_errors("measurement", expected=(MeasureError,)):
         with Live(progress.render(), console=console, refresh_per_second=4, transient=True) as live:
 
             def on_progress(event: dict) -> None:
@@ -64,13 +66,6 @@ def measure(
                 timing=TimingPolicy(max_time_s=max_time_s, min_time_s=min(0.5, max_time_s)),
                 workload=workload, optimizer=optimizer,
             )  # fmt: skip
-    except MeasureError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except Exception as exc:  # noqa: BLE001 - the user gets one line, never a traceback
-        text = str(exc).strip().splitlines()
-        typer.echo(f"error: measurement failed: {type(exc).__name__}: {text[0] if text else ''}", err=True)
-        raise typer.Exit(1) from None
     if as_json:
         typer.echo(json.dumps(run, indent=2))
     else:
