@@ -30,11 +30,16 @@ sys.path[:] = [str(REPO), str(REPO / "tests"), *(p for p in sys.path if Path(p o
 MODELS = ("mlp", "cnn", "bert")
 
 
-def compare_in_one_process(model_path: str, repeats: int = 3) -> dict:
+def compare_in_one_process(model_path: str, repeats: int = 11, bracket_s: float = 0.25) -> dict:
     """Sandbox target: harness timing vs torch.utils.benchmark on the same callables, in this process.
 
-    Alternates `repeats` times (harness window, then blocked_autorange of each) so slow drift and noisy
-    neighbours hit both methods alike; medians over the repeats are compared.
+    This VM's throughput drifts by 10-15 % from one half-second to the next (even single-threaded, at load
+    < 1), so two methods run at different moments disagree by that much whatever their bias. Each repeat is
+    therefore bracketed A-B-A: `blocked_autorange(min_run_time=bracket_s)` of eager then Inductor, one
+    harness window (both, interleaved, default `TimingPolicy`), then Inductor then eager again. The paired
+    ratio of a repeat is the harness median over the mean of the two brackets, which cancels drift that is
+    linear over the ~2 s of a repeat; the median of `repeats` paired ratios and its 95 % CI estimate the
+    harness's bias. The unpaired ratio (median harness / median Timer over all repeats) is reported too.
     """
     import os
     import statistics
@@ -45,7 +50,7 @@ def compare_in_one_process(model_path: str, repeats: int = 3) -> dict:
     from advisor.devices import open_device
     from advisor.loading import load_model
     from advisor.measure_child import TimingPolicy, _time_side_by_side
-    from advisor.stats import ci_relative_half_width, summarize
+    from advisor.stats import ci_relative_half_width, median_ci, summarize
 
     dev = open_device("cpu")
     torch.manual_seed(0)
@@ -59,26 +64,35 @@ def compare_in_one_process(model_path: str, repeats: int = 3) -> dict:
         callables = {"eager": module, "inductor": compiled}
         timers = {name: tb.Timer(stmt="f(*x)", globals={"f": fn, "x": inputs}, num_threads=torch.get_num_threads())
                   for name, fn in callables.items()}  # fmt: skip
+
+        def blocked(name: str) -> float:
+            return timers[name].blocked_autorange(min_run_time=bracket_s).median * 1e3
+
         for _ in range(repeats):
+            before = {name: blocked(name) for name in ("eager", "inductor")}
             samples, calls_per_sample, harness_s = _time_side_by_side({"eager": module, "backend": compiled}, inputs,
                                                                       dev, policy, lambda n: None)  # fmt: skip
+            after = {name: blocked(name) for name in ("inductor", "eager")}
             entry: dict = {"harness_wall_s": harness_s}
             for name, key in (("eager", "eager"), ("inductor", "backend")):
                 stats = summarize(samples[key], calls_per_sample=calls_per_sample[key])
+                bracket = (before[name] + after[name]) / 2
                 entry[name] = {"harness_median_ms": stats["median_ms"], "harness_n": stats["n"],
                                "calls_per_sample": calls_per_sample[key],
-                               "harness_ci_half_width": ci_relative_half_width(samples[key])}  # fmt: skip
-            for name, timer in timers.items():
-                entry[name]["blocked_median_ms"] = timer.blocked_autorange(min_run_time=1).median * 1e3
+                               "harness_ci_half_width": ci_relative_half_width(samples[key]),
+                               "blocked_median_ms": bracket, "paired_ratio": stats["median_ms"] / bracket}  # fmt: skip
             per_repeat.append(entry)
         result: dict = {"repeats": per_repeat, "ci_target": policy.ci_target, "loadavg": os.getloadavg()}
         for name, timer in timers.items():
             started = time.perf_counter()
             adaptive = timer.adaptive_autorange()
+            paired = [r[name]["paired_ratio"] for r in per_repeat]
             result[name] = {
                 "harness_median_ms": statistics.median(r[name]["harness_median_ms"] for r in per_repeat),
                 "blocked_median_ms": statistics.median(r[name]["blocked_median_ms"] for r in per_repeat),
-                "ratios": [r[name]["harness_median_ms"] / r[name]["blocked_median_ms"] for r in per_repeat],
+                "paired_ratios": paired,
+                "paired_ratio": statistics.median(paired),
+                "paired_ratio_ci": list(median_ci(sorted(paired))),
                 "harness_n": statistics.median(r[name]["harness_n"] for r in per_repeat),
                 "calls_per_sample": statistics.median(r[name]["calls_per_sample"] for r in per_repeat),
                 "harness_ci_half_width": statistics.median(r[name]["harness_ci_half_width"] for r in per_repeat),
@@ -132,6 +146,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--json", type=Path, help="also write the raw results here")
+    parser.add_argument("--repeats", type=int, default=11, help="A-B-A bracketed harness windows per model")
+    parser.add_argument("--no-overhead", action="store_true", help="skip the whole-measure overhead part")
     args = parser.parse_args()
     from advisor.sandbox import run_in_sandbox
 
@@ -140,12 +156,15 @@ def main() -> None:
         for name in args.models.split(","):
             path = export_model(name, Path(tmp))
             print(f"[{name}] harness vs torch.utils.benchmark in one process ...", file=sys.stderr)
-            same = run_in_sandbox("benchmarks.fidelity:compare_in_one_process", {"model_path": path}, timeout_s=900,
+            same = run_in_sandbox("benchmarks.fidelity:compare_in_one_process",
+                                  {"model_path": path, "repeats": args.repeats}, timeout_s=900,
                                   memory_limit_mb=16384, stage=f"fidelity {name}")  # fmt: skip
             if same.status != "ok":
                 raise SystemExit(f"{name}: {same.status}: {same.reason}\n{same.stderr_tail}")
-            print(f"[{name}] whole measure_model overhead ...", file=sys.stderr)
-            results[name] = {"same_process": same.value, "overhead": measure_overhead(path)}
+            results[name] = {"same_process": same.value, "overhead": None}
+            if not args.no_overhead:
+                print(f"[{name}] whole measure_model overhead ...", file=sys.stderr)
+                results[name]["overhead"] = measure_overhead(path)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     print(markdown(results))
@@ -153,27 +172,30 @@ def main() -> None:
 
 def markdown(results: dict) -> str:
     lines = [
-        "| model | variant | harness median ms (samples x calls, CI half-width) | blocked_autorange median ms | ratio "
-        "(per repeat) | harness wall s | adaptive_autorange wall s (median ms) | load avg |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | variant | harness median ms (samples x calls, CI half-width) | blocked_autorange median ms "
+        "(brackets) | paired ratio [95 % CI] (min-max of repeats) | unpaired ratio | harness wall s | "
+        "adaptive_autorange wall s (median ms) | load avg |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, res in results.items():
         same = res["same_process"]
         for variant in ("eager", "inductor"):
             v = same[variant]
-            ratio = v["harness_median_ms"] / v["blocked_median_ms"]
-            each = ", ".join(f"{r:.2f}" for r in v["ratios"])
+            low, high = v["paired_ratio_ci"]
             lines.append(
                 f"| {name} | {variant} | {v['harness_median_ms']:.4g} ({v['harness_n']:.0f} x "
-                f"{v['calls_per_sample']:.0f}, "
-                f"±{v['harness_ci_half_width'] * 100:.1f} %) | {v['blocked_median_ms']:.4g} | {ratio:.3f} ({each}) | "
-                f"{same['harness_wall_s']:.2f} | {v['adaptive_wall_s']:.2f} ({v['adaptive_median_ms']:.4g}) | "
-                f"{same['loadavg'][0]:.1f} |"
+                f"{v['calls_per_sample']:.0f}, ±{v['harness_ci_half_width'] * 100:.1f} %) | "
+                f"{v['blocked_median_ms']:.4g} | {v['paired_ratio']:.3f} [{low:.3f}-{high:.3f}] "
+                f"({min(v['paired_ratios']):.2f}-{max(v['paired_ratios']):.2f}) | "
+                f"{v['harness_median_ms'] / v['blocked_median_ms']:.3f} | {same['harness_wall_s']:.2f} | "
+                f"{v['adaptive_wall_s']:.2f} ({v['adaptive_median_ms']:.4g}) | {same['loadavg'][0]:.1f} |"
             )
     lines += ["", "| model | measure wall s | compile s (cold + warm) | timed windows s | overhead ratio | "
               "Inductor speedup [CI] |", "|---|---|---|---|---|---|"]  # fmt: skip
     for name, res in results.items():
         o = res["overhead"]
+        if o is None:
+            continue
         ci = o["speedup_ci"] or [float("nan")] * 2
         speedup = f"{o['speedup']:.2f}x [{ci[0]:.2f}-{ci[1]:.2f}]" if o["speedup"] else o["status"]
         lines.append(f"| {name} | {o['wall_s']:.1f} | {o['compile_s']:.1f} ({o['compile_s_cold'] or 0:.1f} + "
