@@ -14,6 +14,7 @@ Stage = Literal["prototype", "production", "edge"]
 ModelChanges = Literal["frequent", "occasional", "frozen"]
 Target = Literal["npu", "cuda", "cpu"]
 Fleet = Literal["single", "mixed"]
+Optimizer = Literal["sgd", "adamw"]
 
 
 class ShapeRange(BaseModel):
@@ -59,8 +60,13 @@ class DeploymentContext(BaseModel):
     )
     workload: Literal["inference", "training"] = Field(
         default="inference",
-        description="inference (forward only) or training (forward, backward, optimizer step). "
-        "Training recommendations are not supported yet.",
+        description="inference (forward only) or training (forward, backward, optimizer step; only forward and "
+        "backward are compiled).",
+    )
+    optimizer: Optimizer = Field(
+        default="sgd",
+        description="Training only: the optimizer of the timed training step (its state counts in peak memory). "
+        "sgd or adamw.",
     )
     target: Target = Field(
         default="npu", description="The device the model is served on in production: npu (Ascend), cuda, or cpu."

@@ -49,8 +49,8 @@ _UNSUPPORTED_CASE = re.compile(
 )
 
 _AUTO_CONVERTER_NOTE = (
-    "no explicit TorchAir converter; at compile time TorchAir tries to auto-generate one from an Ascend IR "
-    "registered under the CamelCase name of the op, which works only when such an IR exists and its inputs match"
+    "no explicit converter; TorchAir tries to auto-generate one from the node's CANN (an Ascend IR named after "
+    "the op in CamelCase, inputs matching), so GE coverage is only known there (measure it on an NPU node)"
 )
 _BUILTIN_NONE_NOTE = "no TorchAir converter: GE-mode (max-autotune) compilation of a graph with this op fails"
 
@@ -327,6 +327,13 @@ def worst_torchair_status(statuses: Iterable[TorchAirStatus]) -> TorchAirStatus:
 def torchair_note(op_name: str) -> str | None:
     """A caveat that qualifies `torchair_status` (e.g. auto-generated converters for custom ops), or None."""
     return active_torchair_coverage().note(op_name)
+
+
+def torchair_may_auto_convert(op_name: str) -> bool:
+    """A custom (not aten/prims) op without an explicit converter: TorchAir tries to auto-generate one from the
+    Ascend IRs of the NPU node's CANN, so whether GE mode covers it is unknown until compiled there."""
+    namespace = _normalise_name(op_name).split(".", 1)[0]
+    return namespace not in ("aten", "prims") and torchair_status(op_name) == "none"
 
 
 def torchair_source() -> CoverageSource:

@@ -93,10 +93,11 @@ def caveats_for(
         caveats.append(
             Caveat(
                 issue="Training: times, compile break-even and peak memory are per training step (forward, the "
-                "advisor's default loss, backward, optimizer step), gradients and optimizer state included; "
-                "expected_calls_per_compile is read as steps per compile.",
+                f"advisor's default loss, backward, {context.optimizer} step), gradients and optimizer state "
+                "included; expected_calls_per_compile is read as steps per compile.",
                 fix="Set expected_calls_per_compile to the steps one compiled model runs (steps per job between "
-                "recompiles), and re-measure with --optimizer adamw if that is what you train with.",
+                "recompiles), and set the optimizer to the one you train with (sgd or adamw) if it is not "
+                f"{context.optimizer}.",
             )
         )
     if not facts.runnable:

@@ -81,6 +81,8 @@ def add_table_notes(ops: list[OpInfo]) -> None:
             note = coverage.torchair_note(op["name"])
             if note:
                 op["coverage"]["torchair_note"] = note
+            if coverage.torchair_may_auto_convert(op["name"]):
+                op["coverage"]["torchair_unknown"] = True
 
 
 def _judge_torchair(program: torch.export.ExportedProgram, ops: list[OpInfo]) -> None:

@@ -1,8 +1,12 @@
 """Are a backend's gradients right? Those of one training step, against eager float32 and the float64 reference.
 
 Same rules as `advisor.accuracy` (allclose with dtype tolerances, else RMSE against float64 within a multiple of
-eager float32's own RMSE, else cosine similarity), applied to all parameter gradients at once. A parameter that
-gets a gradient in eager but none from the backend (a dropped gradient) fails outright, by name.
+eager float32's own RMSE, else cosine similarity), applied to all parameter gradients at once, but each gradient
+is first divided by the largest magnitude of its eager gradient. Gradients are often far smaller than outputs
+(1e-5 is common): against a fixed atol of 1e-4 a 100 % error would pass, and in one concatenated RMSE the large
+gradients would hide a wrong small one. Scaled, every parameter is held to the same relative standard.
+`max_abs_err` stays in the gradients' own units. A parameter that gets a gradient in eager but none from the
+backend (a dropped gradient) fails outright, by name.
 """
 
 from __future__ import annotations
@@ -29,11 +33,45 @@ def compare_gradients(result: Sequence[tuple[str, Any]], reference: dict) -> Acc
                         f"{shown}")  # fmt: skip
     keep = [i for i, grad in enumerate(reference["grads"]) if grad is not None]
     fp64 = reference.get("fp64_grads")
-    accuracy = compare_outputs([got[names[i]] for i in keep], [reference["grads"][i] for i in keep],
-                               None if fp64 is None else [fp64[i] for i in keep])  # fmt: skip
+    scales = [_scale(reference["grads"][i]) for i in keep]
+    kept = list(zip(keep, scales, strict=True))
+    accuracy = compare_outputs([_scaled(got[names[i]], s) for i, s in kept],
+                               [_scaled(reference["grads"][i], s) for i, s in kept],
+                               None if fp64 is None else [_scaled(fp64[i], s) for i, s in kept])  # fmt: skip
+    accuracy["max_abs_err"] = max((_max_abs_diff(got[names[i]], reference["grads"][i]) for i in keep), default=0.0)
     if not accuracy["passed"]:
-        accuracy["reason"] = f"gradients after one step: {accuracy.get('reason', '')}"
+        worst = _worst_relative(names, keep, got, reference["grads"], scales)
+        accuracy["reason"] = (f"gradients after one step (each scaled by its largest eager magnitude; worst: {worst}): "
+                              f"{accuracy.get('reason', '')}")  # fmt: skip
     return accuracy
+
+
+def _scale(grad: Any) -> float:
+    """The largest magnitude of an eager gradient; 1 for an all-zero (or non-float) one."""
+    if not grad.is_floating_point():
+        return 1.0
+    largest = float(grad.detach().abs().max()) if grad.numel() else 0.0
+    return largest if largest > 0 and largest < _WORST else 1.0
+
+
+def _scaled(grad: Any, scale: float) -> Any:
+    return grad.detach() / scale if grad.is_floating_point() else grad
+
+
+def _max_abs_diff(grad: Any, expected: Any) -> float:
+    if tuple(grad.shape) != tuple(expected.shape):
+        return _WORST
+    if not expected.numel():
+        return 0.0
+    diff = float((grad.detach().cpu().double() - expected.detach().cpu().double()).abs().max())
+    return diff if diff == diff and diff < _WORST else _WORST
+
+
+def _worst_relative(names: list[str], keep: list[int], got: dict, grads: list, scales: list[float]) -> str:
+    """The parameter whose gradient is furthest off, relative to its scale, for the failure message."""
+    errors = [(_max_abs_diff(got[names[i]], grads[i]) / s, names[i]) for i, s in zip(keep, scales, strict=True)]
+    error, name = max(errors)
+    return f"{name}, {error:.3g} of its largest element"
 
 
 def _failure(reason: str) -> Accuracy:

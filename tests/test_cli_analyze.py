@@ -95,3 +95,15 @@ def test_local_analysis_of_the_example_mlp_prints_a_readable_report(mlp_file: Pa
     assert "## How it was decided" in md and "## Config to paste" in md
     headline = next(line for line in md.splitlines() if line.startswith("**Use "))
     assert headline in ("**Use eager PyTorch (no compilation) on CPU**", "**Use torch.compile with Inductor on CPU**")
+
+
+def test_a_training_analysis_measures_the_optimizer_asked_for(mlp_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    result = runner.invoke(app, ["analyze", str(mlp_file), "--target", "cpu", "--workload", "training",
+                                 "--optimizer", "adamw", "--backends", "eager", "--format", "json", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    analysis = json.loads(out.read_text())
+    assert analysis["context"]["optimizer"] == "adamw"
+    eager = analysis["measurements"]["measurements"][0]
+    assert eager["status"] == "ok" and eager["training"]["optimizer"] == "adamw"
+    assert "adamw step" in json.dumps(analysis["recommendation"]["caveats"])

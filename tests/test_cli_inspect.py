@@ -138,7 +138,9 @@ def test_table_numbers_torchair_notes_and_lists_warnings(npu_model: str) -> None
     note = coverage["torchair_note"]
     assert data["warnings"]
     result = runner.invoke(app, ["inspect", npu_model], env=WIDE)
-    assert f"{coverage['torchair']} [1]" in table_row(result.stdout, "test_rms_norm.default")
+    # a custom op without an explicit converter: TorchAir may auto-generate one on the NPU node
+    assert coverage["torchair"] == "none" and coverage["torchair_unknown"] is True
+    assert "unknown (known on an NPU) [1]" in table_row(result.stdout, "test_rms_norm.default")
     lines = result.stdout.splitlines()
     assert "TorchAir notes:" in lines
     assert any(line.strip() == f"[1] {note}" for line in lines)
@@ -161,4 +163,4 @@ def test_device_dependent_coverage_is_shown_and_decided_as_unknown(attention_mod
         assert (rec["backend"], rec["mode"]) == ("torchair", "max-autotune")
         assert any(SDPA in c["issue"] and "unknown until measured on an NPU" in c["issue"] for c in rec["caveats"])
     result = runner.invoke(app, ["inspect", attention_model], env=WIDE)
-    assert "unknown (NPU picks the kernel)" in table_row(result.stdout, "scaled_dot_product_attention.default")
+    assert "unknown (known on an NPU)" in table_row(result.stdout, "scaled_dot_product_attention.default")

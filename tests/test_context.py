@@ -17,6 +17,7 @@ def test_empty_context_gets_documented_defaults() -> None:
     assert context.target == "npu"
     assert context.fleet == "single"
     assert context.workload == "inference"
+    assert context.optimizer == "sgd"
     assert context.expected_calls_per_compile is None
     assert context.ships_compile_cache is False
     assert context.shape_ranges == []
@@ -26,7 +27,8 @@ def test_full_context_round_trips() -> None:
     data = {
         "stage": "edge",
         "model_changes": "frozen",
-        "workload": "inference",
+        "workload": "training",
+        "optimizer": "adamw",
         "target": "cpu",
         "fleet": "mixed",
         "expected_calls_per_compile": 5000,
@@ -50,11 +52,13 @@ def test_every_problem_is_reported_with_its_field() -> None:
                 "expected_calls_per_compile": 0,
                 "latency_target_ms": -1,
                 "colour": "blue",
+                "optimizer": "lion",
                 "shape_ranges": [{"input": "x", "dim": 0, "min": 8, "max": 2}],
             }
         )
     errors = {e["field"]: e["message"] for e in info.value.errors}
-    assert set(errors) == {"stage", "expected_calls_per_compile", "latency_target_ms", "colour", "shape_ranges.0"}
+    assert set(errors) == {"stage", "expected_calls_per_compile", "latency_target_ms", "colour", "optimizer",
+                           "shape_ranges.0"}
     assert errors["colour"] == "unknown field"
     assert "prototype" in errors["stage"] and "edge" in errors["stage"]
     assert "min (8) is larger than max (2)" in errors["shape_ranges.0"]

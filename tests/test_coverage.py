@@ -138,6 +138,22 @@ def test_none_status_carries_what_it_means_per_namespace(fresh_torchair_source) 
     assert coverage.torchair_note("npu.npu_rms_norm.default") is None
 
 
+def test_custom_ops_without_a_converter_are_unknown_until_an_npu_not_uncovered(fresh_torchair_source) -> None:
+    from advisor.decision_rules import InspectionFacts
+    from advisor.decomposed_coverage import add_table_notes
+
+    names = ("npu.npu_moe_token_permute.default", "aten.definitely_not_an_op.default", "npu.npu_rms_norm.default")
+    assert [coverage.torchair_may_auto_convert(name) for name in names] == [True, False, False]
+    ops = [
+        {"name": name, "count": 1, "coverage": {"inductor": "fallback", "torchair": coverage.torchair_status(name)}}
+        for name in names
+    ]
+    add_table_notes(ops)  # type: ignore[arg-type]
+    facts = InspectionFacts.of({"ops": ops[1:2], "custom_ops": [ops[0], ops[2]]})
+    assert facts.torchair_unknown == ("npu.npu_moe_token_permute.default",)
+    assert facts.torchair_uncovered == ("aten.definitely_not_an_op.default",)  # a built-in op: compile fails
+
+
 def test_table_records_which_npu_ops_torch_npu_gives_a_meta_kernel() -> None:
     assert coverage.torch_npu_registers_meta("npu.npu_rms_norm.default") is True
     assert coverage.torch_npu_registers_meta("npu.npu_grouped_matmul.List") is True

@@ -75,6 +75,16 @@ def test_gradient_check_passes_eager_and_names_a_dropped_or_wrong_gradient():
     assert not verdict["passed"] and verdict["reason"].startswith("gradients after one step")
 
 
+def test_a_small_gradient_a_few_percent_off_fails_next_to_large_ones():
+    torch.manual_seed(0)
+    big, small = torch.randn(256, 256), torch.randn(64) * 1e-5  # 1e-5: far below float32's atol of 1e-4
+    reference = {"names": ["big", "small"], "grads": [big, small], "fp64_grads": [big.double(), small.double()]}
+    assert compare_gradients([("big", big.clone()), ("small", small.clone())], reference)["passed"]
+    verdict = compare_gradients([("big", big.clone()), ("small", small * 1.05)], reference)
+    assert not verdict["passed"] and "worst: small, 0.05 of its largest element" in verdict["reason"]
+    assert verdict["max_abs_err"] == pytest.approx(float((small * 0.05).abs().max()), rel=1e-4)  # in gradient units
+
+
 def test_torchscript_model_trains_its_weights_through_aot_autograd(tmp_path):
     from advisor.loading import load_model
 

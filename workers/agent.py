@@ -267,6 +267,7 @@ class WorkerAgent:
             "device": self.config.device,
             "backends": [name for name in wanted if name in self.config.backends] or ["eager"],
             "workload": context.get("workload", "inference"),
+            "optimizer": context.get("optimizer", "sgd"),
             **self.config.stage_options,
         }
 

@@ -74,6 +74,7 @@ def measure_stage(spec: dict[str, Any], emit: Emit, inspection: dict[str, Any]) 
             backends=backends,
             device=spec["device"],
             workload=spec.get("workload", "inference"),
+            optimizer=spec.get("optimizer", "sgd"),
             inputs_file=spec.get("inputs_path"),
             progress=on_progress,
             cancel=CANCEL,

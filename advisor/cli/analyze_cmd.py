@@ -24,6 +24,7 @@ _FLAG_FIELDS = {
     "stage": "stage",
     "model_changes": "model_changes",
     "workload": "workload",
+    "optimizer": "optimizer",
     "target": "target",
     "fleet": "fleet",
     "expected_calls": "expected_calls_per_compile",
@@ -45,6 +46,7 @@ def analyze(
     stage: str | None = typer.Option(None, help="prototype | production | edge"),
     model_changes: str | None = typer.Option(None, "--model-changes", help="frequent | occasional | frozen"),
     workload: str | None = typer.Option(None, help="inference | training"),
+    optimizer: str | None = typer.Option(None, help="training only: sgd | adamw (default sgd)"),
     target: str | None = typer.Option(None, help="the production device: npu | cuda | cpu"),
     fleet: str | None = typer.Option(None, help="single | mixed (developed on CPU/GPU, served on NPU)"),
     expected_calls: int | None = typer.Option(None, "--expected-calls", help="calls served per compile"),
@@ -73,7 +75,8 @@ def analyze(
 ) -> None:
     """Recommend Inductor or TorchAir (or another backend) for MODEL in your deployment, by measuring."""
     flags = {
-        "stage": stage, "model_changes": model_changes, "workload": workload, "target": target, "fleet": fleet,
+        "stage": stage, "model_changes": model_changes, "workload": workload, "optimizer": optimizer,
+        "target": target, "fleet": fleet,
         "expected_calls": expected_calls, "latency_target_ms": latency_target_ms,
         "memory_budget_mb": memory_budget_mb, "offline_export": offline_export,
         "resource_constrained": resource_constrained, "ships_cache": ships_cache,
@@ -127,7 +130,7 @@ def analyze_locally(
     inspection = _inspect(model, inputs, input_shapes)
     run = None
     if not skip_measure:
-        run = _measure(model, backends, device, context.workload, inputs, input_shapes)
+        run = _measure(model, backends, device, context.workload, context.optimizer, inputs, input_shapes)
     return {
         "model_name": model.name,
         "context": context.model_dump(),
@@ -174,6 +177,7 @@ def _measure(
     backends: list[str] | None,
     device: str,
     workload: str,
+    optimizer: str,
     inputs: Path | None,
     input_shapes: list[str] | None,
 ) -> dict[str, Any]:
@@ -190,8 +194,8 @@ def _measure(
     typer.echo(f"measuring on {device} (one process per backend and mode; compiling takes a while) ...", err=True)
     try:
         return measure_model(str(model), backends=backends, device=device, workload=workload,
-                             inputs_file=str(inputs) if inputs else None, input_shapes=input_shapes,
-                             progress=progress)  # fmt: skip
+                             optimizer=optimizer, inputs_file=str(inputs) if inputs else None,
+                             input_shapes=input_shapes, progress=progress)  # fmt: skip
     except MeasureError as exc:
         _fail(str(exc))
 

@@ -164,9 +164,9 @@ def _inductor_cell(coverage: dict) -> str:
 
 
 def _torchair_cell(coverage: dict, notes: list[str]) -> str:
-    """The status (or "unknown" where the kernel is picked on the NPU), what it was judged on, its note's number."""
+    """The status (or "unknown" where only an NPU node can tell), what it was judged on, its note's number."""
     unknown = torchair_status_unknown(coverage)
-    cell = _styled("unknown") + " [dim](NPU picks the kernel)[/dim]" if unknown else _styled(coverage["torchair"])
+    cell = _styled("unknown") + " [dim](known on an NPU)[/dim]" if unknown else _styled(coverage["torchair"])
     if "torchair_via" in coverage:
         cell += f" {_via(coverage['torchair_via'])}"
     note = coverage.get("torchair_note")

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from advisor.decision_rules import torchair_status_unknown
 from app.web.charts import (
     CompileBar,
     CostLine,
@@ -39,6 +40,7 @@ TORCHAIR_STATUS_TEXT = {
     "partial": "partial (some dtypes / shapes)",
     "stub": "stub (converter registered, no implementation)",
     "none": "no converter",
+    "unknown": "unknown until measured on an NPU",
 }
 
 
@@ -73,6 +75,7 @@ class CoverageRow:
     has_fake_kernel: bool
     inductor: str
     torchair: str
+    torchair_note: str | None = None
 
 
 @dataclass
@@ -187,7 +190,8 @@ def coverage_rows(inspection: Mapping | None) -> list[CoverageRow]:
                 custom=name in custom_names or namespace not in ("aten", "prims"),
                 has_fake_kernel=bool(op.get("has_fake_kernel", True)),
                 inductor=str(coverage.get("inductor") or "unknown"),
-                torchair=str(coverage.get("torchair") or "unknown"),
+                torchair="unknown" if torchair_status_unknown(coverage) else str(coverage.get("torchair") or "unknown"),
+                torchair_note=coverage.get("torchair_note"),
             )
         )
     return sorted(rows, key=lambda r: (not r.custom, -r.count, r.name))

@@ -67,6 +67,16 @@ def test_custom_ops_come_first_in_the_coverage_table():
     assert rows[0].has_fake_kernel is False and rows[0].inductor == "fallback"
 
 
+def test_coverage_known_only_on_an_npu_reads_unknown_with_its_note():
+    inspection = synthetic.inspection(custom_ops=("npu.npu_moe_token_permute.default",))
+    op = inspection["custom_ops"][0]
+    op["coverage"].update(torchair="none", torchair_unknown=True, torchair_note="<b>only known there</b>")
+    row = next(r for r in coverage_rows(inspection) if r.name == op["name"])
+    assert (row.torchair, row.torchair_note) == ("unknown", "<b>only known there</b>")
+    aten = next(r for r in coverage_rows(inspection) if r.name == "aten.linear.default")
+    assert (aten.torchair, aten.torchair_note) == ("supported", None)
+
+
 def test_only_real_npu_numbers_go_without_a_warning():
     assert not_npu_note("npu", True) is None
     assert "test double" in not_npu_note("test-double", True)

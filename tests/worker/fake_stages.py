@@ -27,7 +27,8 @@ def _note_pid(spec: dict[str, Any]) -> None:
 def quick(spec: dict[str, Any], emit) -> dict[str, Any]:
     emit("inspect", 0.0)
     emit("measure:eager:default", 0.5)
-    return {**RESULT, "measurements": {**RESULT["measurements"], "backends_run": spec["backends"]}}
+    ran = {"backends_run": spec["backends"], "workload_run": spec["workload"], "optimizer_run": spec["optimizer"]}
+    return {**RESULT, "measurements": {**RESULT["measurements"], **ran}}
 
 
 def slow(spec: dict[str, Any], emit) -> dict[str, Any]:

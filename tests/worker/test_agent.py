@@ -54,8 +54,7 @@ def make_agent(api: WorkerApi, tmp_path: Path, stages: str = "fake_stages:quick"
         claim_jitter_s=0.0,
         child_stop_grace_s=1.0,
         stages=stages,
-        max_jobs=1,
-        **overrides,
+        **{"max_jobs": 1, **overrides},
     )
     return WorkerAgent(api, config, sleep=lambda s: None)
 
@@ -169,6 +168,15 @@ def test_only_backends_this_worker_has_are_run(api: WorkerApi, server: FakeServe
     server.add_job(backends=["eager", "inductor", "torchair"])
     make_agent(api, tmp_path).run()
     assert server.bodies("complete")[0]["measurements"]["backends_run"] == ["eager", "inductor"]
+
+
+def test_the_jobs_workload_and_optimizer_reach_the_measurement(api: WorkerApi, server: FakeServer, tmp_path: Path):
+    server.add_job(context={"stage": "production", "workload": "training", "optimizer": "adamw"})
+    server.add_job(context={"stage": "production"})
+    make_agent(api, tmp_path, max_jobs=2).run()
+    ran = [(body["measurements"]["workload_run"], body["measurements"]["optimizer_run"])
+           for body in server.bodies("complete")]  # fmt: skip
+    assert ran == [("training", "adamw"), ("inference", "sgd")]
 
 
 def test_a_worker_started_before_the_server_waits_for_it(api: WorkerApi, server: FakeServer, tmp_path: Path):
