@@ -24,7 +24,14 @@ from advisor.measure_child import TimingPolicy
 from advisor.sandbox import Cancel, SandboxResult, Zygote, run_in_sandbox
 from advisor.schema import Environment, Measurement, MeasurementRun
 
-__all__ = ["MeasureError", "MeasurementCancelled", "TimingPolicy", "measure_model", "plan_variants"]
+__all__ = [
+    "MeasureError",
+    "MeasurementCancelled",
+    "TimingPolicy",
+    "measure_model",
+    "measurement_zygote",
+    "plan_variants",
+]
 
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_MEMORY_LIMIT_MB = 16384
@@ -40,6 +47,12 @@ class MeasureError(RuntimeError):
 
 class MeasurementCancelled(RuntimeError):
     """The caller's cancel signal stopped the measurement; the running child was killed."""
+
+
+def measurement_zygote(device: str) -> Zygote:
+    """The zygote `measure_model` forks its children from; pass one in to share it with other children of
+    the same job (e.g. inspection: one `import torch` per analysis instead of one per stage). Caller closes it."""
+    return Zygote(_PRELOAD, {"device": device})
 
 
 def plan_variants(backends: list[str] | None, device: str) -> list[tuple[str, str]]:
@@ -77,12 +90,14 @@ def measure_model(
     timing: TimingPolicy | None = None,
     cancel: Cancel = None,
     optimizer: str = "sgd",
+    zygote: Zygote | None = None,
 ) -> MeasurementRun:
     """Measure `path` on `device`; returns one Measurement per (backend, mode), eager included.
 
     Raises MeasureError for a bad model file / inputs / backend name, MeasurementCancelled when
     `cancel` fires. `timeout_s` and `memory_limit_mb` apply to each child separately.
     `workload="training"` times a training step (advisor.training_step) with `optimizer` ("sgd" or "adamw").
+    `zygote`: a `measurement_zygote(device)` already started for this job (the caller closes it); None starts one.
     """
     _check_model_file(path, inputs_file)
     variants = plan_variants(backends, device)
@@ -101,7 +116,8 @@ def measure_model(
         "optimizer": optimizer,
     }
     # the children fork from one interpreter that has imported torch once (each still gets its own process)
-    zygote = Zygote(_PRELOAD, {"device": device})
+    owns_zygote = zygote is None
+    zygote = zygote or measurement_zygote(device)
     sandbox = {"timeout_s": timeout_s, "memory_limit_mb": memory_limit_mb, "cancel": cancel, "on_progress": notify,
                "zygote": zygote}  # fmt: skip
     try:
@@ -120,7 +136,8 @@ def measure_model(
         return MeasurementRun(environment=environment or _host_environment(device), workload=workload,
                               measurements=rows)  # fmt: skip
     finally:
-        zygote.close()
+        if owns_zygote:
+            zygote.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -30,27 +30,32 @@ CANCEL = threading.Event()
 
 
 def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
-    """Inspect the artifact in a sandboxed child, then measure the job's backends (each variant sandboxed)."""
+    """Inspect the artifact in a sandboxed child, then measure the job's backends (each variant sandboxed).
+
+    Every child of the job forks from one zygote that imported torch once (see advisor.sandbox.Zygote)."""
+    from advisor.measure import measurement_zygote
     from advisor.sandbox import run_in_sandbox
 
     emit("inspect", 0.0)
-    inspected = run_in_sandbox(
-        "advisor.inspect:inspect_model",
-        {"path": spec["artifact_path"], "inputs_file": spec.get("inputs_path")},
-        timeout_s=float(spec.get("inspect_timeout_s", 600)),
-        memory_limit_mb=spec.get("memory_limit_mb"),
-        stage="inspect",
-        cancel=CANCEL,
-    )
-    if inspected.status == "cancelled":
-        return failure("cancelled", retryable=True)
-    if inspected.status != "ok":
-        reason = inspected.reason or inspected.stderr_tail or "no reason given"
-        return failure(f"inspection failed ({inspected.status}): {reason}", retryable=False)
-    return measure_stage(spec, emit, inspected.value)
+    with measurement_zygote(spec["device"]) as zygote:
+        inspected = run_in_sandbox(
+            "advisor.inspect:inspect_model",
+            {"path": spec["artifact_path"], "inputs_file": spec.get("inputs_path")},
+            timeout_s=float(spec.get("inspect_timeout_s", 600)),
+            memory_limit_mb=spec.get("memory_limit_mb"),
+            stage="inspect",
+            cancel=CANCEL,
+            zygote=zygote,
+        )
+        if inspected.status == "cancelled":
+            return failure("cancelled", retryable=True)
+        if inspected.status != "ok":
+            reason = inspected.reason or inspected.stderr_tail or "no reason given"
+            return failure(f"inspection failed ({inspected.status}): {reason}", retryable=False)
+        return measure_stage(spec, emit, inspected.value, zygote)
 
 
-def measure_stage(spec: dict[str, Any], emit: Emit, inspection: dict[str, Any]) -> dict[str, Any]:
+def measure_stage(spec: dict[str, Any], emit: Emit, inspection: dict[str, Any], zygote: Any = None) -> dict[str, Any]:
     """advisor.measure runs eager first (the baseline and reference), then every other variant, each in a child."""
     from advisor.measure import MeasureError, MeasurementCancelled, measure_model, plan_variants
 
@@ -78,6 +83,7 @@ def measure_stage(spec: dict[str, Any], emit: Emit, inspection: dict[str, Any]) 
             inputs_file=spec.get("inputs_path"),
             progress=on_progress,
             cancel=CANCEL,
+            zygote=zygote,
             **{name: value for name, value in limits.items() if value is not None},
         )
     except MeasurementCancelled:

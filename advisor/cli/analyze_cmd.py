@@ -127,10 +127,14 @@ def analyze_locally(
         sniff(model)
     except ArtifactRejected as exc:
         _fail(str(exc))
-    inspection = _inspect(model, inputs, input_shapes)
-    run = None
-    if not skip_measure:
-        run = _measure(model, backends, device, context.workload, context.optimizer, inputs, input_shapes)
+    from advisor.measure import measurement_zygote
+
+    # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis
+    with measurement_zygote(device) as zygote:
+        inspection = _inspect(model, inputs, input_shapes, zygote)
+        run = None
+        if not skip_measure:
+            run = _measure(model, backends, device, context.workload, context.optimizer, inputs, input_shapes, zygote)
     return {
         "model_name": model.name,
         "context": context.model_dump(),
@@ -159,14 +163,14 @@ def _context(context_file: Path | None, flags: dict[str, Any]) -> Any:
         _fail(f"invalid deployment context:\n{lines}")
 
 
-def _inspect(model: Path, inputs: Path | None, input_shapes: list[str] | None) -> dict[str, Any]:
+def _inspect(model: Path, inputs: Path | None, input_shapes: list[str] | None, zygote: Any) -> dict[str, Any]:
     from advisor.sandbox import run_in_sandbox
 
     typer.echo("inspecting the model ...", err=True)
     kwargs = {"path": str(model.resolve()), "inputs_file": str(inputs.resolve()) if inputs else None,
               "input_shapes": input_shapes}  # fmt: skip
     result = run_in_sandbox("advisor.inspect:inspect_model", kwargs, timeout_s=INSPECT_TIMEOUT_S,
-                            memory_limit_mb=None, stage="inspect")  # fmt: skip
+                            memory_limit_mb=None, stage="inspect", zygote=zygote)  # fmt: skip
     if result.status != "ok":
         _fail(f"inspection failed ({result.status}): {result.reason or 'no details'}", EXIT_FAILED)
     return result.value
@@ -180,6 +184,7 @@ def _measure(
     optimizer: str,
     inputs: Path | None,
     input_shapes: list[str] | None,
+    zygote: Any,
 ) -> dict[str, Any]:
     from advisor.measure import MeasureError, measure_model
 
@@ -195,7 +200,7 @@ def _measure(
     try:
         return measure_model(str(model), backends=backends, device=device, workload=workload,
                              optimizer=optimizer, inputs_file=str(inputs) if inputs else None,
-                             input_shapes=input_shapes, progress=progress)  # fmt: skip
+                             input_shapes=input_shapes, progress=progress, zygote=zygote)  # fmt: skip
     except MeasureError as exc:
         _fail(str(exc))
 

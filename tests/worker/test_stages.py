@@ -1,0 +1,49 @@
+"""The job's stages (workers.stages.run_stages) as the runner child runs them, on a real exported model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import advisor.measure
+from advisor.sandbox import Zygote
+
+
+class RecordingZygote(Zygote):
+    """A real zygote that records the target of every child it forks."""
+
+    forked: list[str] = []
+
+    def fork(self, spec_path: str, env, output_path: str):  # type: ignore[no-untyped-def]
+        child = super().fork(spec_path, env, output_path)
+        if child is not None:
+            RecordingZygote.forked.append(json.loads(Path(spec_path).read_text())["target"])
+        return child
+
+
+def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from advisor.examples import export_example
+    from workers.stages import run_stages
+
+    started: list[RecordingZygote] = []
+
+    def one_zygote(device: str) -> Zygote:
+        started.append(RecordingZygote("advisor.measure_child:preload", {"device": device}))
+        return started[-1]
+
+    monkeypatch.setattr(advisor.measure, "measurement_zygote", one_zygote)
+    RecordingZygote.forked = []
+    model = export_example("mlp", tmp_path / "mlp.pt2")
+    spec = {"artifact_path": str(model), "device": "cpu", "backends": ["eager"], "workload": "inference",
+            "optimizer": "sgd", "job": {}}  # fmt: skip
+    stages: list[str] = []
+    result = run_stages(spec, lambda stage, progress: stages.append(stage))
+    assert result["error"] is None, result["error"]
+    assert result["inspection"]["format"] == "exported_program"
+    assert result["measurements"]["measurements"][0]["status"] == "ok"
+    assert len(started) == 1  # one `import torch` for the whole job
+    assert RecordingZygote.forked == ["advisor.inspect:inspect_model", "advisor.measure_child:measure_variant"]
+    assert started[0]._proc is None  # closed when the job's stages end
+    assert stages[0] == "inspect" and stages[-1] == "measure:eager:default"
