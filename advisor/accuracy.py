@@ -12,7 +12,7 @@ Inputs are lists of output leaves (tensors, or other values compared for equalit
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from advisor.schema import Accuracy
@@ -43,9 +43,15 @@ def _rmse_multiplier(numel: int) -> float:
 
 
 def compare_outputs(
-    result: Sequence[Any], eager: Sequence[Any], reference_fp64: Sequence[Any] | None
+    result: Sequence[Any],
+    eager: Sequence[Any],
+    reference_fp64: Sequence[Any] | None,
+    tolerance: Mapping[str, float | None] | None = None,
 ) -> Accuracy:
-    """Compare a backend's output leaves with eager's (and with the float64 reference when given)."""
+    """Compare a backend's output leaves with eager's (and with the float64 reference when given).
+
+    `tolerance`: {"atol", "rtol"} overriding the dtype defaults (the deployment context's
+    `accuracy_tolerance`); a None value keeps that default."""
     import torch
 
     if len(result) != len(eager):
@@ -66,7 +72,7 @@ def compare_outputs(
             if not torch.equal(res, exp.to(res.dtype)):
                 return _structural_failure(f"integer output {i} differs from eager")
             continue
-        leaf_atol, leaf_rtol = tolerance_for(exp.dtype)
+        leaf_atol, leaf_rtol = _overridden(tolerance_for(exp.dtype), tolerance)
         atol, rtol = max(atol, leaf_atol), max(rtol, leaf_rtol)
         all_close &= bool(torch.allclose(res.to(exp.dtype), exp, atol=leaf_atol, rtol=leaf_rtol, equal_nan=True))
         floats_res.append(res.double().flatten())
@@ -100,6 +106,13 @@ def compare_outputs(
     if reason:
         accuracy["reason"] = reason
     return accuracy
+
+
+def _overridden(default: tuple[float, float], tolerance: Mapping[str, float | None] | None) -> tuple[float, float]:
+    if not tolerance:
+        return default
+    atol, rtol = tolerance.get("atol"), tolerance.get("rtol")
+    return (default[0] if atol is None else float(atol), default[1] if rtol is None else float(rtol))
 
 
 def _rmse(a: Any, b: Any) -> float:

@@ -65,8 +65,11 @@ class AdvisorClient:
         inputs: str | Path | None = None,
         model_name: str | None = None,
         force: bool = False,
+        backends: list[str] | None = None,
     ) -> dict[str, Any]:
-        """Upload a model (streamed) with its deployment context: `{"id", "status", "links", ...}`."""
+        """Upload a model (streamed) with its deployment context: `{"id", "status", "links", ...}`.
+
+        `backends`: the backends the job measures (e.g. ["eager", "inductor"]); None leaves it to the server."""
         model = Path(model)
         if not model.is_file():
             raise AdvisorError(f"no such model file: {model}")
@@ -75,6 +78,8 @@ class AdvisorClient:
         data = {"context": json.dumps(context), "model_name": model_name or model.name}
         if force:
             data["force"] = "true"
+        if backends:
+            data["backends"] = ",".join(backends)
         with model.open("rb") as model_file:
             files: dict[str, Any] = {"model": (model.name, model_file, "application/octet-stream")}
             if inputs is None:

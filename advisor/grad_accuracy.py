@@ -11,7 +11,7 @@ backend (a dropped gradient) fails outright, by name.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from advisor.accuracy import compare_outputs
@@ -20,9 +20,12 @@ from advisor.schema import Accuracy
 _WORST = 1.7976931348623157e308
 
 
-def compare_gradients(result: Sequence[tuple[str, Any]], reference: dict) -> Accuracy:
+def compare_gradients(
+    result: Sequence[tuple[str, Any]], reference: dict, tolerance: Mapping[str, float | None] | None = None
+) -> Accuracy:
     """`result`: (parameter name, gradient or None) from the backend's first step; `reference`: from
-    `advisor.training_step.reference_gradients`. The reason (on failure) names the gradients."""
+    `advisor.training_step.reference_gradients`; `tolerance` as in `compare_outputs` (applied to the scaled
+    gradients). The reason (on failure) names the gradients."""
     got = dict(result)
     names = reference["names"]
     missing = [name for name, grad in zip(names, reference["grads"], strict=True)
@@ -37,7 +40,7 @@ def compare_gradients(result: Sequence[tuple[str, Any]], reference: dict) -> Acc
     kept = list(zip(keep, scales, strict=True))
     accuracy = compare_outputs([_scaled(got[names[i]], s) for i, s in kept],
                                [_scaled(reference["grads"][i], s) for i, s in kept],
-                               None if fp64 is None else [_scaled(fp64[i], s) for i, s in kept])  # fmt: skip
+                               None if fp64 is None else [_scaled(fp64[i], s) for i, s in kept], tolerance)  # fmt: skip
     accuracy["max_abs_err"] = max((_max_abs_diff(got[names[i]], reference["grads"][i]) for i in keep), default=0.0)
     if not accuracy["passed"]:
         worst = _worst_relative(names, keep, got, reference["grads"], scales)

@@ -91,6 +91,7 @@ def measure_model(
     cancel: Cancel = None,
     optimizer: str = "sgd",
     zygote: Zygote | None = None,
+    accuracy_tolerance: dict | None = None,
 ) -> MeasurementRun:
     """Measure `path` on `device`; returns one Measurement per (backend, mode), eager included.
 
@@ -98,6 +99,7 @@ def measure_model(
     `cancel` fires. `timeout_s` and `memory_limit_mb` apply to each child separately.
     `workload="training"` times a training step (advisor.training_step) with `optimizer` ("sgd" or "adamw").
     `zygote`: a `measurement_zygote(device)` already started for this job (the caller closes it); None starts one.
+    `accuracy_tolerance`: {"atol", "rtol"} (either may be None) replacing the dtype defaults of the accuracy check.
     """
     _check_model_file(path, inputs_file)
     variants = plan_variants(backends, device)
@@ -114,6 +116,7 @@ def measure_model(
         "reference_path": str(workdir / "reference.pt"),
         "policy": policy,
         "optimizer": optimizer,
+        "accuracy_tolerance": accuracy_tolerance,
     }
     # the children fork from one interpreter that has imported torch once (each still gets its own process)
     owns_zygote = zygote is None

@@ -16,7 +16,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from advisor import devices
 from advisor.sandbox import StageError, report_progress
@@ -76,6 +76,7 @@ def measure_variant(
     options: dict | None = None,
     warm_run: bool = False,
     optimizer: str = "sgd",
+    accuracy_tolerance: dict | None = None,
 ) -> dict:
     devices.prepare_environment(device)
     from advisor.backends import get_backend
@@ -147,19 +148,19 @@ def measure_variant(
         if steps:
             from advisor.grad_accuracy import compare_gradients
 
-            accuracy = compare_gradients(steps.backend.gradients(), reference["gradients"])
+            accuracy = compare_gradients(steps.backend.gradients(), reference["gradients"], accuracy_tolerance)
             result["training"] = _training_details(steps, optimizer, dev.peak_memory_mb())
         else:
-            accuracy = compare_outputs(_leaves_on_cpu(out), reference["eager_out"], reference["fp64_out"])
+            accuracy = compare_outputs(_leaves_on_cpu(out), reference["eager_out"], reference["fp64_out"],
+                                       accuracy_tolerance)  # fmt: skip
         result["accuracy"] = accuracy
 
         progress("timing")
         # eager is the very same callable the backend compiled (ep.module() has its own call overhead)
         fns = {"backend": compiled} if is_baseline else {"backend": compiled, "eager": steps.eager if steps else module}
-        samples, calls_per_sample, timed_s = _time_side_by_side(fns, inputs, dev, timing,
-                                                                lambda n: progress("timing", n))  # fmt: skip
-        result["timed_s"] = timed_s
-        result.update(_summaries(samples, calls_per_sample, is_baseline))
+        window = _time_side_by_side(fns, inputs, dev, timing, lambda n: progress("timing", n))
+        result["timed_s"] = window.seconds
+        result.update(_summaries(window, is_baseline))
         result["peak_memory_mb"], result["memory_kind"] = dev.peak_memory_mb()
         result["throughput"] = _throughput(inputs, result["latency"]["median_ms"])
         if steps:
@@ -301,17 +302,25 @@ def _one_line(exc: BaseException) -> str:
 
 
 # ------------------------------------------------------------------ timing
+class TimedWindow(NamedTuple):
+    """What `_time_side_by_side` measured, per callable name."""
+
+    samples: dict[str, list[float]]  # per-call seconds; a sample is the mean of calls_per_sample calls
+    calls_per_sample: dict[str, int]
+    seconds: float  # spent timing
+    block_sizes: dict[str, list[int]]  # samples per interleaved block, in order (for `stats.drift`)
+
+
 def _time_side_by_side(
     fns: dict[str, Callable[..., Any]],
     inputs: tuple,
     dev: devices.Device,
     policy: TimingPolicy,
     on_round: Callable[[int], None],
-) -> tuple[dict[str, list[float]], dict[str, int], float]:
+) -> TimedWindow:
     """Interleave blocks of each callable (order alternating per round) until the policy says stop.
 
-    Returns the per-call seconds of every sample (a sample is the mean of `calls_per_sample[name]`
-    back-to-back calls, synchronised once at its end), calls_per_sample, and the seconds spent timing.
+    A sample is the mean of `calls_per_sample[name]` back-to-back calls, synchronised once at its end.
     """
     from advisor.stats import ci_relative_half_width
 
@@ -329,6 +338,7 @@ def _time_side_by_side(
         run_sample[name] = _repeated(fn, inputs, k)
         samples_per_block[name] = _block_size(policy, per_call * k)
     samples: dict[str, list[float]] = {name: [] for name in fns}
+    block_sizes: dict[str, list[int]] = {name: [] for name in fns}
     order = list(fns)
     started = time.perf_counter()
     while True:
@@ -339,6 +349,7 @@ def _time_side_by_side(
                     times.append(timer(run)[0] / k)
             except Exception as exc:
                 raise _stage_error(exc, f"timed calls of {name} (after {len(times) * k} calls)") from exc
+            block_sizes[name].append(samples_per_block[name])
             # re-size the next block from this block's median (warm-up calls can be far slower than steady state)
             samples_per_block[name] = _block_size(policy, statistics.median(times[-samples_per_block[name]:]) * k)
         order.reverse()
@@ -350,7 +361,7 @@ def _time_side_by_side(
         if enough_samples and elapsed >= policy.min_time_s:
             if all(ci_relative_half_width(t) <= policy.ci_target for t in samples.values()):
                 break
-    return samples, calls_per_sample, time.perf_counter() - started
+    return TimedWindow(samples, calls_per_sample, time.perf_counter() - started, block_sizes)
 
 
 def _warm_up(timer: Callable[[Callable[[], Any]], tuple[float, Any]], call: Callable[[], Any], iters: int) -> float:
@@ -391,13 +402,17 @@ def _hard_cap_s(policy: TimingPolicy) -> float:
     return max(10 * policy.max_time_s, 30.0)
 
 
-def _summaries(samples: dict[str, list[float]], calls_per_sample: dict[str, int], is_baseline: bool) -> dict:
+def _summaries(window: TimedWindow, is_baseline: bool) -> dict:
     from advisor.stats import speedup, summarize
 
-    latency = summarize(samples["backend"], calls_per_sample=calls_per_sample["backend"])
+    def stats(name: str) -> Any:
+        return summarize(window.samples[name], calls_per_sample=window.calls_per_sample[name],
+                         block_sizes=window.block_sizes[name])  # fmt: skip
+
+    latency = stats("backend")
     if is_baseline:
         return {"latency": latency, "eager_latency": latency, "speedup_vs_eager": 1.0, "speedup_ci": None}
-    eager = summarize(samples["eager"], calls_per_sample=calls_per_sample["eager"])
+    eager = stats("eager")
     ratio, interval = speedup(eager, latency)
     return {"latency": latency, "eager_latency": eager, "speedup_vs_eager": ratio, "speedup_ci": interval}
 
@@ -434,7 +449,7 @@ def _measure_dynamic_sizes(
             continue
         sized = dev.to_device(sized)
         frames_before = _dynamo_counter("frames", "total")
-        samples, _k, _ = _time_side_by_side(fns, sized, dev, short, lambda n: None)
+        samples = _time_side_by_side(fns, sized, dev, short, lambda n: None).samples
         shape = {names[i] if i < len(names) else f"input{i}": list(t.shape) for i, t in enumerate(sized)
                  if isinstance(t, torch.Tensor)}  # fmt: skip
         recompiles = _dynamo_counter("frames", "total") - frames_before if _dynamo_counters() is not None else None

@@ -33,12 +33,17 @@ def analyze_remote(
     inputs: Path | None = None,
     model_name: str | None = None,
     force: bool = False,
+    backends: list[str] | None = None,
+    out: Path | None = None,
 ) -> int:
-    """Submit and (with `wait`) follow one analysis; returns the exit code (0 done, 1 failed/cancelled, 2 error)."""
+    """Submit and (with `wait`) follow one analysis; returns the exit code (0 done, 1 failed/cancelled, 2 error).
+
+    `backends`: what the job measures (None: the server's choice); `out`: write the report there, not stdout."""
     err = Console(stderr=True)
     with AdvisorClient(server, token) as client:
         try:
-            submitted = client.submit(model, context, inputs=inputs, model_name=model_name, force=force)
+            submitted = client.submit(model, context, inputs=inputs, model_name=model_name, force=force,
+                                      backends=backends)  # fmt: skip
         except AdvisorError as exc:
             err.print(f"[red]error:[/red] {exc}", highlight=False)
             return EXIT_USAGE
@@ -58,7 +63,7 @@ def analyze_remote(
         except KeyboardInterrupt:
             err.print(f"stopped waiting; the analysis goes on: npu-advisor analyze --server {server} ... or the web UI")
             return 130
-    return _print_outcome(analysis, fmt, err)
+    return _print_outcome(analysis, fmt, err, out)
 
 
 def describe_progress(analysis: dict[str, Any]) -> str:
@@ -83,7 +88,7 @@ def _follow(client: AdvisorClient, analysis_id: Any, err: Console) -> dict[str, 
         return client.wait(analysis_id, on_update=update)
 
 
-def _print_outcome(analysis: dict[str, Any], fmt: str, err: Console) -> int:
+def _print_outcome(analysis: dict[str, Any], fmt: str, err: Console, out: Path | None = None) -> int:
     status = analysis.get("status")
     if status != "done":
         reason = analysis.get("error") or "no reason recorded"
@@ -91,6 +96,10 @@ def _print_outcome(analysis: dict[str, Any], fmt: str, err: Console) -> int:
         return EXIT_ANALYSIS_FAILED
     from advisor.report import render
 
-    report = {key: analysis.get(key) for key in REPORT_FIELDS}
-    sys.stdout.write(render(report, fmt).rstrip("\n") + "\n")
+    report = render({key: analysis.get(key) for key in REPORT_FIELDS}, fmt).rstrip("\n") + "\n"
+    if out is None:
+        sys.stdout.write(report)
+    else:
+        out.write_text(report)
+        err.print(f"report written to {out}", highlight=False, soft_wrap=True)
     return EXIT_OK

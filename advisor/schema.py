@@ -103,6 +103,9 @@ class LatencyStats(TypedDict):
     ci_high_ms: float
     verdict: Literal["valid", "noisy"]
     calls_per_sample: NotRequired[int]  # >1: each sample is the mean of this many back-to-back calls (fast models)
+    # p10-p90 range of the per-block medians over the median: how far the machine's speed moved during the
+    # window, which the CI (of samples) does not cover; None when there were too few blocks of enough samples
+    drift: NotRequired[float | None]
 
 
 class Accuracy(TypedDict):

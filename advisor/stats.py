@@ -16,6 +16,9 @@ from advisor.schema import LatencyStats
 
 # IQR / median above this is "noisy" (torch.utils.benchmark's adaptive_autorange uses the same 0.1).
 NOISY_IQR_RATIO = 0.1
+# drift needs this many interleaved blocks of at least this many samples each
+DRIFT_MIN_BLOCKS = 5
+DRIFT_MIN_BLOCK_SAMPLES = 5
 _EXACT_BINOMIAL_MAX_N = 1000
 
 
@@ -82,7 +85,11 @@ def ci_relative_half_width(samples: Sequence[float], confidence: float = 0.95) -
 
 
 def summarize(
-    samples_s: Sequence[float], *, noisy_iqr_ratio: float = NOISY_IQR_RATIO, calls_per_sample: int = 1
+    samples_s: Sequence[float],
+    *,
+    noisy_iqr_ratio: float = NOISY_IQR_RATIO,
+    calls_per_sample: int = 1,
+    block_sizes: Sequence[int] | None = None,
 ) -> LatencyStats:
     """Summarise per-call times in **seconds** as a LatencyStats in **milliseconds**.
 
@@ -90,6 +97,8 @@ def summarize(
     calls (how fast models are timed, like torch.utils.benchmark's blocks): n counts blocks, and the
     percentiles, IQR and CI are those of block means - a p99 says how slow a bad block was on average,
     not how slow the single slowest call was. k is recorded as `calls_per_sample`.
+
+    `block_sizes`: how many consecutive samples each interleaved block holds (in order); gives `drift`.
     """
     if not samples_s:
         raise ValueError("no samples to summarise")
@@ -113,7 +122,26 @@ def summarize(
         ci_high_ms=ci_high,
         verdict="noisy" if noisy else "valid",
         calls_per_sample=calls_per_sample,
+        drift=drift(samples_s, block_sizes) if block_sizes else None,
     )
+
+
+def drift(samples: Sequence[float], block_sizes: Sequence[int]) -> float | None:
+    """(p90 - p10) / median of the per-block medians: how much the speed moved between the interleaved blocks
+    of one window (~50 ms each). The median's CI is computed from the samples as if they were independent;
+    a machine whose speed wanders (a shared VM) moves whole blocks, and this says by how much. None with
+    fewer than DRIFT_MIN_BLOCKS blocks of DRIFT_MIN_BLOCK_SAMPLES samples (slow models: one call per block)."""
+    medians, start = [], 0
+    for size in block_sizes:
+        block = sorted(samples[start : start + size])
+        start += size
+        if len(block) >= DRIFT_MIN_BLOCK_SAMPLES:
+            medians.append(percentile(block, 50))
+    if len(medians) < DRIFT_MIN_BLOCKS:
+        return None
+    medians.sort()
+    middle = percentile(medians, 50)
+    return (percentile(medians, 90) - percentile(medians, 10)) / middle if middle > 0 else None
 
 
 def speedup(baseline: LatencyStats, candidate: LatencyStats) -> tuple[float, list[float]]:

@@ -70,8 +70,8 @@ def compare_in_one_process(model_path: str, repeats: int = 11, bracket_s: float 
 
         for _ in range(repeats):
             before = {name: blocked(name) for name in ("eager", "inductor")}
-            samples, calls_per_sample, harness_s = _time_side_by_side({"eager": module, "backend": compiled}, inputs,
-                                                                      dev, policy, lambda n: None)  # fmt: skip
+            window = _time_side_by_side({"eager": module, "backend": compiled}, inputs, dev, policy, lambda n: None)
+            samples, calls_per_sample, harness_s = window.samples, window.calls_per_sample, window.seconds
             after = {name: blocked(name) for name in ("inductor", "eager")}
             entry: dict = {"harness_wall_s": harness_s}
             for name, key in (("eager", "eager"), ("inductor", "backend")):

@@ -42,6 +42,15 @@ def test_a_wrong_offset_fails_with_a_readable_reason():
     assert "float64 reference" in acc["reason"]
 
 
+def test_a_tolerance_override_loosens_or_tightens_the_check():
+    _, eager = _reference()
+    strict = compare_outputs([eager + 5e-5], [eager], [eager.double()], {"atol": 1e-6, "rtol": 0.0})
+    assert not strict["passed"] and (strict["atol"], strict["rtol"]) == (1e-6, 0.0)
+    assert compare_outputs([eager + 5e-5], [eager], [eager.double()])["passed"]  # the default accepts it
+    loose = compare_outputs([eager + 5e-2], [eager], [eager.double()], {"atol": 0.1, "rtol": None})
+    assert loose["passed"] and (loose["atol"], loose["rtol"]) == (0.1, tolerance_for(torch.float32)[1])
+
+
 def test_without_a_float64_reference_cosine_decides():
     _, eager = _reference()
     assert compare_outputs([eager * 1.0001], [eager], None)["passed"]

@@ -46,12 +46,24 @@ def test_context_file_is_overridden_by_flags(tmp_path: Path, monkeypatch: pytest
 
     monkeypatch.setattr(advisor.remote, "analyze_remote", fake_remote)
     result = runner.invoke(app, ["analyze", str(model), "--context", str(context_file), "--stage", "production",
-                                 "--server", "http://advisor.example:8000", "--token", "t0k", "--format", "markdown"])
+                                 "--server", "http://advisor.example:8000", "--token", "t0k", "--format", "markdown",
+                                 "--backends", "eager,inductor", "--force", "--out", str(tmp_path / "r.md")])
     assert result.exit_code == 0, result.output
+    assert seen["backends"] == ["eager", "inductor"] and seen["force"] is True and seen["out"] == tmp_path / "r.md"
     assert seen["context"]["stage"] == "production"  # the flag wins
     assert seen["context"]["target"] == "cpu" and seen["context"]["memory_budget_mb"] == 256  # the file's
     assert seen["server"] == "http://advisor.example:8000" and seen["token"] == "t0k" and seen["fmt"] == "markdown"
     assert seen["model"] == model and seen["wait"] is True
+
+
+def test_flags_that_only_mean_something_in_one_mode_are_refused_in_the_other(tmp_path: Path) -> None:
+    model = tmp_path / "m.pt2"
+    model.write_bytes(b"x")
+    on_server = runner.invoke(app, ["analyze", str(model), "--server", "http://advisor.example:8000", "--device", "cpu",
+                                    "--skip-measure"])  # fmt: skip
+    assert on_server.exit_code == 2 and "--device, --skip-measure apply to --local only" in on_server.output
+    local = runner.invoke(app, ["analyze", str(model), "--force"])
+    assert local.exit_code == 2 and "--force applies to --server only" in local.output
 
 
 def test_missing_model_and_bad_format_are_messages(tmp_path: Path) -> None:

@@ -61,3 +61,26 @@ def test_bad_arguments_give_the_specific_message_and_a_non_zero_exit(tmp_path, m
     assert result.exit_code != 0
     assert message in result.output.lower() or message in result.output
     assert "Traceback" not in result.output
+
+
+def test_drift_during_timing_gets_a_line_under_the_table():
+    from rich.console import Console
+    from web import synthetic
+
+    from advisor.cli.measure_cmd import print_run
+
+    run = synthetic.run()
+    rows = run["measurements"]
+    rows[0]["latency"]["drift"] = 0.12
+    for row in rows[1:]:
+        row["latency"]["drift"] = 0.01
+    console = Console(record=True, width=250)
+    print_run(run, console)
+    out = console.export_text()
+    label = f"{rows[0]['backend']}:{rows[0]['mode']}"
+    assert f"the machine's speed moved during timing (p10-p90 of the ~50 ms blocks' medians): {label} 12%;" in out
+    for row in rows:  # a steady machine: no line
+        row["latency"]["drift"] = 0.01
+    console = Console(record=True, width=250)
+    print_run(run, console)
+    assert "speed moved" not in console.export_text()

@@ -53,6 +53,14 @@ def test_every_way_a_backend_can_fail_becomes_a_readable_status(mlp_file):
     assert rows["test-wrong"]["latency"]["n"] >= 10 and rows["test-wrong"]["eager_latency"]["n"] >= 10
 
 
+def test_the_contexts_accuracy_tolerance_replaces_the_dtype_defaults(mlp_file):
+    wrong = f"{T}:WrongNumbersBackend"  # every output off by exactly 1.0
+    tolerance = {"atol": 1.5, "rtol": None}
+    loose = _rows(measure_model(mlp_file, backends=[wrong], timing=FAST, accuracy_tolerance=tolerance))
+    assert loose["test-wrong"]["status"] == "ok" and loose["test-wrong"]["accuracy"]["atol"] == 1.5
+    assert loose["test-wrong"]["accuracy"]["rtol"] == pytest.approx(1e-4)  # None keeps float32's default
+
+
 def test_eager_baseline_row_has_statistics_memory_accuracy_and_environment(mlp_file):
     events: list[dict] = []
     run = measure_model(mlp_file, backends=["torchair:max-autotune"], timing=FAST, progress=events.append,
@@ -185,13 +193,17 @@ def test_fast_calls_are_timed_in_blocks_and_each_sample_is_the_block_mean():
 
     policy = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.5, warmup_iters=2, sample_time_s=0.001)
     fns = {"backend": busy(100e-6), "eager": busy(2e-3)}
-    samples, calls_per_sample, timed_s = _time_side_by_side(fns, (), open_device("cpu"), policy, lambda n: None)
+    samples, calls_per_sample, timed_s, block_sizes = _time_side_by_side(fns, (), open_device("cpu"), policy,
+                                                                         lambda n: None)  # fmt: skip
     # 100 us calls: about 10 per 1 ms sample; 2 ms calls are already long enough to time one by one
     assert 5 <= calls_per_sample["backend"] <= 11 and calls_per_sample["eager"] == 1
     assert len(samples["backend"]) >= 10 and len(samples["eager"]) >= 10 and timed_s > 0
     # samples are per-call seconds (block time / k), never less than the busy-wait itself
     assert min(samples["backend"]) >= 100e-6 and sorted(samples["backend"])[len(samples["backend"]) // 2] < 300e-6
     assert min(samples["eager"]) >= 2e-3
+    # blocks alternate: both callables got the same number of blocks, and they account for every sample
+    assert len(block_sizes["backend"]) == len(block_sizes["eager"]) >= 1
+    assert sum(block_sizes["backend"]) == len(samples["backend"]) and sum(block_sizes["eager"]) == len(samples["eager"])
 
 
 def compile_and_count_cache_files() -> dict:

@@ -68,6 +68,18 @@ def test_block_timed_samples_record_how_many_calls_each_sample_averages():
     assert blocks["n"] == 3 and blocks["median_ms"] == pytest.approx(2.0)  # n counts samples (block means)
 
 
+def test_drift_is_how_far_the_block_medians_move_which_the_ci_does_not_see():
+    rng = random.Random(0)
+    # 10 interleaved blocks of 20 samples; the machine runs 20 % slower during every other block
+    moving = [(1.0 + (block % 2) * 0.2) * 1e-3 + rng.gauss(0, 1e-6) for block in range(10) for _ in range(20)]
+    steady = [1.0e-3 + rng.gauss(0, 1e-6) for _ in range(200)]
+    assert summarize(moving, block_sizes=[20] * 10)["drift"] == pytest.approx(0.2 / 1.1, rel=0.01)
+    assert summarize(steady, block_sizes=[20] * 10)["drift"] < 0.01
+    assert summarize(moving)["drift"] is None  # no block structure given
+    assert summarize(moving, block_sizes=[50] * 4)["drift"] is None  # fewer than 5 blocks
+    assert summarize(moving[:40], block_sizes=[4] * 10)["drift"] is None  # blocks too small for a median
+
+
 def test_verdict_is_noisy_when_the_iqr_is_large_relative_to_the_median():
     tight = [1.0e-3 + (i % 5) * 1e-6 for i in range(200)]
     spread = [1.0e-3 * (1 + (i % 4) * 0.3) for i in range(200)]

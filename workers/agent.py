@@ -268,6 +268,7 @@ class WorkerAgent:
             "backends": [name for name in wanted if name in self.config.backends] or ["eager"],
             "workload": context.get("workload", "inference"),
             "optimizer": context.get("optimizer", "sgd"),
+            "accuracy_tolerance": context.get("accuracy_tolerance"),
             **self.config.stage_options,
         }
 

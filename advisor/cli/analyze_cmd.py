@@ -42,6 +42,9 @@ def analyze(
     server: str | None = typer.Option(None, "--server", help="a team server URL: analyse there instead"),
     token: str | None = typer.Option(None, "--token", envvar="ADVISOR_TOKEN", help="API token for --server"),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="with --server: follow the analysis to the end"),
+    force: bool = typer.Option(
+        False, "--force", help="with --server: measure again even if an identical analysis exists"
+    ),
     context_file: Path | None = typer.Option(None, "--context", help="deployment context as a JSON file"),
     stage: str | None = typer.Option(None, help="prototype | production | edge"),
     model_changes: str | None = typer.Option(None, "--model-changes", help="frequent | occasional | frozen"),
@@ -87,7 +90,13 @@ def analyze(
         _fail(f"{model} does not exist or is not a file")
     context = _context(context_file, flags)
     if server:
-        raise typer.Exit(_analyze_on_server(model, context.model_dump(), server, token, wait, fmt, inputs))
+        local_only = {"--device": device, "--skip-measure": skip_measure or None, "--input-shape": input_shape or None}
+        if given := [flag for flag, value in local_only.items() if value is not None]:
+            _fail(f"{', '.join(given)} apply to --local only (the server's worker measures on its own device)")
+        request = {"backends": _split(backends), "force": force, "out": out}
+        raise typer.Exit(_analyze_on_server(model, context.model_dump(), server, token, wait, fmt, inputs, request))
+    if force:
+        _fail("--force applies to --server only (a local analysis always measures)")
     if not local:
         _fail("choose --local or --server URL")
     analysis = analyze_locally(
@@ -134,7 +143,7 @@ def analyze_locally(
         inspection = _inspect(model, inputs, input_shapes, zygote)
         run = None
         if not skip_measure:
-            run = _measure(model, backends, device, context.workload, context.optimizer, inputs, input_shapes, zygote)
+            run = _measure(model, backends, device, context, inputs, input_shapes, zygote)
     return {
         "model_name": model.name,
         "context": context.model_dump(),
@@ -180,8 +189,7 @@ def _measure(
     model: Path,
     backends: list[str] | None,
     device: str,
-    workload: str,
-    optimizer: str,
+    context: Any,
     inputs: Path | None,
     input_shapes: list[str] | None,
     zygote: Any,
@@ -198,21 +206,32 @@ def _measure(
 
     typer.echo(f"measuring on {device} (one process per backend and mode; compiling takes a while) ...", err=True)
     try:
-        return measure_model(str(model), backends=backends, device=device, workload=workload,
-                             optimizer=optimizer, inputs_file=str(inputs) if inputs else None,
-                             input_shapes=input_shapes, progress=progress, zygote=zygote)  # fmt: skip
+        tolerance = context.accuracy_tolerance.model_dump() if context.accuracy_tolerance else None
+        return measure_model(str(model), backends=backends, device=device, workload=context.workload,
+                             optimizer=context.optimizer, inputs_file=str(inputs) if inputs else None,
+                             input_shapes=input_shapes, progress=progress, zygote=zygote,
+                             accuracy_tolerance=tolerance)  # fmt: skip
     except MeasureError as exc:
         _fail(str(exc))
 
 
 def _analyze_on_server(
-    model: Path, context: dict, server: str, token: str | None, wait: bool, fmt: str, inputs: Path | None
+    model: Path,
+    context: dict,
+    server: str,
+    token: str | None,
+    wait: bool,
+    fmt: str,
+    inputs: Path | None,
+    request: dict[str, Any],
 ) -> int:
+    """`request`: backends (None = the server's default), force, out (write the report there)."""
     try:
         from advisor.remote import analyze_remote
     except ImportError:
         _fail("server mode is not installed in this copy of npu-advisor; use --local")
-    return analyze_remote(model=model, context=context, server=server, token=token, wait=wait, fmt=fmt, inputs=inputs)
+    return analyze_remote(model=model, context=context, server=server, token=token, wait=wait, fmt=fmt, inputs=inputs,
+                          **request)  # fmt: skip
 
 
 def _split(values: list[str] | None) -> list[str] | None:

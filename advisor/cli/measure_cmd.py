@@ -117,6 +117,16 @@ def print_run(run: dict, console: Console) -> None:
     if noisy:
         console.print(f"[yellow]noisy timings (IQR > 10% of the median): {', '.join(noisy)}; "
                       "compare speedups, not absolute times[/yellow]")  # fmt: skip
+    drifted = [f"{r['backend']}:{r['mode']} {r['latency']['drift']:.0%}" for r in run["measurements"]
+               if (r.get("latency") or {}).get("drift") and r["latency"]["drift"] > DRIFT_NOTE_ABOVE]  # fmt: skip
+    if drifted:
+        console.print(f"[yellow]the machine's speed moved during timing (p10-p90 of the ~50 ms blocks' medians): "
+                      f"{', '.join(drifted)}; the CIs do not include this; the side-by-side speedups "
+                      "are far less affected[/yellow]")  # fmt: skip
+
+
+# drift (advisor.stats.drift) above this gets a line under the table
+DRIFT_NOTE_ABOVE = 0.05
 
 
 def results_table(run: dict) -> Table:

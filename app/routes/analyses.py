@@ -157,12 +157,26 @@ def _form_fields(form: ReceivedForm) -> dict:
     if force_text not in ("true", "false", "1", "0", "yes", "no", "on", "off", ""):
         raise HTTPException(422, detail=[{"field": "force", "message": "must be true or false"}])
     backends = sorted({name.strip() for name in form.fields.get("backends", "").split(",") if name.strip()})
+    _check_backend_names(backends)
     return {
         "context": context,
         "model_name": model_name,
         "backends": backends,
         "force": force_text in ("true", "1", "yes", "on"),
     }
+
+
+def _check_backend_names(backends: list[str]) -> None:
+    """A job waits for a worker offering every backend it names: an unknown name would wait forever."""
+    from advisor.backends import all_backends
+
+    known = [backend.name for backend in all_backends()]
+    unknown = [name for name in backends if name not in known]
+    if unknown:
+        hint = " (modes are not chosen here: a worker measures every mode of each backend)" if any(
+            ":" in name for name in unknown) else ""  # fmt: skip
+        raise HTTPException(422, detail=[{"field": "backends", "message": f"unknown backend(s) {', '.join(unknown)}; "
+                                          f"known: {', '.join(known)}{hint}"}])  # fmt: skip
 
 
 def _parse_context(raw: str) -> dict:

@@ -384,6 +384,17 @@ def test_unexpected_file_field_and_bad_force_are_422_with_the_field(client, mode
     assert [p for p in stored_files(settings) if ".incoming" in p.parts] == []
 
 
+def test_unknown_backend_names_are_422_not_a_job_that_waits_forever(client, model_file, settings):
+    typo = submit(client, model_file, backends="eager,indcutor")
+    assert typo.status_code == 422
+    detail = typo.json()["detail"][0]
+    assert detail["field"] == "backends" and "indcutor" in detail["message"] and "inductor" in detail["message"]
+    with_mode = submit(client, model_file, backends="inductor:max-autotune")
+    assert with_mode.status_code == 422 and "every mode of each backend" in with_mode.json()["detail"][0]["message"]
+    assert [p for p in stored_files(settings) if ".incoming" in p.parts] == []
+    assert submit(client, model_file, backends="eager,inductor").status_code == 202
+
+
 def test_a_form_of_too_many_parts_is_refused_with_a_clear_422(client, model_file, settings):
     from app.upload_form import MAX_PARTS
 

@@ -27,7 +27,8 @@ def _note_pid(spec: dict[str, Any]) -> None:
 def quick(spec: dict[str, Any], emit) -> dict[str, Any]:
     emit("inspect", 0.0)
     emit("measure:eager:default", 0.5)
-    ran = {"backends_run": spec["backends"], "workload_run": spec["workload"], "optimizer_run": spec["optimizer"]}
+    ran = {"backends_run": spec["backends"], "workload_run": spec["workload"], "optimizer_run": spec["optimizer"],
+           "tolerance_run": spec["accuracy_tolerance"]}
     return {**RESULT, "measurements": {**RESULT["measurements"], **ran}}
 
 

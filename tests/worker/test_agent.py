@@ -170,13 +170,16 @@ def test_only_backends_this_worker_has_are_run(api: WorkerApi, server: FakeServe
     assert server.bodies("complete")[0]["measurements"]["backends_run"] == ["eager", "inductor"]
 
 
-def test_the_jobs_workload_and_optimizer_reach_the_measurement(api: WorkerApi, server: FakeServer, tmp_path: Path):
-    server.add_job(context={"stage": "production", "workload": "training", "optimizer": "adamw"})
+def test_the_jobs_workload_optimizer_and_tolerance_reach_the_measurement(
+    api: WorkerApi, server: FakeServer, tmp_path: Path
+):
+    server.add_job(context={"stage": "production", "workload": "training", "optimizer": "adamw",
+                            "accuracy_tolerance": {"atol": 1e-3, "rtol": None}})  # fmt: skip
     server.add_job(context={"stage": "production"})
     make_agent(api, tmp_path, max_jobs=2).run()
-    ran = [(body["measurements"]["workload_run"], body["measurements"]["optimizer_run"])
-           for body in server.bodies("complete")]  # fmt: skip
-    assert ran == [("training", "adamw"), ("inference", "sgd")]
+    ran = [(body["measurements"]["workload_run"], body["measurements"]["optimizer_run"],
+            body["measurements"]["tolerance_run"]) for body in server.bodies("complete")]  # fmt: skip
+    assert ran == [("training", "adamw", {"atol": 1e-3, "rtol": None}), ("inference", "sgd", None)]
 
 
 def test_a_worker_started_before_the_server_waits_for_it(api: WorkerApi, server: FakeServer, tmp_path: Path):

@@ -160,3 +160,19 @@ def test_analyze_remote_prints_the_same_report_as_local(monkeypatch, model_file:
     expected = report.render({**fields, "recommendation": recommendation}, "json")
     assert capsys.readouterr().out.strip() == expected.strip()
     assert json.loads(expected)  # the json format is JSON
+
+
+def test_analyze_remote_sends_the_backends_and_writes_the_report_to_out(monkeypatch, model_file: Path, capsys):
+    recommendation = {"backend": "inductor", "mode": "default", "summary": "use inductor", "path": [], "caveats": []}
+    api = FakeAnalysisApi([{"status": "done", "inspection": None, "measurements": None,
+                            "recommendation": recommendation}])  # fmt: skip
+    _patch_client(monkeypatch, api)
+    out = model_file.parent / "report.md"
+    code = analyze_remote(model=model_file, context={}, server="http://advisor.test", token=None, wait=True,
+                          fmt="markdown", backends=["eager", "inductor"], force=True, out=out)  # fmt: skip
+    assert code == 0
+    body = api.uploads[0].read()
+    assert b'name="backends"\r\n\r\neager,inductor' in body and b'name="force"\r\n\r\ntrue' in body
+    assert out.read_text().startswith("# npu-advisor report: model.pt2")
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"report written to {out}" in captured.err
