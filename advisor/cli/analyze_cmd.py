@@ -93,8 +93,9 @@ def analyze(
         local_only = {"--device": device, "--skip-measure": skip_measure or None, "--input-shape": input_shape or None}
         if given := [flag for flag, value in local_only.items() if value is not None]:
             _fail(f"{', '.join(given)} apply to --local only (the server's worker measures on its own device)")
-        request = {"backends": _split(backends), "force": force, "out": out}
-        raise typer.Exit(_analyze_on_server(model, context.model_dump(), server, token, wait, fmt, inputs, request))
+        raise typer.Exit(_analyze_on_server(model=model, context=context.model_dump(), server=server, token=token,
+                                            wait=wait, fmt=fmt, inputs=inputs, backends=_split(backends), force=force,
+                                            out=out))  # fmt: skip
     if force:
         _fail("--force applies to --server only (a local analysis always measures)")
     if not local:
@@ -215,23 +216,13 @@ def _measure(
         _fail(str(exc))
 
 
-def _analyze_on_server(
-    model: Path,
-    context: dict,
-    server: str,
-    token: str | None,
-    wait: bool,
-    fmt: str,
-    inputs: Path | None,
-    request: dict[str, Any],
-) -> int:
-    """`request`: backends (None = the server's default), force, out (write the report there)."""
+def _analyze_on_server(**remote: Any) -> int:
+    """Hand the analysis to a team server: the keyword arguments of `advisor.remote.analyze_remote`."""
     try:
         from advisor.remote import analyze_remote
     except ImportError:
         _fail("server mode is not installed in this copy of npu-advisor; use --local")
-    return analyze_remote(model=model, context=context, server=server, token=token, wait=wait, fmt=fmt, inputs=inputs,
-                          **request)  # fmt: skip
+    return analyze_remote(**remote)
 
 
 def _split(values: list[str] | None) -> list[str] | None:
