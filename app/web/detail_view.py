@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.decision_rules import torchair_status_unknown
+from advisor import decision_rules
 from app.web.charts import (
     CompileBar,
     CostLine,
@@ -181,6 +181,7 @@ def coverage_rows(inspection: Mapping | None) -> list[CoverageRow]:
     rows = []
     for name, op in seen.items():
         coverage = op.get("coverage") or {}
+        known_only_on_npu = decision_rules.torchair_status_unknown(coverage)
         namespace = str(op.get("namespace") or name.split(".", 1)[0])
         rows.append(
             CoverageRow(
@@ -190,7 +191,7 @@ def coverage_rows(inspection: Mapping | None) -> list[CoverageRow]:
                 custom=name in custom_names or namespace not in ("aten", "prims"),
                 has_fake_kernel=bool(op.get("has_fake_kernel", True)),
                 inductor=str(coverage.get("inductor") or "unknown"),
-                torchair="unknown" if torchair_status_unknown(coverage) else str(coverage.get("torchair") or "unknown"),
+                torchair="unknown" if known_only_on_npu else str(coverage.get("torchair") or "unknown"),
                 torchair_note=coverage.get("torchair_note"),
             )
         )
