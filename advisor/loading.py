@@ -238,7 +238,7 @@ def _load_torchscript(path: str, inputs_file: str | None, input_shapes: list[str
         notes.append(f"TorchScript -> ExportedProgram conversion failed: {conversion_error}")
     return LoadedModel(
         format="torchscript",
-        module=ep.module() if ep is not None else script_module,
+        module=_with_parameters_of(ep.module(), script_module) if ep is not None else script_module,
         exported_program=ep,
         script_module=script_module,
         example_inputs=example_inputs,
@@ -249,6 +249,22 @@ def _load_torchscript(path: str, inputs_file: str | None, input_shapes: list[str
         warnings=notes,
         conversion_error=conversion_error,
     )
+
+
+def _with_parameters_of(module: Any, script_module: Any) -> Any:
+    """TS2EPConverter turns every weight into a buffer; make the TorchScript module's parameters parameters again
+    (same names, same tensors, requires_grad off as after loading), so training trains them and nothing else
+    (batch-norm running statistics stay buffers)."""
+    buffers = dict(module.named_buffers())
+    for name, _ in script_module.named_parameters():
+        tensor = buffers.get(name)
+        if tensor is None or not tensor.is_floating_point():
+            continue
+        owner_name, _, attr = name.rpartition(".")
+        owner = module.get_submodule(owner_name) if owner_name else module
+        delattr(owner, attr)
+        owner.register_parameter(attr, torch.nn.Parameter(tensor, requires_grad=False))
+    return module
 
 
 def _convert_to_exported_program(script_module: Any, example_inputs: tuple) -> tuple[Any | None, str | None]:

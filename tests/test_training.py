@@ -97,8 +97,24 @@ def test_torchscript_model_trains_its_weights_through_aot_autograd(tmp_path):
     grads = steps.backend.gradients()
     assert len(grads) == 6 and all(g is not None and g.abs().sum() > 0 for _, g in grads)
     assert compare_gradients(grads, reference)["passed"]
-    if not any(True for _ in loaded.module.parameters()):
-        assert "buffers" in steps.train_mode_note
+    assert "buffers" not in (steps.train_mode_note or "")  # the weights are parameters again
+
+
+def test_torchscript_parameters_are_trained_and_its_running_statistics_are_not(tmp_path):
+    from models import cnn
+
+    from advisor.loading import load_model
+
+    model, inputs = cnn()  # batch norm: running_mean / running_var are buffers, not parameters
+    torch.save(inputs, tmp_path / "inputs.pt")
+    loaded = load_model(trace_to(tmp_path / "cnn.pt", model, inputs), inputs_file=str(tmp_path / "inputs.pt"))
+    assert {n for n, _ in loaded.module.named_parameters()} == {n for n, _ in model.named_parameters()}
+    assert {n for n, _ in loaded.module.named_buffers()} == {n for n, _ in model.named_buffers()
+                                                             if not n.endswith("num_batches_tracked")}  # fmt: skip
+    with torch.no_grad():
+        assert torch.allclose(loaded.module(*inputs), model(*inputs))
+    trained = reference_gradients(loaded.module, tuple(inputs))["names"]
+    assert trained == [n for n, _ in loaded.module.named_parameters()]
 
 
 # ------------------------------------------------------------------ measure_model(workload="training")
