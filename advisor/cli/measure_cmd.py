@@ -39,6 +39,10 @@ def measure(
     timeout_s: float = typer.Option(900.0, "--timeout", help="seconds each (backend, mode) child may take"),
     memory_limit_mb: int = typer.Option(16384, "--memory-limit-mb", help="address-space limit per child"),
     max_time_s: float = typer.Option(5.0, "--max-time", help="cap on each steady-state timing window, seconds"),
+    atol: float | None = typer.Option(None, "--atol", min=0, help="accuracy check's absolute tolerance (default: "
+                                      "per dtype, 1e-4 for float32)"),
+    rtol: float | None = typer.Option(None, "--rtol", min=0, help="accuracy check's relative tolerance (default: "
+                                      "per dtype)"),
 ) -> None:
     """Measure compile time, latency (with 95% CIs), speedup vs eager, memory and accuracy for each backend."""
     from advisor.measure import MeasureError, TimingPolicy, measure_model
@@ -65,6 +69,7 @@ def measure(
                 input_shapes=input_shape, progress=on_progress, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
                 timing=TimingPolicy(max_time_s=max_time_s, min_time_s=min(0.5, max_time_s)),
                 workload=workload, optimizer=optimizer,
+                accuracy_tolerance={"atol": atol, "rtol": rtol} if atol is not None or rtol is not None else None,
             )  # fmt: skip
     if as_json:
         typer.echo(json.dumps(run, indent=2))
