@@ -27,7 +27,13 @@ COVERED = ("supported", "partial")
 # Phrases of the note advisor/decomposed_coverage.py writes for an op whose decomposition picks a kernel for the
 # device it is traced on (sdpa): its GE coverage is only known on an NPU. Matched for inspections written before
 # the `torchair_unknown` marker existed.
-_DEVICE_DEPENDENT_PHRASES = ("decomposes per device", "picks the kernel", "only known there", "measure it on an npu")
+_DEVICE_DEPENDENT_PHRASES = (
+    "decomposes per device",
+    "picks the kernel",
+    "only known there",
+    "measure it on an npu",
+    "auto-generate",  # custom ops without a converter (also the wording stored before this was marked unknown)
+)
 
 
 def step(rule: str, question: str, evidence: dict[str, Any], outcome: str) -> RuleStep:

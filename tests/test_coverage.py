@@ -152,6 +152,12 @@ def test_custom_ops_without_a_converter_are_unknown_until_an_npu_not_uncovered(f
     facts = InspectionFacts.of({"ops": ops[1:2], "custom_ops": [ops[0], ops[2]]})
     assert facts.torchair_unknown == ("npu.npu_moe_token_permute.default",)
     assert facts.torchair_uncovered == ("aten.definitely_not_an_op.default",)  # a built-in op: compile fails
+    # an inspection stored before the marker, with the note's earlier wording, is read the same way
+    old_note = ("no explicit TorchAir converter; at compile time TorchAir tries to auto-generate one from an Ascend IR "
+                "registered under the CamelCase name of the op, which works only when such an IR exists")  # fmt: skip
+    stored = {"name": "npu.npu_moe_token_permute.default", "count": 1,
+              "coverage": {"inductor": "fallback", "torchair": "none", "torchair_note": old_note}}  # fmt: skip
+    assert InspectionFacts.of({"ops": [], "custom_ops": [stored]}).torchair_unknown == (stored["name"],)
 
 
 def test_table_records_which_npu_ops_torch_npu_gives_a_meta_kernel() -> None:
