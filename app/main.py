@@ -76,7 +76,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_middleware(
         UploadLimitMiddleware,
-        paths=(f"{API_PREFIX}/analyze", "/analyze"),
+        paths=(f"{API_PREFIX}/analyze", "/analyze", "/upload"),
         limit_bytes=settings.max_upload_bytes + settings.max_inputs_bytes + (1 << 20),
     )
     return app

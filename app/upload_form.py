@@ -55,8 +55,13 @@ class _Part:
         self.incoming: IncomingFile | None = None
 
 
-async def receive_form(request: Request, store: ArtifactStore, limits: dict[str, FileLimit]) -> ReceivedForm:
-    """Parse the request body; file parts must be named in `limits`. The caller discards the form when done."""
+async def receive_form(
+    request: Request, store: ArtifactStore, limits: dict[str, FileLimit], *, max_parts: int = MAX_PARTS
+) -> ReceivedForm:
+    """Parse the request body; file parts must be named in `limits`. The caller discards the form when done.
+
+    `max_parts` is the API's cap unless a caller's own form needs more (the dashboard's no-script upload form
+    sends one part per context field)."""
     content_type, options = parse_options_header(request.headers.get("content-type", ""))
     if content_type != b"multipart/form-data" or b"boundary" not in options:
         raise _invalid("model", "no model file: send multipart/form-data with a `model` file and a `context` field")
@@ -65,12 +70,14 @@ async def receive_form(request: Request, store: ArtifactStore, limits: dict[str,
     ready: list[tuple[IncomingFile, bytes]] = []
 
     def on_part_begin() -> None:
-        if len(parts) >= MAX_PARTS:
-            raise _invalid(
-                "request",
-                f"the form has more than {MAX_PARTS} parts; send only the fields model, inputs, context, "
-                "model_name, backends and force (the deployment context as one `context` JSON field)",
+        if len(parts) >= max_parts:
+            hint = (
+                "; send only the fields model, inputs, context, model_name, backends and force "
+                "(the deployment context as one `context` JSON field)"
+                if max_parts == MAX_PARTS
+                else ""
             )
+            raise _invalid("request", f"the form has more than {max_parts} parts{hint}")
         parts.append(_Part())
 
     def on_header_field(data: bytes, start: int, end: int) -> None:

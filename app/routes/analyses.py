@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel
+from sqlmodel import Session
 
 from app.analyses import (
     SORTABLE,
@@ -24,10 +26,13 @@ from app.analyses import (
     store_recommendation,
     submit_analysis,
 )
+from app.auth import Principal
 from app.deps import AnyRoleDep, QueueDep, SessionDep, SettingsDep, StoreDep, UserDep
 from app.models import Analysis, AnalysisPublic, Artifact, Job
-from app.storage import IncomingFile, StoredFile
-from app.upload_form import FileLimit, ReceivedForm, receive_form
+from app.queue import JobQueue
+from app.settings import Settings
+from app.storage import ArtifactStore, IncomingFile, StoredFile
+from app.upload_form import MAX_PARTS, FileLimit, ReceivedForm, receive_form
 
 router = APIRouter(tags=["analyses"])
 
@@ -99,12 +104,33 @@ async def analyze(
     principal: UserDep,
 ) -> JSONResponse:
     """The upload is streamed into the artifact store while it arrives (app.upload_form)."""
+    submission = await receive_and_submit(request, session, queue, store, settings, principal)
+    return _accepted(request, session, queue, submission)
+
+
+async def receive_and_submit(
+    request: Request,
+    session: Session,
+    queue: JobQueue,
+    store: ArtifactStore,
+    settings: Settings,
+    principal: Principal,
+    *,
+    prepare: Callable[[ReceivedForm], None] | None = None,
+    max_parts: int = MAX_PARTS,
+) -> Submission:
+    """Receive the analyze form, validate it, commit its files and submit the analysis (the API's POST
+    /analyze and the dashboard's no-script upload page). `prepare` may rewrite the received form's fields
+    before validation (the page folds its `ctx.*` fields into `context`); it raises HTTPException to refuse.
+    Raises HTTPException (422, 415, 400) or UploadTooLarge; leaves no uncommitted file behind."""
     limits = {
         "model": FileLimit(settings.max_upload_bytes, "the model file"),
         "inputs": FileLimit(settings.max_inputs_bytes, "the inputs file"),
     }
-    form = await receive_form(request, store, limits)
+    form = await receive_form(request, store, limits, max_parts=max_parts)
     try:
+        if prepare is not None:
+            prepare(form)
         fields = _form_fields(form)
         if "model" not in form.files:
             raise HTTPException(422, detail=[{"field": "model", "message": "Field required: the model file"}])
@@ -114,7 +140,7 @@ async def analyze(
             inputs_row = await run_in_threadpool(_commit_inputs, session, form.files["inputs"], queue.clock())
     finally:
         form.discard()
-    submission = await run_in_threadpool(
+    return await run_in_threadpool(
         lambda: submit_analysis(
             session,
             queue,
@@ -129,7 +155,6 @@ async def analyze(
             cache_window_s=settings.cache_window_s,
         )
     )
-    return _accepted(request, session, queue, submission)
 
 
 def _accepted(request: Request, session, queue, submission: Submission) -> JSONResponse:  # noqa: ANN001

@@ -1,5 +1,6 @@
 // npu-advisor dashboard: copy buttons, live progress and the upload form. No framework, no external assets.
-// Every page but the upload form works without it (forms post to the server; pages just don't update).
+// Every page works without it (forms post to the server; pages just don't update). With it, the upload form
+// sends its fields straight to the API (the form's data-api) instead of to the page's own POST /upload.
 "use strict";
 
 const TERMINAL = new Set(["done", "failed", "cancelled"]);
@@ -136,7 +137,7 @@ async function submitUpload(event) {
   button.disabled = true;
   button.textContent = "Uploading…";
   try {
-    const response = await fetch(form.action, { method: "POST", body: data, credentials: "same-origin" });
+    const response = await fetch(form.dataset.api, { method: "POST", body: data, credentials: "same-origin" });
     const body = await response.json().catch(() => ({}));
     if (response.ok && body.id !== undefined) { window.location.href = `/analyses/${body.id}`; return; }
     const detail = body.detail;

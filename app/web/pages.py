@@ -2,15 +2,17 @@
 
 Pages read through `app.web.queries` and the server's own `app.analyses`. Sign-in is a token kept in a
 cookie (`app.web.cookie_auth`) that the API accepts too (`app.deps.get_principal`, with a same-origin
-check on state-changing requests), so the upload form (web.js) and the report downloads call the API
-directly. Cancel / re-decide / re-run are plain form posts handled here (they answer with a redirect
-back to a page, so they work without JavaScript) by the same route / service functions the API uses.
+check on state-changing requests), so the upload form's script (web.js) and the report downloads call the
+API directly. Cancel / re-decide / re-run, and the upload form without script, are plain form posts handled
+here (they answer with a redirect back to a page, so they work without JavaScript) by the same route /
+service functions the API uses.
 Nothing here imports torch.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,7 +29,10 @@ from app.analyses import RerunRefused, analysis_view, job_of, rerun_analysis
 from app.auth import Principal, authenticate
 from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep
 from app.models import Analysis
+from app.queue import QueueError
 from app.routes import analyses as analyses_api
+from app.storage import UploadTooLarge
+from app.upload_form import ReceivedForm
 from app.web import queries
 from app.web.charts import format_quantity
 from app.web.compare import compare_rows
@@ -279,6 +284,96 @@ def _aware(moment: datetime) -> datetime:
 @router.get("/upload", response_class=HTMLResponse)
 def upload_page(request: Request, who: PageViewer) -> HTMLResponse:
     return _render(request, "upload.html", who, active="upload", fields=context_form_fields())
+
+
+@router.post("/upload")
+async def upload_post(
+    request: Request, session: SessionDep, queue: QueueDep, store: StoreDep, settings: SettingsDep, who: PageViewer
+) -> Response:
+    """The upload form without JavaScript: fold its `ctx.*` fields into `context` as web.js does, then submit
+    through the API's own function (same limits, checks and dedup); to the analysis, or the form with errors."""
+    _acting(request, who)
+    fields = context_form_fields()
+    entered: dict[str, str] = {}
+
+    def prepare(form: ReceivedForm) -> None:
+        entered.update(form.fields)
+        for name in ("model", "inputs"):  # a browser sends an empty, unnamed part for a file input left empty
+            incoming = form.files.get(name)
+            if incoming is not None and incoming.size == 0 and not form.filenames.get(name):
+                incoming.discard()
+                del form.files[name]
+        form.fields["context"] = json.dumps(fold_context(form.fields, fields))
+
+    try:
+        submission = await analyses_api.receive_and_submit(
+            request, session, queue, store, settings, who, prepare=prepare, max_parts=4 + len(fields)
+        )  # model, inputs, model_name, force and one part per context field
+    except HTTPException as exc:
+        return _upload_errors(request, who, fields, entered, exc.status_code, exc.detail)
+    except (UploadTooLarge, QueueError) as exc:
+        return _upload_errors(request, who, fields, entered, getattr(exc, "status_code", 413), str(exc))
+    return RedirectResponse(f"/analyses/{submission.analysis.id}", status_code=303)
+
+
+def _upload_errors(
+    request: Request, who: Principal, fields: list, entered: dict[str, str], status_code: int, detail: Any
+) -> HTMLResponse:
+    """The form again, with each {field, message} next to its field (as web.js places the API's) and the rest on top."""
+    placeable = {f.name for f in fields} | {"model", "model_name", "inputs"}
+    errors: dict[str, str] = {}
+    unplaced: list[str] = []
+    if isinstance(detail, list):
+        summary = "Fix the fields marked below."
+        for problem in detail:
+            field = str(problem.get("field") or "") if isinstance(problem, dict) else ""
+            text = str(problem.get("message", problem)) if isinstance(problem, dict) else str(problem)
+            key = field.removeprefix("context.").split(".")[0]
+            if key in placeable:
+                errors[key] = f"{errors[key]} {text}" if key in errors else text
+            else:
+                unplaced.append(f"{field or 'form'}: {text}")
+    else:
+        summary = str(detail)
+    files_note = "Files are not kept: choose the model file (and inputs file) again."
+    return _render(
+        request, "upload.html", who, status_code=status_code, active="upload", fields=fields, errors=errors,
+        form_error=" ".join([summary, *unplaced, files_note]), values=entered,
+    )  # fmt: skip
+
+
+def fold_context(values: dict[str, str], fields: list) -> dict[str, Any]:
+    """The `ctx.<name>` form fields as the context dict web.js builds (contextFromForm): an empty field is left
+    out (its default applies), a checkbox is true when sent, numbers are numbers, JSON fields are parsed.
+    Raises a 422 naming every field that is not a number / not JSON."""
+    context: dict[str, Any] = {}
+    problems: list[dict[str, str]] = []
+    for f in fields:
+        if f.kind == "checkbox":
+            context[f.name] = f.input_name in values
+            continue
+        raw = values.get(f.input_name, "").strip()
+        if raw == "":
+            continue
+        if f.kind in ("integer", "number"):
+            try:
+                number = float(raw)
+            except ValueError:
+                number = math.nan
+            if not math.isfinite(number):
+                problems.append({"field": f.name, "message": "not a number"})
+            else:
+                context[f.name] = int(number) if number.is_integer() and f.kind == "integer" else number
+        elif f.kind == "json":
+            try:
+                context[f.name] = json.loads(raw)
+            except json.JSONDecodeError:
+                problems.append({"field": f.name, "message": "not valid JSON"})
+        else:
+            context[f.name] = raw
+    if problems:
+        raise HTTPException(422, detail=problems)
+    return context
 
 
 # ------------------------------------------------------------------ sign-in

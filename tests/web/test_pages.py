@@ -161,7 +161,7 @@ def test_upload_form_documents_every_context_field(client: TestClient):
 
 def upload(client: TestClient, context: dict, model: bytes, **fields: str):
     """What the upload page's script sends: the API's multipart shape, to the form's action (the API itself)."""
-    assert 'id="upload-form" method="post" action="/api/v1/analyze"' in client.get("/upload").text
+    assert 'id="upload-form" method="post" action="/upload" data-api="/api/v1/analyze"' in client.get("/upload").text
     data = {"context": json.dumps(context), **fields}
     return client.post(
         "/api/v1/analyze",
