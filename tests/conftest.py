@@ -18,3 +18,12 @@ def out_dir() -> Path:
     path = Path(os.environ.get("ADVISOR_TEST_OUTPUT", Path(__file__).resolve().parent.parent / "test-output"))
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@pytest.fixture(scope="session")
+def mlp_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The MLP of tests/models.py saved with torch.export, shared read-only by the measurement tests."""
+    from models import export_to, mlp
+
+    model, inputs = mlp()
+    return export_to(tmp_path_factory.mktemp("mlp") / "mlp.pt2", model, inputs)

@@ -11,15 +11,8 @@ from advisor.cli import app
 
 torch = pytest.importorskip("torch")
 
-from models import export_to, mlp  # noqa: E402
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def mlp_file(tmp_path_factory) -> str:
-    model, inputs = mlp()
-    return export_to(tmp_path_factory.mktemp("cli-measure") / "mlp.pt2", model, inputs)
 
 
 def test_table_shows_each_row_with_status_and_the_failure_reason(mlp_file):

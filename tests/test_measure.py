@@ -10,19 +10,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from models import export_dynamic_batch, export_to, mlp  # noqa: E402
+from models import export_dynamic_batch, mlp  # noqa: E402
 
 from advisor.measure import MeasureError, MeasurementCancelled, TimingPolicy, measure_model  # noqa: E402
 
 T = "backends_for_tests"
 FAST = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, warm_cache=False)
 DOUBLES = Path(__file__).resolve().parent / "doubles"
-
-
-@pytest.fixture(scope="module")
-def mlp_file(tmp_path_factory) -> str:
-    model, inputs = mlp()
-    return export_to(tmp_path_factory.mktemp("measure") / "mlp.pt2", model, inputs)
 
 
 def _rows(run) -> dict[str, dict]:

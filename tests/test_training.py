@@ -25,12 +25,6 @@ FAST = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=
 DOUBLES = Path(__file__).resolve().parent / "doubles"
 
 
-@pytest.fixture(scope="module")
-def mlp_file(tmp_path_factory) -> str:
-    model, inputs = mlp()
-    return export_to(tmp_path_factory.mktemp("training") / "mlp.pt2", model, inputs)
-
-
 def _rows(run) -> dict[str, dict]:
     return {row["backend"]: row for row in run["measurements"]}
 
