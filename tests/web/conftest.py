@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session
 
+from app.auth import create_token
 from app.main import create_app
 from app.settings import Settings
 from web import synthetic
@@ -71,3 +73,16 @@ def seeded(db: Db) -> Db:
     with db.session() as session:
         synthetic.seed_analyses(session, 30)
     return db
+
+
+@pytest.fixture
+def locked(tmp_path: Path) -> Iterator[tuple[TestClient, str, str]]:
+    """A server that requires sign-in, with 3 analyses, and (client, a user token, a worker token)."""
+    app = create_app(make_settings(tmp_path, require_auth=True))
+    with Session(app.state.engine, expire_on_commit=False) as session:
+        synthetic.seed_analyses(session, 3)
+        now = datetime.now(UTC)
+        _, user = create_token(session, role="user", name="alice", now=now)
+        _, worker = create_token(session, role="worker", name="node-1", now=now)
+    with TestClient(app, base_url="http://127.0.0.1:8000") as client:
+        yield client, user, worker

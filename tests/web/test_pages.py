@@ -6,17 +6,13 @@ import json
 import re
 from datetime import UTC, datetime
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
-from sqlmodel import Session
 
-from app.auth import create_token
-from app.main import create_app
 from app.models import Analysis, Job
 from app.web.cookie_auth import COOKIE_NAME
 from web import synthetic
-from web.conftest import Db, make_settings
+from web.conftest import Db
 
 HOSTILE = "<script>alert(1)</script>"
 ROW_IDS = re.compile(r'<tr data-analysis-id="(\d+)"')
@@ -223,18 +219,6 @@ def test_cancel_and_rerun_buttons_post_and_come_back(client: TestClient, seeded:
 
 
 # ------------------------------------------------------------------ sign-in
-@pytest.fixture
-def locked(tmp_path):
-    app = create_app(make_settings(tmp_path, require_auth=True))
-    with Session(app.state.engine, expire_on_commit=False) as session:
-        synthetic.seed_analyses(session, 3)
-        now = datetime.now(UTC)
-        _, user = create_token(session, role="user", name="alice", now=now)
-        _, worker = create_token(session, role="worker", name="node-1", now=now)
-    with TestClient(app, base_url="http://127.0.0.1:8000") as client:
-        yield client, user, worker
-
-
 def test_locked_server_asks_for_a_token_and_keeps_it_in_a_strict_cookie(locked):
     client, user, _ = locked
     first = client.get("/analyses/2?x=1", follow_redirects=False)

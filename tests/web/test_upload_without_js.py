@@ -4,15 +4,12 @@ which folds the `ctx.*` fields into the API's context and submits through the AP
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlmodel import Session
 
 from advisor.context import parse_context
-from app.auth import create_token
 from app.main import create_app
 from app.models import Analysis, Artifact
 from app.web.upload_form import context_form_fields
@@ -162,17 +159,6 @@ def test_a_cross_site_post_is_refused_like_the_other_page_posts(client: TestClie
     )
     assert response.status_code == 403 and "cross-site form post refused" in response.text
     assert db.all(select(Analysis)) == []
-
-
-@pytest.fixture
-def locked(tmp_path):
-    app = create_app(make_settings(tmp_path, require_auth=True))
-    with Session(app.state.engine, expire_on_commit=False) as session:
-        now = datetime.now(UTC)
-        _, user = create_token(session, role="user", name="alice", now=now)
-        _, worker = create_token(session, role="worker", name="node-1", now=now)
-    with TestClient(app, base_url="http://127.0.0.1:8000") as client:
-        yield client, user, worker
 
 
 def test_a_locked_server_needs_a_signed_in_user_and_proof_of_origin(locked):
