@@ -165,7 +165,8 @@ def describe_error(response: httpx.Response) -> str:
         lines = [f"  {item.get('field') or _loc(item)}: {item.get('message') or item.get('msg')}" for item in detail]
         return "the server rejected the request:\n" + "\n".join(lines)
     if status == 401:
-        return f"the server needs a valid token (pass --token or set {TOKEN_ENV})" + (f": {detail}" if detail else "")
+        hint = f"the server needs a valid token (set {TOKEN_ENV} or pass --token-file)"
+        return hint + (f": {detail}" if detail else "")
     if status == 403:
         return "this token is not allowed to do that" + (f": {detail}" if detail else "")
     if status == 404:

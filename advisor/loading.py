@@ -1,17 +1,20 @@
 """Load a sniffed model file for introspection and measurement (CLI and worker children only: imports torch).
 
+Everything that reads the upload runs with advisor.safe_unpickle armed: any pickle anywhere in the archive
+that names a global other than a tensor-rebuild function is refused (`PickledObjectRefused`, sandbox status
+"rejected"), whatever the entry is called. On top of that every `torch.load` is forced to `weights_only=True`.
 ExportedProgram: custom ops this process does not know are stubbed from the archive's own op signatures
-first (see custom_op_stubs), then `torch.export.load` runs with every inner `torch.load` forced to
-`weights_only=True`, so a pickle hidden in the archive cannot run code. TorchScript: `torch.jit.load`
-(TorchScript's own unpickler, which only builds TorchScript types), then conversion to an ExportedProgram
-where the installed torch's TS2EPConverter manages.
+first (see custom_op_stubs), then `torch.export.load`. TorchScript: `torch.jit.load` (TorchScript's own
+unpickler, which only builds TorchScript types), then conversion to an ExportedProgram where the installed
+torch's TS2EPConverter manages. What TorchScript code does when it runs (e.g. `torch.from_file`) only the
+OS sandbox stops (advisor.isolation).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
+import re
 import warnings
 import zipfile
 from collections.abc import Iterator
@@ -24,13 +27,18 @@ import torch
 from advisor import custom_op_stubs
 from advisor.artifacts import ArtifactInfo, ArtifactRejected, sniff
 from advisor.model_inputs import InputsError, dtype_name, generate_tensor, load_inputs_file, tensors_from_flags
+from advisor.safe_unpickle import PickledObjectRefused, refusing_pickled_objects
 from advisor.schema import DynamicDim, InputSpec
 
-_OPAQUE_CONSTANT_PREFIX = "opaque_obj"
+_WEIGHTS_ONLY_GLOBAL = re.compile(r"GLOBAL\s+([\w.]+)")
+_LOCATE_MAX_ENTRY_BYTES = 256 << 20
+_LOCATE_CHUNK = 1 << 20
 
 
 class LoadError(RuntimeError):
     """A user-facing reason the model could not be loaded. `str()` is the message."""
+
+    sandbox_status = "load_error"  # what advisor.sandbox reports when a child raises it
 
 
 @dataclass
@@ -56,11 +64,64 @@ def load_model(path: str, *, inputs_file: str | None = None, input_shapes: list[
     except ArtifactRejected as exc:
         raise LoadError(str(exc)) from exc
     try:
-        if info.format == "exported_program":
-            return _load_exported_program(path, info, inputs_file, input_shapes or [])
-        return _load_torchscript(path, inputs_file, input_shapes or [])
+        with refusing_pickled_objects(), _weights_only_loads():
+            if info.format == "exported_program":
+                return _load_exported_program(path, info, inputs_file, input_shapes or [])
+            return _load_torchscript(path, inputs_file, input_shapes or [])
     except InputsError as exc:
         raise LoadError(str(exc)) from exc
+    except PickledObjectRefused as exc:
+        exc.entry = exc.entry or locate_pickle(path, exc.global_name)
+        raise
+
+
+def locate_pickle(path: str, global_name: str) -> str | None:
+    """The archive entry (without its top folder) holding a pickle that names `global_name`, for the message."""
+    module, _, name = global_name.rpartition(".")
+    needles = [name.encode(), module.encode()]
+    custom_object = global_name.startswith("torch.classes")
+    with contextlib.suppress(OSError, zipfile.BadZipFile, ValueError, RuntimeError):
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                skip = info.is_dir() or info.filename.endswith(".json") or info.file_size > _LOCATE_MAX_ENTRY_BYTES
+                if skip:
+                    continue
+                inside = "/".join(PurePosixPath(info.filename).parts[1:]) or info.filename
+                if custom_object:
+                    if PurePosixPath(info.filename).name.startswith("custom_obj"):
+                        return inside
+                    continue
+                with archive.open(info) as member:
+                    if _stream_contains(member, b"", needles):
+                        return inside
+    return None
+
+
+def _stream_contains(member: Any, head: bytes, needles: list[bytes]) -> bool:
+    found: set[bytes] = set()
+    carry = head
+    while True:
+        window = carry + member.read(_LOCATE_CHUNK)
+        found |= {needle for needle in needles if needle in window}
+        if len(found) == len(needles):
+            return True
+        if len(window) == len(carry):
+            return False
+        carry = window[-256:]
+
+
+def _refused_by_weights_only(exc: BaseException) -> PickledObjectRefused | None:
+    """torch's weights-only unpickler names the global it refused in its message; make it our refusal."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, PickledObjectRefused):
+            return seen
+        text = str(seen)
+        if "weights only load failed" in text.lower():
+            match = _WEIGHTS_ONLY_GLOBAL.search(text)
+            return PickledObjectRefused(match.group(1) if match else "an object that is not a tensor")
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 # ------------------------------------------------------------------ ExportedProgram
@@ -68,25 +129,21 @@ def _load_exported_program(
     path: str, info: ArtifactInfo, inputs_file: str | None, input_shapes: list[str]
 ) -> LoadedModel:
     programs = custom_op_stubs.read_program_json(path)
-    _refuse_pickled_objects(path)
     missing = custom_op_stubs.missing_ops(info.custom_op_names)
     try:
         stubbed = custom_op_stubs.register_stubs(custom_op_stubs.read_signatures(programs, missing))
     except (ValueError, RuntimeError) as exc:
         unknown = ", ".join(missing)
         raise LoadError(f"The model uses ops unknown here ({unknown}) that could not be stubbed: {exc}") from exc
-    with _weights_only_loads(), warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             ep = torch.export.load(path)
         except Exception as exc:  # noqa: BLE001 - torch raises many types; the user needs one readable line
-            message = f"torch.export.load could not load this ExportedProgram: {_first_line(exc)}"
-            if "weights only load failed" in str(exc).lower():
-                message = (
-                    "torch.export.load could not load this ExportedProgram: it holds pickled data that is not plain "
-                    "tensors, and pickles from uploaded files are never unpickled here"
-                )
-            raise LoadError(message) from exc
+            refused = _refused_by_weights_only(exc)
+            if refused is not None:
+                raise refused from None
+            raise LoadError(f"torch.export.load could not load this ExportedProgram: {_first_line(exc)}") from exc
     specs = _exported_input_specs(ep)
     names = [spec["name"] for spec in specs]
     example_inputs, source = _exported_example_inputs(ep, specs, inputs_file, input_shapes)
@@ -113,20 +170,6 @@ def _load_exported_program(
         stubbed_ops=stubbed,
         warnings=notes,
     )
-
-
-def _refuse_pickled_objects(path: str) -> None:
-    """Refuse archives whose constants include pickled Python objects (loaded with plain `pickle.loads`)."""
-    with zipfile.ZipFile(path) as archive:
-        for info in archive.infolist():
-            if PurePosixPath(info.filename).name.startswith("model_constants_config") and info.file_size < 1 << 26:
-                config = json.loads(archive.read(info)).get("config", {})
-                for fqn, payload in config.items():
-                    if str(payload.get("path_name", "")).startswith(_OPAQUE_CONSTANT_PREFIX):
-                        raise LoadError(
-                            f"The archive stores constant {fqn!r} as a pickled Python object, which would run "
-                            "arbitrary code when loaded; refusing to load it."
-                        )
 
 
 @contextlib.contextmanager
@@ -214,6 +257,9 @@ def _load_torchscript(path: str, inputs_file: str | None, input_shapes: list[str
     try:
         script_module = torch.jit.load(path, map_location="cpu")
     except Exception as exc:  # noqa: BLE001
+        refused = _refused_by_weights_only(exc)
+        if refused is not None:
+            raise refused from None
         raise LoadError(f"torch.jit.load could not load this TorchScript file: {_first_line(exc)}") from exc
     script_module.eval()
     names = [argument.name for argument in script_module.forward.schema.arguments[1:]]

@@ -49,10 +49,11 @@ class MeasurementCancelled(RuntimeError):
     """The caller's cancel signal stopped the measurement; the running child was killed."""
 
 
-def measurement_zygote(device: str) -> Zygote:
+def measurement_zygote(device: str, readable: list[str | None] | tuple = ()) -> Zygote:
     """The zygote `measure_model` forks its children from; pass one in to share it with other children of
-    the same job (e.g. inspection: one `import torch` per analysis instead of one per stage). Caller closes it."""
-    return Zygote(_PRELOAD, {"device": device})
+    the same job (e.g. inspection: one `import torch` per analysis instead of one per stage). Caller closes it.
+    `readable`: the job's model (and inputs) file, the only files of the host its sandbox may read."""
+    return Zygote(_PRELOAD, {"device": device}, readable=[p for p in readable if p])
 
 
 def plan_variants(backends: list[str] | None, device: str) -> list[tuple[str, str]]:
@@ -106,7 +107,10 @@ def measure_model(
     _check_workload(workload, optimizer)
     policy = asdict(timing or TimingPolicy())
     notify = progress or (lambda event: None)
-    workdir = Path(tempfile.mkdtemp(prefix="advisor-measure-"))
+    # the children fork from one interpreter that has imported torch once (each still gets its own process)
+    owns_zygote = zygote is None
+    zygote = zygote or measurement_zygote(device, [path, inputs_file])
+    workdir = Path(tempfile.mkdtemp(prefix="advisor-measure-", dir=zygote.scratch))
     common = {
         "model_path": os.path.abspath(path),
         "device": device,
@@ -118,11 +122,9 @@ def measure_model(
         "optimizer": optimizer,
         "accuracy_tolerance": accuracy_tolerance,
     }
-    # the children fork from one interpreter that has imported torch once (each still gets its own process)
-    owns_zygote = zygote is None
-    zygote = zygote or measurement_zygote(device)
+    readable = [os.path.abspath(p) for p in (path, inputs_file) if p]
     sandbox = {"timeout_s": timeout_s, "memory_limit_mb": memory_limit_mb, "cancel": cancel, "on_progress": notify,
-               "zygote": zygote}  # fmt: skip
+               "zygote": zygote, "readable": readable, "writable": [str(workdir)]}  # fmt: skip
     try:
         environment: Environment | None = None
         rows: list[Measurement] = []

@@ -192,7 +192,7 @@ def _write_reference(loaded: Any, dev: devices.Device, path: str, workload: str 
         first = _leaves_on_cpu(module(*inputs))
         second = _leaves_on_cpu(module(*inputs))
     except Exception as exc:
-        raise StageError("runtime_error", f"the model fails in eager mode: {_one_line(exc)}") from exc
+        raise _eager_failure(exc, "the model fails in eager mode") from exc
     determinism = _determinism(first, second)
     if fp64_note:
         determinism["fp64_note"] = fp64_note
@@ -236,7 +236,7 @@ def _reference_gradients(module: Any, inputs: tuple, dev: devices.Device) -> dic
     except TrainingSetupError as exc:
         raise StageError("runtime_error", f"the model cannot be trained: {exc}") from exc
     except Exception as exc:
-        raise StageError("runtime_error", f"a training step fails in eager mode: {_one_line(exc)}") from exc
+        raise _eager_failure(exc, "a training step fails in eager mode") from exc
 
 
 def _training_steps(backend: Any, module: Any, inputs: tuple, request: Any, optimizer: str) -> Any:
@@ -281,6 +281,14 @@ def _compile(backend: Any, module: Any, inputs: tuple, request: Any) -> Callable
         raise StageError("compile_error", f"{backend.name} cannot do this: {exc}") from exc
     except Exception as exc:
         raise _stage_error(exc, "compilation", default="compile_error") from exc
+
+
+def _eager_failure(exc: BaseException, what: str) -> StageError:
+    """An allocation failure is "oom" (the memory limit or the machine), anything else a runtime error."""
+    message = _one_line(exc)
+    if isinstance(exc, MemoryError) or any(m in message.lower() for m in _OOM_MARKERS):
+        return StageError("oom", f"{what}: out of memory: {message}")
+    return StageError("runtime_error", f"{what}: {message}")
 
 
 def _stage_error(exc: BaseException, during: str, default: str = "runtime_error") -> StageError:

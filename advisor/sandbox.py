@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import math
 import os
 import re
 import select
@@ -36,12 +37,17 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-SandboxStatus = Literal["ok", "timeout", "crashed", "oom", "runtime_error", "compile_error", "cancelled"]
+from advisor import safe_unpickle
+from advisor.isolation import Isolation, resolve_isolation
+
+SandboxStatus = Literal[
+    "ok", "timeout", "crashed", "oom", "runtime_error", "compile_error", "cancelled", "rejected", "load_error"
+]
 Cancel = threading.Event | Callable[[], bool] | None
 
 # Environment variables a child may see. Anything else (and anything secret-looking) is dropped.
@@ -56,6 +62,20 @@ _OOM_PATTERNS = re.compile(
     re.IGNORECASE,
 )
 _PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+@dataclass(frozen=True)
+class ChildLimits:
+    """Kernel limits of one child (rlimits), beyond the wall-clock timeout the parent enforces.
+
+    `cpu_s`: CPU seconds over all threads (default: the timeout times the cores, i.e. never before the wall
+    clock unless something spins); `file_mb`: the largest file it may write; `processes`: how many processes
+    its uid may have (not enforced by the kernel when the worker runs as root)."""
+
+    memory_mb: int | None = None
+    cpu_s: float | None = None
+    file_mb: int | None = 4096
+    processes: int | None = 4096
 
 
 @dataclass
@@ -100,6 +120,10 @@ def run_in_sandbox(
     on_progress: Callable[[dict], None] | None = None,
     extra_env: Mapping[str, str] | None = None,
     zygote: Zygote | None = None,
+    readable: Sequence[str] = (),
+    writable: Sequence[str] = (),
+    isolation: Isolation | None = None,
+    limits: ChildLimits | None = None,
 ) -> SandboxResult:
     """Run `target(**kwargs)` in a fresh child process; see the module docstring.
 
@@ -107,11 +131,21 @@ def run_in_sandbox(
     compilers); None gives it a fresh empty one. `cancel` (an Event or a callable returning True)
     kills the child and yields status "cancelled". `on_progress` receives the child's
     `report_progress` events, in the parent's thread. `zygote`: fork the child from it when it can.
+
+    Isolation (see advisor.isolation; default `resolve_isolation()`): the child sees `readable` (the model and
+    inputs files) read-only and only its own work directory, `cache_dir` and `writable` writable. A zygote
+    child sees what its zygote was started with; one that needs more is spawned instead. `limits` default to
+    `ChildLimits(memory_mb=memory_limit_mb)`.
     """
-    workdir = Path(tempfile.mkdtemp(prefix="advisor-sandbox-"))
+    if zygote is not None and not zygote.covers(readable, [cache_dir or "", *writable]):
+        zygote = None  # the zygote's sandbox cannot see what this child needs
+    isolation = zygote.isolation if zygote is not None else (isolation or resolve_isolation())
+    scratch_root = zygote.scratch if zygote is not None else None
+    workdir = Path(tempfile.mkdtemp(prefix="advisor-sandbox-", dir=scratch_root))
     label = f"stage {stage!r}" if stage else f"{target}"
+    limits = limits or ChildLimits(memory_mb=memory_limit_mb)
     try:
-        spec = {"target": target, "kwargs": kwargs, "memory_limit_mb": memory_limit_mb,
+        spec = {"target": target, "kwargs": kwargs, "limits": _limits_for(limits, timeout_s),
                 "result_path": str(workdir / "result.json"), "import_paths": _parent_import_paths()}  # fmt: skip
         spec_path = workdir / "spec.json"
         spec_path.write_text(json.dumps(spec))
@@ -123,20 +157,23 @@ def run_in_sandbox(
             if zygote is not None:
                 proc = zygote.fork(str(spec_path), env, str(output_path))
             if proc is None:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "advisor.sandbox", str(spec_path)],
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+                writable_paths = [str(workdir), *(p for p in [cache_dir, *writable] if p)]
+                command = isolation.command([sys.executable, "-m", "advisor.sandbox", str(spec_path)],
+                                            writable=writable_paths, readable=readable)  # fmt: skip
+                proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=output,
+                                        stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
             ended_by = _wait(proc, timeout_s, cancel, workdir / "progress.jsonl", on_progress)
         wall_s = time.perf_counter() - started
         tail = _tail(output_path)
-        return _classify(proc.returncode, ended_by, workdir / "result.json", tail, wall_s, timeout_s, label)
+        returncode = proc.returncode if isinstance(proc, _ForkedChild) else isolation.returncode(proc.returncode)
+        return _classify(returncode, ended_by, workdir / "result.json", tail, wall_s, timeout_s, label)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _limits_for(limits: ChildLimits, timeout_s: float) -> dict[str, Any]:
+    cpu_s = limits.cpu_s if limits.cpu_s is not None else math.ceil(timeout_s * (os.cpu_count() or 1)) + 5
+    return {"memory_mb": limits.memory_mb, "cpu_s": cpu_s, "file_mb": limits.file_mb, "processes": limits.processes}
 
 
 def report_progress(event: dict) -> None:
@@ -250,6 +287,8 @@ def _classify(
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
         if looks_oom:
             return SandboxResult("oom", None, f"{label} ran out of memory (killed by {name})", tail, wall_s)
+        if sig == signal.SIGXCPU:
+            return SandboxResult("timeout", None, f"{label} used up its CPU-time limit and was killed", tail, wall_s)
         if sig == signal.SIGKILL:
             return SandboxResult("oom", None, f"{label} was killed by SIGKILL, most likely by the out-of-memory "
                                  "killer", tail, wall_s)  # fmt: skip
@@ -270,10 +309,22 @@ class Zygote:
     at a time; `close()` (or leaving the `with` block) stops it. If it cannot start or dies, `fork` returns
     None and the caller spawns instead - a broken zygote costs time, never a result."""
 
-    def __init__(self, preload: str, preload_kwargs: dict | None = None, *, start_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        preload: str,
+        preload_kwargs: dict | None = None,
+        *,
+        start_timeout_s: float = 120.0,
+        isolation: Isolation | None = None,
+        readable: Sequence[str] = (),
+    ) -> None:
         self.preload = preload
         self.preload_kwargs = preload_kwargs or {}
         self.start_timeout_s = start_timeout_s
+        self.isolation = isolation or resolve_isolation()
+        self.readable = [os.path.abspath(p) for p in readable]
+        # the one writable directory of its sandbox: every child's work directory and caches live under it
+        self.scratch = tempfile.mkdtemp(prefix="advisor-job-")
         self._proc: subprocess.Popen | None = None
         self._workdir: Path | None = None
         self._env: dict[str, str] = {}
@@ -286,6 +337,15 @@ class Zygote:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def covers(self, readable: Sequence[str], writable: Sequence[str]) -> bool:
+        """Whether a child forked from this zygote can see these paths (always, without isolation)."""
+        if not self.isolation.isolated:
+            return True
+        inside = [os.path.abspath(p) for p in writable if p]
+        return all(p == self.scratch or p.startswith(self.scratch + os.sep) for p in inside) and all(
+            os.path.abspath(p) in self.readable for p in readable
+        )
 
     def fork(self, spec_path: str, env: Mapping[str, str], output_path: str) -> _ForkedChild | None:
         """Fork a child running `_child_main(spec_path)` with exactly `env`; None when that is not possible."""
@@ -301,13 +361,26 @@ class Zygote:
                 self._fail()
                 self._lock.release()
                 return None
-            return _ForkedChild(self, int(reply["pid"]))
+            ns_pid = int(reply["pid"])
+            host_pid = ns_pid
+            if self.isolation.isolated and self._proc is not None:
+                host_pid = _host_pid(self._proc.pid, ns_pid) or -1
+            if host_pid <= 0:  # cannot be found from here, so could not be killed: do not use it
+                self._fail()
+                self._lock.release()
+                return None
+            return _ForkedChild(self, host_pid, ns_pid)
         except BaseException:
             self._fail()
             self._lock.release()
             raise
 
     def close(self) -> None:
+        """Stop the zygote (and so every child of it) and remove its scratch directory."""
+        self._stop()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _stop(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -320,6 +393,7 @@ class Zygote:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
 
+
     # -------------------------------------------------- internals
     def _start(self) -> bool:
         if self._broken:
@@ -329,16 +403,17 @@ class Zygote:
                 return True
             self._fail()
             return False
-        self._workdir = Path(tempfile.mkdtemp(prefix="advisor-zygote-"))
+        self._workdir = Path(tempfile.mkdtemp(prefix="advisor-zygote-", dir=self.scratch))
         self._env = _child_environment(str(self._workdir / "cache"), self._workdir / "progress.jsonl", None)
         spec = {"preload": self.preload, "preload_kwargs": self.preload_kwargs,
                 "import_paths": _parent_import_paths()}  # fmt: skip
         spec_path = self._workdir / "zygote.json"
         spec_path.write_text(json.dumps(spec))
         with open(self._workdir / "zygote.log", "wb") as log:
-            self._proc = subprocess.Popen([sys.executable, "-m", "advisor.sandbox", "--zygote", str(spec_path)],
-                                          env=self._env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                          start_new_session=True)  # fmt: skip
+            command = self.isolation.command([sys.executable, "-m", "advisor.sandbox", "--zygote", str(spec_path)],
+                                             writable=[self.scratch], readable=self.readable)  # fmt: skip
+            self._proc = subprocess.Popen(command, env=self._env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=log, start_new_session=True)  # fmt: skip
         reply = self._receive(timeout_s=self.start_timeout_s)
         if reply is None or not reply.get("ready"):
             self._fail()
@@ -350,8 +425,9 @@ class Zygote:
         return all(env.get(name) == self._env.get(name) for name in names)
 
     def _fail(self) -> None:
+        """Stop it for good; later children are spawned (into the same scratch directory)."""
         self._broken = True
-        self.close()
+        self._stop()
 
     def _send(self, message: dict) -> None:
         assert self._proc is not None and self._proc.stdin is not None
@@ -384,9 +460,10 @@ class Zygote:
 class _ForkedChild:
     """The parent's handle on a zygote's child, with the part of Popen's interface `_wait` uses."""
 
-    def __init__(self, zygote: Zygote, pid: int) -> None:
+    def __init__(self, zygote: Zygote, pid: int, ns_pid: int | None = None) -> None:
         self.zygote = zygote
-        self.pid = pid
+        self.pid = pid  # on the host: what the parent signals
+        self.ns_pid = pid if ns_pid is None else ns_pid  # inside the zygote's PID namespace: what it reports
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
@@ -403,7 +480,7 @@ class _ForkedChild:
     def _collect(self, timeout_s: float, give_up: bool = False) -> None:
         zygote = self.zygote
         reply = None if give_up else zygote._receive(timeout_s)
-        if reply is not None and reply.get("pid") == self.pid and "returncode" in reply:
+        if reply is not None and reply.get("pid") == self.ns_pid and "returncode" in reply:
             self.returncode = int(reply["returncode"])
         elif give_up or zygote._proc is None or zygote._proc.poll() is not None:
             # the zygote is gone, so is its child (parent-death signal): report it killed
@@ -412,6 +489,32 @@ class _ForkedChild:
         else:
             return
         zygote._lock.release()
+
+
+def _host_pid(root: int, ns_pid: int) -> int | None:
+    """The host pid of the descendant of `root` whose pid in its own (innermost) PID namespace is `ns_pid`."""
+    for _ in range(100):  # the fork has happened (the zygote replied), but /proc may lag a moment
+        for status in Path("/proc").glob("[0-9]*/status"):
+            with contextlib.suppress(OSError, ValueError):
+                fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+                ns_pids = fields.get("NSpid", "").split()
+                if len(ns_pids) > 1 and int(ns_pids[-1]) == ns_pid and _descends_from(int(ns_pids[0]), root):
+                    return int(ns_pids[0])
+        time.sleep(0.01)
+    return None
+
+
+def _descends_from(pid: int, root: int) -> bool:
+    for _ in range(64):
+        if pid == root:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+    return False
 
 
 # ------------------------------------------------------------------ child side
@@ -423,21 +526,33 @@ def _set_parent_death_signal() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _limit_address_space(memory_limit_mb: int | None) -> None:
-    if not memory_limit_mb:
-        return
+def _apply_limits(limits: Mapping[str, Any]) -> None:
+    """rlimits of this child (see ChildLimits): address space, CPU time, file size, processes, no core dumps."""
     import resource
 
-    limit = int(memory_limit_mb) * 1024 * 1024
-    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    wanted = {
+        resource.RLIMIT_AS: limits.get("memory_mb") and int(limits["memory_mb"]) * 1024 * 1024,
+        resource.RLIMIT_CPU: limits.get("cpu_s") and int(math.ceil(float(limits["cpu_s"]))),
+        resource.RLIMIT_FSIZE: limits.get("file_mb") and int(limits["file_mb"]) * 1024 * 1024,
+        resource.RLIMIT_NPROC: limits.get("processes") and int(limits["processes"]),
+        resource.RLIMIT_CORE: 0,
+    }
+    for which, limit in wanted.items():
+        if limit is None or limit is False:
+            continue
+        _soft, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(which, (limit, hard))
 
 
 def _failure(exc: BaseException) -> dict:
     if isinstance(exc, StageError):
         return {"status": exc.status, "reason": exc.reason}
+    status = getattr(exc, "sandbox_status", None)  # e.g. advisor.safe_unpickle's refusal: "rejected"
+    if isinstance(status, str):
+        return {"status": status, "reason": str(exc)[:2000]}
     message = f"{type(exc).__name__}: {exc}".strip()
     if isinstance(exc, MemoryError) or _OOM_PATTERNS.search(message):
         return {"status": "oom", "reason": f"out of memory: {message}"[:2000]}
@@ -446,8 +561,9 @@ def _failure(exc: BaseException) -> dict:
 
 def _child_main(spec_path: str) -> None:
     _set_parent_death_signal()
+    safe_unpickle.install()  # before the target imports torch: no module can hold the stock unpickler
     spec = json.loads(Path(spec_path).read_text())
-    _limit_address_space(spec.get("memory_limit_mb"))
+    _apply_limits(spec.get("limits") or {})
     sys.path.extend(p for p in spec.get("import_paths", []) if p not in sys.path)
     try:
         module_name, _, func_name = spec["target"].partition(":")
@@ -467,6 +583,7 @@ def _child_main(spec_path: str) -> None:
 def _zygote_main(spec_path: str) -> None:
     """Zygote side: preload, then fork one child per request line on stdin, replying on the original stdout."""
     _set_parent_death_signal()
+    safe_unpickle.install()
     spec = json.loads(Path(spec_path).read_text())
     sys.path.extend(p for p in spec.get("import_paths", []) if p not in sys.path)
     replies = os.dup(1)

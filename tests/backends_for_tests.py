@@ -183,9 +183,10 @@ def report_then_sleep(events: int, seconds: float) -> int:
     return events
 
 
-def spawn_grandchild_and_hang(pid_file: str) -> None:
-    """Start a long-lived grandchild (like an Inductor compile worker), record its pid, then hang."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+def spawn_grandchild_and_hang(pid_file: str, tag: str = "") -> None:
+    """Start a long-lived grandchild (like an Inductor compile worker), record its pid, then hang.
+    `tag` lands on the grandchild's command line, so the host can find it whatever PID namespace it is in."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", tag])
     with open(pid_file, "w") as fh:
         fh.write(str(proc.pid))
     time.sleep(600)

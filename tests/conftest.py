@@ -27,3 +27,18 @@ def mlp_file(tmp_path_factory: pytest.TempPathFactory) -> str:
 
     model, inputs = mlp()
     return export_to(tmp_path_factory.mktemp("mlp") / "mlp.pt2", model, inputs)
+
+
+@pytest.fixture(scope="session")
+def hostile_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """tests/hostile_corpus.py written once: {"cases", "marker", "decoy", "decoy_bytes"}. The decoy is a host
+    file outside every sandbox that hostile TorchScript aims at; the marker appears only if a pickle ran."""
+    from hostile_corpus import build_corpus
+
+    root = tmp_path_factory.mktemp("hostile")
+    decoy = root / "host" / "decoy.bin"
+    decoy.parent.mkdir()
+    decoy.write_bytes(b"host file: must never change")
+    marker = root / "host" / "MARKER"
+    cases = build_corpus(root / "corpus", marker, decoy)
+    return {"cases": cases, "marker": marker, "decoy": decoy, "decoy_bytes": decoy.read_bytes()}

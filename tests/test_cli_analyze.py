@@ -45,8 +45,12 @@ def test_context_file_is_overridden_by_flags(tmp_path: Path, monkeypatch: pytest
     import advisor.remote
 
     monkeypatch.setattr(advisor.remote, "analyze_remote", fake_remote)
+    token_file = tmp_path / "token"
+    token_file.write_text("t0k\n")
+    token_file.chmod(0o600)
     result = runner.invoke(app, ["analyze", str(model), "--context", str(context_file), "--stage", "production",
-                                 "--server", "http://advisor.example:8000", "--token", "t0k", "--format", "markdown",
+                                 "--server", "http://advisor.example:8000", "--token-file", str(token_file),
+                                 "--format", "markdown",
                                  "--backends", "eager,inductor", "--force", "--out", str(tmp_path / "r.md")])
     assert result.exit_code == 0, result.output
     assert seen["backends"] == ["eager", "inductor"] and seen["force"] is True and seen["out"] == tmp_path / "r.md"

@@ -68,9 +68,13 @@ def test_table_shows_custom_ops_coverage_and_graph_breaks(npu_model: str) -> Non
     result = runner.invoke(app, ["inspect", npu_model], env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output
     assert "npu (1)" in result.stdout  # namespace with its call count
-    row = next(line for line in result.stdout.splitlines() if "test_rms_norm.default" in line)
-    assert "fallback" in row  # its Inductor coverage
-    assert "Graph breaks: 0" in result.stdout
+    lines = result.stdout.splitlines()
+    row = next(line for line in lines if "test_rms_norm.default" in line and "runs here" not in line)
+    # inspect runs in a fresh sandboxed child, where the op (registered only in this test process) does not exist:
+    # it is stubbed from its schema, so it cannot run or be traced here, as on any node without its vendor package
+    assert "untraceable" in row
+    assert "not available on this node" in result.stdout
+    assert "Graph breaks" in result.stdout
 
 
 def test_torchscript_with_input_shape(tmp_path: Path) -> None:

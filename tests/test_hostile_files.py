@@ -143,7 +143,8 @@ def test_pickle_hidden_in_an_exported_program_does_not_run(tmp_path: Path, marke
     import models
     import torch
 
-    from advisor.loading import LoadError, load_model
+    from advisor.loading import load_model
+    from advisor.safe_unpickle import PickledObjectRefused
 
     module, inputs = models.mlp()
     clean = Path(models.export_to(tmp_path / "clean.pt2", module, inputs))
@@ -155,8 +156,9 @@ def test_pickle_hidden_in_an_exported_program_does_not_run(tmp_path: Path, marke
             hidden = info.filename.endswith("sample_inputs/model.pt")
             target.writestr(info, evil_inputs.getvalue() if hidden else source.read(info))
     assert sniff(poisoned).format == "exported_program"  # the container is fine; the payload is not
-    with pytest.raises(LoadError, match="pickled data that is not plain tensors"):
+    with pytest.raises(PickledObjectRefused, match="never unpickles objects from uploads") as refused:
         load_model(str(poisoned))
+    assert refused.value.entry == "data/sample_inputs/model.pt"
     assert not marker.exists()
 
 

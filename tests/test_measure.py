@@ -220,7 +220,8 @@ def test_children_forked_from_the_preloaded_zygote_compile_into_their_own_cache_
 
     with Zygote(_PRELOAD, {"device": "cpu"}) as zygote:
         result = run_in_sandbox("tests.test_measure:compile_and_count_cache_files", {}, timeout_s=180,
-                                memory_limit_mb=None, cache_dir=str(tmp_path / "child"), zygote=zygote)  # fmt: skip
+                                memory_limit_mb=None, cache_dir=os.path.join(zygote.scratch, "child"),
+                                zygote=zygote)  # fmt: skip
         assert result.status == "ok", result
         assert result.value["parent"] != os.getpid()  # forked from the zygote, not spawned
         assert result.value["files"] > 0

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from advisor.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
 from advisor.sandbox import Zygote, run_in_sandbox, scrubbed_environment
 
 T = "tests.backends_for_tests"
@@ -16,6 +18,8 @@ _counter = 0
 
 
 def run(func: str, kwargs: dict | None = None, **options):
+    if "zygote" not in options:
+        options.setdefault("isolation", NO_ISOLATION)
     options.setdefault("timeout_s", 30)
     options.setdefault("memory_limit_mb", 2048)
     target = func if ":" in func else f"{T}:{func}"
@@ -38,16 +42,34 @@ def failing_preload() -> None:
     raise RuntimeError("preload broke")
 
 
+def bubblewrap_or_skip():
+    try:
+        return probe_bubblewrap()
+    except IsolationUnavailable as exc:
+        pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
+
+
 @pytest.fixture(scope="module")
 def zygote():
-    with Zygote(f"{T}:echo", {"value": None}) as z:
+    with Zygote(f"{T}:echo", {"value": None}, isolation=NO_ISOLATION) as z:
         yield z
 
 
-@pytest.fixture(params=["spawn", "zygote"])
-def via(request, zygote) -> dict:
-    """Run the status tests both ways: spawned children and children forked from a zygote."""
-    return {"zygote": zygote} if request.param == "zygote" else {}
+@pytest.fixture(scope="module")
+def isolated_zygote():
+    with Zygote(f"{T}:echo", {"value": None}, isolation=bubblewrap_or_skip()) as z:
+        yield z
+
+
+@pytest.fixture(params=["spawn", "zygote", "isolated-spawn", "isolated-zygote"])
+def via(request) -> dict:
+    """Run the status tests every way: spawned children and children forked from a zygote, each plain and
+    inside the bubblewrap sandbox (statuses must not depend on isolation)."""
+    if request.param == "spawn":
+        return {}
+    if request.param == "isolated-spawn":
+        return {"isolation": bubblewrap_or_skip()}
+    return {"zygote": request.getfixturevalue("isolated_zygote" if "isolated" in request.param else "zygote")}
 
 
 def test_ok_returns_the_json_value_from_a_different_process():
@@ -80,14 +102,16 @@ def test_hang_becomes_timeout_and_the_parent_returns_promptly(via):
 
 def test_timeout_kills_the_whole_process_group(tmp_path, via):
     pid_file = tmp_path / "grandchild.pid"
-    result = run("spawn_grandchild_and_hang", {"pid_file": str(pid_file)}, timeout_s=3, **via)
+    tag = f"grandchild-of-{tmp_path.name}"
+    result = run("spawn_grandchild_and_hang", {"pid_file": str(pid_file), "tag": tag}, timeout_s=3,
+                 writable=[str(tmp_path)], **via)  # fmt: skip
     assert result.status == "timeout"
-    grandchild = int(pid_file.read_text())
+    assert pid_file.exists(), "the grandchild was never started"
     for _ in range(50):  # the kernel may need a moment to reap it
-        if not _alive(grandchild):
+        if not _tagged_processes(tag):
             break
         time.sleep(0.1)
-    assert not _alive(grandchild), "a grandchild (like an Inductor compile worker) outlived the timeout"
+    assert not _tagged_processes(tag), "a grandchild (like an Inductor compile worker) outlived the timeout"
 
 
 def test_allocating_past_the_address_space_limit_is_oom(via):
@@ -134,7 +158,8 @@ def test_each_call_gets_its_own_compile_cache_unless_one_is_given(tmp_path, via)
     first = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}, **via).value["TORCHINDUCTOR_CACHE_DIR"]
     second = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}, **via).value["TORCHINDUCTOR_CACHE_DIR"]
     assert first != second
-    shared = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}, cache_dir=str(tmp_path), **via)
+    shared = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}, cache_dir=str(tmp_path),
+                 writable=[str(tmp_path)], **via)  # fmt: skip
     assert shared.value["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
 
 
@@ -170,10 +195,22 @@ def test_a_child_needing_a_different_environment_is_spawned_not_forked(zygote):
 
 
 def test_a_zygote_that_cannot_start_falls_back_to_spawning():
-    with Zygote(f"{HERE}:failing_preload") as broken:
+    with Zygote(f"{HERE}:failing_preload", isolation=NO_ISOLATION) as broken:
         result = run("echo", {"value": 7}, zygote=broken)
         assert result.status == "ok" and result.value["echo"] == 7
         assert run(f"{HERE}:parent_pid", zygote=broken).value == os.getpid()
+
+
+def _tagged_processes(tag: str) -> list[int]:
+    """Host pids of live processes whose command line contains `tag`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if tag.encode() in cmdline.read_bytes() and _alive(int(cmdline.parent.name)):
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
 
 
 def _alive(pid: int) -> bool:

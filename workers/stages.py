@@ -33,22 +33,23 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
     """Inspect the artifact in a sandboxed child, then measure the job's backends (each variant sandboxed).
 
     Every child of the job forks from one zygote that imported torch once (see advisor.sandbox.Zygote)."""
-    from advisor.measure import measurement_zygote
-    from advisor.sandbox import run_in_sandbox
+    from advisor.isolated_inspection import inspect_isolated
+    from advisor.measure import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT_S, measurement_zygote
 
     emit("inspect", 0.0)
-    with measurement_zygote(spec["device"]) as zygote:
-        inspected = run_in_sandbox(
-            "advisor.inspect:inspect_model",
-            {"path": spec["artifact_path"], "inputs_file": spec.get("inputs_path")},
-            timeout_s=float(spec.get("inspect_timeout_s", 600)),
-            memory_limit_mb=spec.get("memory_limit_mb"),
-            stage="inspect",
-            cancel=CANCEL,
+    with measurement_zygote(spec["device"], [spec["artifact_path"], spec.get("inputs_path")]) as zygote:
+        inspected = inspect_isolated(
+            spec["artifact_path"],
+            inputs_file=spec.get("inputs_path"),
             zygote=zygote,
+            timeout_s=float(spec.get("timeout_s") or DEFAULT_TIMEOUT_S),  # the stage timeout applies here too
+            memory_limit_mb=spec.get("memory_limit_mb") or DEFAULT_MEMORY_LIMIT_MB,
+            cancel=CANCEL,
         )
         if inspected.status == "cancelled":
             return failure("cancelled", retryable=True)
+        if inspected.status == "rejected":
+            return failure(f"rejected: {inspected.reason}", retryable=False)
         if inspected.status != "ok":
             reason = inspected.reason or inspected.stderr_tail or "no reason given"
             return failure(f"inspection failed ({inspected.status}): {reason}", retryable=False)

@@ -13,6 +13,7 @@ from typing import Any
 
 import typer
 
+from advisor.cli.token_file import read_token
 from advisor.report import FORMATS
 
 INSPECT_TIMEOUT_S = 600.0
@@ -40,7 +41,9 @@ def analyze(
     model: Path = typer.Argument(..., help="a TorchScript (.pt) or ExportedProgram (.pt2) file"),
     local: bool = typer.Option(True, "--local/--no-local", help="run everything on this machine (the default)"),
     server: str | None = typer.Option(None, "--server", help="a team server URL: analyse there instead"),
-    token: str | None = typer.Option(None, "--token", envvar="ADVISOR_TOKEN", help="API token for --server"),
+    token_file: Path | None = typer.Option(
+        None, "--token-file", help="file holding the API token for --server (mode 0600); default: $ADVISOR_TOKEN"
+    ),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="with --server: follow the analysis to the end"),
     force: bool = typer.Option(
         False, "--force", help="with --server: measure again even if an identical analysis exists"
@@ -93,6 +96,7 @@ def analyze(
         local_only = {"--device": device, "--skip-measure": skip_measure or None, "--input-shape": input_shape or None}
         if given := [flag for flag, value in local_only.items() if value is not None]:
             _fail(f"{', '.join(given)} apply to --local only (the server's worker measures on its own device)")
+        token = read_token(token_file)
         raise typer.Exit(_analyze_on_server(model=model, context=context.model_dump(), server=server, token=token,
                                             wait=wait, fmt=fmt, inputs=inputs, backends=_split(backends), force=force,
                                             out=out))  # fmt: skip
@@ -140,7 +144,7 @@ def analyze_locally(
     from advisor.measure import measurement_zygote
 
     # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis
-    with measurement_zygote(device) as zygote:
+    with measurement_zygote(device, [str(model), str(inputs) if inputs else None]) as zygote:
         inspection = _inspect(model, inputs, input_shapes, zygote)
         run = None
         if not skip_measure:
@@ -174,13 +178,11 @@ def _context(context_file: Path | None, flags: dict[str, Any]) -> Any:
 
 
 def _inspect(model: Path, inputs: Path | None, input_shapes: list[str] | None, zygote: Any) -> dict[str, Any]:
-    from advisor.sandbox import run_in_sandbox
+    from advisor.isolated_inspection import inspect_isolated
 
     typer.echo("inspecting the model ...", err=True)
-    kwargs = {"path": str(model.resolve()), "inputs_file": str(inputs.resolve()) if inputs else None,
-              "input_shapes": input_shapes}  # fmt: skip
-    result = run_in_sandbox("advisor.inspect:inspect_model", kwargs, timeout_s=INSPECT_TIMEOUT_S,
-                            memory_limit_mb=None, stage="inspect", zygote=zygote)  # fmt: skip
+    result = inspect_isolated(str(model), inputs_file=str(inputs) if inputs else None, input_shapes=input_shapes,
+                              zygote=zygote, timeout_s=INSPECT_TIMEOUT_S)  # fmt: skip
     if result.status != "ok":
         _fail(f"inspection failed ({result.status}): {result.reason or 'no details'}", EXIT_FAILED)
     return result.value

@@ -38,6 +38,8 @@ def inspect(
         None, "--input-shape", help="NAME=1x3x224x224:float32, once per input (TorchScript needs inputs)"
     ),
     as_json: bool = typer.Option(False, "--json", help="print the inspection as JSON"),
+    timeout_s: float = typer.Option(600.0, "--timeout", help="wall-clock limit of the inspection, in seconds"),
+    memory_limit_mb: int = typer.Option(16384, "--memory-limit-mb", help="address-space limit of the inspection"),
 ) -> None:
     """Show a model's ops with their Inductor/TorchAir coverage, graph breaks, inputs and size."""
     from advisor.artifacts import ArtifactRejected, sniff
@@ -47,11 +49,16 @@ def inspect(
         raise typer.Exit(2)
     with one_line_errors("inspection", expected=(ArtifactRejected,)):
         sniff(model)  # torch-free: a file we refuse is refused before torch is even imported
-    from advisor.inspect import inspect_model
-    from advisor.loading import LoadError
+    from advisor.isolated_inspection import inspect_isolated
 
-    with one_line_errors("inspection", expected=(LoadError,)):
-        result = inspect_model(str(model), inputs_file=str(inputs) if inputs else None, input_shapes=input_shape)
+    # in a sandboxed, limited child (advisor.isolation): the model is untrusted even on your own machine
+    with one_line_errors("inspection"):
+        done = inspect_isolated(str(model), inputs_file=str(inputs) if inputs else None, input_shapes=input_shape,
+                                timeout_s=timeout_s, memory_limit_mb=memory_limit_mb)  # fmt: skip
+    if done.status != "ok":
+        typer.echo(f"error: {done.reason or f'inspection failed ({done.status})'}", err=True)
+        raise typer.Exit(2 if done.status in ("rejected", "load_error") else 1)
+    result = done.value
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:

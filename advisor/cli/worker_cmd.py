@@ -1,8 +1,14 @@
-"""`npu-advisor worker --server URL --token T`: measure jobs from a team server on this node's device."""
+"""`npu-advisor worker --server URL`: measure jobs from a team server on this node's device.
+
+The token comes from $ADVISOR_TOKEN or `--token-file` (mode 0600), never from the command line: a command
+line is readable by every process on the node through /proc. Every child that touches a model runs under
+bubblewrap (advisor.isolation); a worker that cannot isolate refuses to start unless told `--no-isolation`.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import socket
 import tempfile
@@ -10,12 +16,18 @@ from pathlib import Path
 
 import typer
 
+from advisor.cli.token_file import read_token
 from advisor.client import TOKEN_ENV
 
 
 def worker(
     server: str = typer.Option(..., "--server", help="the npu-advisor server, e.g. http://advisor:8000"),
-    token: str | None = typer.Option(None, "--token", envvar=TOKEN_ENV, help="a token with the worker role"),
+    token_file: Path | None = typer.Option(
+        None, "--token-file", help=f"file holding a worker-role token (mode 0600); default: ${TOKEN_ENV}"
+    ),
+    no_isolation: bool = typer.Option(
+        False, "--no-isolation", help="run model children without the bubblewrap sandbox (trusted models only)"
+    ),
     device: str | None = typer.Option(None, "--device", help="cpu, cuda or npu (default: the best usable one)"),
     name: str | None = typer.Option(None, "--name", help="how the server lists this worker (default: host-device)"),
     backends: str | None = typer.Option(
@@ -28,11 +40,21 @@ def worker(
     max_jobs: int | None = typer.Option(None, "--max-jobs", help="exit after this many jobs"),
 ) -> None:
     """Register with the server, then claim and measure jobs until stopped (Ctrl-C / SIGTERM: graceful)."""
+    from advisor.isolation import ISOLATION_ENV, IsolationUnavailable, resolve_isolation
     from workers.agent import AgentConfig, WorkerAgent
     from workers.api import WorkerApi
     from workers.capabilities import CapabilityError, detect_capabilities
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    token = read_token(token_file)
+    try:
+        isolation = resolve_isolation("none" if no_isolation else "bubblewrap")
+    except IsolationUnavailable as exc:
+        typer.echo(f"error: this worker cannot isolate model children: {exc}. Pass --no-isolation only if every "
+                   "uploader is trusted; the server then lists this worker as not isolated.", err=True)  # fmt: skip
+        raise typer.Exit(2) from None
+    os.environ[ISOLATION_ENV] = isolation.kind  # the stage runner and every sandbox child it starts use the same
+    typer.echo(f"isolation: {isolation.kind}" + (f" ({isolation.note})" if isolation.note else ""), err=True)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the job log
     only = [item.strip() for item in backends.split(",") if item.strip()] if backends else None
     typer.echo("probing this node's device and backends ...", err=True)
@@ -51,7 +73,7 @@ def worker(
         name=name or f"{socket.gethostname()}-{capabilities.device_kind}",
         device=capabilities.device_kind,
         backends=capabilities.backends,
-        environment=capabilities.environment,
+        environment={**capabilities.environment, "isolation": isolation.describe()},
         work_dir=work_dir or Path(tempfile.mkdtemp(prefix="npu-advisor-worker-")),
         grace_s=grace_s,
         max_jobs=max_jobs,

@@ -85,7 +85,8 @@ ANALYZE_FORM = {
     response_model=AnalysisAccepted,
     responses={
         200: {"description": "an identical recent analysis (deduplicated)"},
-        413: {"description": "the upload is over the size limit (the message names it)"},
+        413: {"description": "the upload is over the size limit, or its archive expands past one (entries, sizes, "
+              "compression ratio, metadata entries); the message names the entry and the limit"},
         415: {"description": "not a TorchScript / ExportedProgram file (the message says what it is)"},
         422: {
             "description": "invalid form or context: one {field, message} per problem (also: a form of more "
@@ -157,6 +158,13 @@ async def receive_and_submit(
     )
 
 
+# How the API answers each refusal of advisor.artifacts (the message names the entry and the limit); others: 415.
+_REFUSAL_STATUS = {
+    "zip_bomb": 413, "metadata_too_large": 413, "compression_ratio": 413,
+    "unsafe_path": 422, "forged_directory": 422, "truncated": 422, "encrypted": 422, "unsupported_compression": 422,
+}  # fmt: skip
+
+
 def _accepted(request: Request, session, queue, submission: Submission) -> JSONResponse:  # noqa: ANN001
     """202 with the new analysis' id and links (200 for a deduplicated submission)."""
     analysis_id = submission.analysis.id
@@ -225,7 +233,7 @@ def _commit_model(session, incoming: IncomingFile, now) -> Artifact:  # noqa: AN
     try:
         stored, info = incoming.commit(check=sniff)
     except ArtifactRejected as exc:
-        raise HTTPException(415, detail=str(exc)) from None
+        raise HTTPException(_REFUSAL_STATUS.get(exc.code, 415), detail=str(exc)) from None
     return _artifact_row(session, stored, now, kind="model", info=info)
 
 

@@ -59,6 +59,7 @@ def sleep_and_note(pid_file: str, seconds: float) -> None:
 
 def sandboxed_sleep(spec: dict[str, Any], emit) -> dict[str, Any]:
     """Like `slow`, but the sleeping happens in a real advisor.sandbox child (its own session)."""
+    from advisor.isolation import NO_ISOLATION
     from advisor.sandbox import run_in_sandbox
     from workers.stages import CANCEL
 
@@ -71,5 +72,6 @@ def sandboxed_sleep(spec: dict[str, Any], emit) -> dict[str, Any]:
         timeout_s=120,
         memory_limit_mb=None,
         cancel=CANCEL,
+        isolation=NO_ISOLATION,  # the test reads the child's host pid; isolated kills: tests/test_sandbox.py
     )
     return RESULT

@@ -29,8 +29,9 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
 
     started: list[RecordingZygote] = []
 
-    def one_zygote(device: str) -> Zygote:
-        started.append(RecordingZygote("advisor.measure_child:preload", {"device": device}))
+    def one_zygote(device: str, readable: list | tuple = ()) -> Zygote:
+        started.append(RecordingZygote("advisor.measure_child:preload", {"device": device},
+                                       readable=[p for p in readable if p]))  # fmt: skip
         return started[-1]
 
     monkeypatch.setattr(advisor.measure, "measurement_zygote", one_zygote)
