@@ -111,27 +111,17 @@ def _with_pickled_constant(source: Path, target: Path, marker: Path, *, program:
                     compression=compression)  # fmt: skip
 
 
-def _with_pickled_weight(source: Path, target: Path, marker: Path) -> Path:
+def _with_pickled_payload(source: Path, target: Path, marker: Path, folder: str) -> Path:
+    """The first entry of `folder`'s config (weights or constants) marked `use_pickle`, holding a torch.save payload."""
+    config_name = f"m/data/{folder}/model_{folder}_config.json"
     with zipfile.ZipFile(source) as src:
-        config = json.loads(src.read("m/data/weights/model_weights_config.json"))
+        config = json.loads(src.read(config_name))
     first = next(iter(config["config"].values()))
     first["use_pickle"] = True
     evil = io.BytesIO()
     _torch_save(RunsCode(marker), evil)
-    return _rewrite(source, target, replace={"m/data/weights/model_weights_config.json": json.dumps(config).encode(),
-                                             f"m/data/weights/{first['path_name']}": evil.getvalue()})  # fmt: skip
-
-
-def _with_pickled_tensor_constant(source: Path, target: Path, marker: Path) -> Path:
-    with zipfile.ZipFile(source) as src:
-        config = json.loads(src.read("m/data/constants/model_constants_config.json"))
-    first = next(iter(config["config"].values()))
-    first["use_pickle"] = True
-    evil = io.BytesIO()
-    _torch_save(RunsCode(marker), evil)
-    return _rewrite(source, target, replace={
-        "m/data/constants/model_constants_config.json": json.dumps(config).encode(),
-        f"m/data/constants/{first['path_name']}": evil.getvalue()})  # fmt: skip
+    return _rewrite(source, target, replace={config_name: json.dumps(config).encode(),
+                                             f"m/data/{folder}/{first['path_name']}": evil.getvalue()})  # fmt: skip
 
 
 def _with_sample_inputs(source: Path, target: Path, marker: Path, program: str = "model") -> Path:
@@ -232,8 +222,8 @@ def build_corpus(out: Path, marker: Path, decoy: Path) -> list[Case]:
         lambda p: _with_pickled_constant(ep, p, marker, data=payload(marker, 2)), "rejected", opaque)  # fmt: skip
     add("custom_object_constant.pt2", lambda p: _with_pickled_constant(ep, p, marker, prefix="custom_obj"),
         "rejected", None)  # fmt: skip
-    add("pickled_weight.pt2", lambda p: _with_pickled_weight(ep, p, marker), "rejected", None)
-    add("pickled_tensor_constant.pt2", lambda p: _with_pickled_tensor_constant(ep, p, marker), "rejected", None)
+    add("pickled_weight.pt2", lambda p: _with_pickled_payload(ep, p, marker, "weights"), "rejected", None)
+    add("pickled_tensor_constant.pt2", lambda p: _with_pickled_payload(ep, p, marker, "constants"), "rejected", None)
     add("pickled_sample_inputs.pt2", lambda p: _with_sample_inputs(ep, p, marker), "rejected", None)
     add("pickled_sample_inputs_renamed.pt2", lambda p: _with_sample_inputs(ep, p, marker, "other"), "rejected",
         None)  # fmt: skip

@@ -121,6 +121,20 @@ def test_running_analysis_page_refreshes_itself_and_missing_one_is_404(client: T
 
 
 # ------------------------------------------------------------------ queue and workers
+def test_queue_page_says_which_workers_run_models_without_isolation(client: TestClient, seeded: Db):
+    sandboxes = {"boxed": {"kind": "bubblewrap", "version": "0.8.0", "note": None},
+                 "open": {"kind": "none", "version": None, "note": "isolation switched off (--no-isolation)"}}
+    for name, isolation in sandboxes.items():
+        registered = client.post("/api/v1/workers/register", json={
+            "name": name, "device_kind": "cpu", "backends": ["eager"], "environment": {"isolation": isolation}})
+        assert registered.status_code == 200, registered.text
+    html = client.get("/queue").text
+    boxed = html.split('data-worker="boxed"')[1].split("</tr>")[0]
+    unboxed = html.split('data-worker="open"')[1].split("</tr>")[0]
+    assert ">isolated</span>" in boxed and "not isolated" not in boxed
+    assert ">not isolated</span>" in unboxed and "--no-isolation" in unboxed
+
+
 def test_queue_page_lists_jobs_and_workers_and_marks_lost_ones(client: TestClient, seeded: Db):
     for name in ("npu-node-1", "cpu-node-2"):
         registered = client.post(
