@@ -80,6 +80,22 @@ class EmbeddedWorker:
         self.process: subprocess.Popen | None = None
         self.stopping = threading.Event()
 
+    @staticmethod
+    def _isolation_flags() -> list[str]:
+        """The embedded worker sandboxes models like any worker; where bubblewrap is missing it runs without,
+        says so here, and the queue page lists it as not isolated (an external worker would refuse to start)."""
+        from advisor.isolation import IsolationUnavailable, resolve_isolation
+
+        try:
+            isolation = resolve_isolation()
+        except IsolationUnavailable:
+            return []  # ADVISOR_ISOLATION=bubblewrap was asked for: the worker refuses to start and says why
+        if isolation.isolated:
+            return []
+        typer.echo(f"warning: the embedded worker runs models WITHOUT a sandbox ({isolation.note}); "
+                   "install bubblewrap before letting others upload", err=True)  # fmt: skip
+        return ["--no-isolation"]
+
     def start_when_healthy(self) -> None:
         if not _wait_healthy(self.url, HEALTH_WAIT_S, self.stopping):
             return
@@ -87,6 +103,7 @@ class EmbeddedWorker:
         command += ["--name", "embedded", "--grace", "10"]
         if self.backends:
             command += ["--backends", self.backends]
+        command += self._isolation_flags()
         env = dict(os.environ)
         env.pop("ADVISOR_TOKEN", None)
         if self.token:
