@@ -11,10 +11,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from advisor.measure import DEFAULT_MEMORY_LIMIT_MB
 from advisor.sandbox import Cancel, SandboxResult, Zygote, run_in_sandbox
 
 INSPECT_TIMEOUT_S = 600.0
-INSPECT_MEMORY_LIMIT_MB = 16384
+INSPECT_MEMORY_LIMIT_MB = DEFAULT_MEMORY_LIMIT_MB  # the same address-space limit as each measurement child
 _TARGET = "advisor.inspect:inspect_model"
 
 

@@ -76,7 +76,6 @@ class Isolation:
         *,
         writable: Iterable[str],
         readable: Iterable[str] = (),
-        chdir: str | None = None,
     ) -> list[str]:
         """`argv` wrapped so that it runs confined; unchanged when there is no isolation."""
         if not self.isolated:
@@ -98,7 +97,7 @@ class Isolation:
             args += ["--dev-bind", device, device]
         for path in dict.fromkeys(os.path.abspath(p) for p in writable):
             args += ["--bind", path, path]
-        args += ["--chdir", chdir or "/tmp", "--setenv", "HOME", "/tmp", "--"]
+        args += ["--chdir", "/tmp", "--setenv", "HOME", "/tmp", "--"]
         return args + list(argv)
 
     def returncode(self, code: int) -> int:

@@ -92,14 +92,14 @@ def locate_pickle(path: str, global_name: str) -> str | None:
                         return inside
                     continue
                 with archive.open(info) as member:
-                    if _stream_contains(member, b"", needles):
+                    if _stream_contains(member, needles):
                         return inside
     return None
 
 
-def _stream_contains(member: Any, head: bytes, needles: list[bytes]) -> bool:
+def _stream_contains(member: Any, needles: list[bytes]) -> bool:
     found: set[bytes] = set()
-    carry = head
+    carry = b""
     while True:
         window = carry + member.read(_LOCATE_CHUNK)
         found |= {needle for needle in needles if needle in window}

@@ -283,10 +283,14 @@ def _compile(backend: Any, module: Any, inputs: tuple, request: Any) -> Callable
         raise _stage_error(exc, "compilation", default="compile_error") from exc
 
 
+def _is_out_of_memory(exc: BaseException, message: str) -> bool:
+    return isinstance(exc, MemoryError) or any(marker in message.lower() for marker in _OOM_MARKERS)
+
+
 def _eager_failure(exc: BaseException, what: str) -> StageError:
     """An allocation failure is "oom" (the memory limit or the machine), anything else a runtime error."""
     message = _one_line(exc)
-    if isinstance(exc, MemoryError) or any(m in message.lower() for m in _OOM_MARKERS):
+    if _is_out_of_memory(exc, message):
         return StageError("oom", f"{what}: out of memory: {message}")
     return StageError("runtime_error", f"{what}: {message}")
 
@@ -294,7 +298,7 @@ def _eager_failure(exc: BaseException, what: str) -> StageError:
 def _stage_error(exc: BaseException, during: str, default: str = "runtime_error") -> StageError:
     """Compiler exceptions are compile errors, allocation failures are oom, the rest runtime errors."""
     message = _one_line(exc)
-    if isinstance(exc, MemoryError) or any(m in message.lower() for m in _OOM_MARKERS):
+    if _is_out_of_memory(exc, message):
         return StageError("oom", f"out of memory during {during}: {message}")
     module = type(exc).__module__ or ""
     if module.startswith(("torch._dynamo", "torch._inductor")) or type(exc).__name__ == "BackendCompilerFailed":

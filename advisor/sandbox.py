@@ -393,7 +393,6 @@ class Zygote:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
 
-
     # -------------------------------------------------- internals
     def _start(self) -> bool:
         if self._broken:
@@ -530,16 +529,18 @@ def _apply_limits(limits: Mapping[str, Any]) -> None:
     """rlimits of this child (see ChildLimits): address space, CPU time, file size, processes, no core dumps."""
     import resource
 
+    mib = 1024 * 1024
     wanted = {
-        resource.RLIMIT_AS: limits.get("memory_mb") and int(limits["memory_mb"]) * 1024 * 1024,
-        resource.RLIMIT_CPU: limits.get("cpu_s") and int(math.ceil(float(limits["cpu_s"]))),
-        resource.RLIMIT_FSIZE: limits.get("file_mb") and int(limits["file_mb"]) * 1024 * 1024,
-        resource.RLIMIT_NPROC: limits.get("processes") and int(limits["processes"]),
-        resource.RLIMIT_CORE: 0,
+        resource.RLIMIT_AS: (limits.get("memory_mb"), mib),
+        resource.RLIMIT_CPU: (limits.get("cpu_s"), 1),
+        resource.RLIMIT_FSIZE: (limits.get("file_mb"), mib),
+        resource.RLIMIT_NPROC: (limits.get("processes"), 1),
+        resource.RLIMIT_CORE: (0, 1),
     }
-    for which, limit in wanted.items():
-        if limit is None or limit is False:
+    for which, (value, unit) in wanted.items():
+        if value is None:
             continue
+        limit = math.ceil(float(value)) * unit
         _soft, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
             limit = min(limit, hard)

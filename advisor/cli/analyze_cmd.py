@@ -16,7 +16,6 @@ import typer
 from advisor.cli.token_file import read_token
 from advisor.report import FORMATS
 
-INSPECT_TIMEOUT_S = 600.0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
@@ -182,7 +181,7 @@ def _inspect(model: Path, inputs: Path | None, input_shapes: list[str] | None, z
 
     typer.echo("inspecting the model ...", err=True)
     result = inspect_isolated(str(model), inputs_file=str(inputs) if inputs else None, input_shapes=input_shapes,
-                              zygote=zygote, timeout_s=INSPECT_TIMEOUT_S)  # fmt: skip
+                              zygote=zygote)  # fmt: skip
     if result.status != "ok":
         _fail(f"inspection failed ({result.status}): {result.reason or 'no details'}", EXIT_FAILED)
     return result.value

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from advisor.cli.errors import one_line_errors
 from advisor.decision_rules import torchair_status_unknown
+from advisor.isolated_inspection import INSPECT_MEMORY_LIMIT_MB, INSPECT_TIMEOUT_S
 
 _COVERAGE_STYLE = {
     "lowered": "green",
@@ -38,8 +39,12 @@ def inspect(
         None, "--input-shape", help="NAME=1x3x224x224:float32, once per input (TorchScript needs inputs)"
     ),
     as_json: bool = typer.Option(False, "--json", help="print the inspection as JSON"),
-    timeout_s: float = typer.Option(600.0, "--timeout", help="wall-clock limit of the inspection, in seconds"),
-    memory_limit_mb: int = typer.Option(16384, "--memory-limit-mb", help="address-space limit of the inspection"),
+    timeout_s: float = typer.Option(
+        INSPECT_TIMEOUT_S, "--timeout", help="wall-clock limit of the inspection, in seconds"
+    ),
+    memory_limit_mb: int = typer.Option(
+        INSPECT_MEMORY_LIMIT_MB, "--memory-limit-mb", help="address-space limit of the inspection"
+    ),
 ) -> None:
     """Show a model's ops with their Inductor/TorchAir coverage, graph breaks, inputs and size."""
     from advisor.artifacts import ArtifactRejected, sniff
