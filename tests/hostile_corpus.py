@@ -257,6 +257,11 @@ def build_corpus(out: Path, marker: Path, decoy: Path) -> list[Case]:
     add("script_one_huge_allocation.pt", lambda p: _script(out, "huge", (
         "        y = torch.ones(1 << 40)\n        return x + y[0]\n")).rename(p), "oom",
         input_shapes=tuple(TS_INPUT_SHAPES))  # fmt: skip
+    add("script_segfaults.pt", lambda p: _script(out, "segv", (
+        "        index = torch.tensor([[1 << 40], [0]])\n"
+        "        sparse = torch.ops.aten._sparse_coo_tensor_unsafe(index, torch.ones(1), [2, 2])\n"
+        "        return x + sparse.to_dense().sum()\n")).rename(p), "crashed",
+        input_shapes=tuple(TS_INPUT_SHAPES))  # fmt: skip  -- an unchecked out-of-bounds write: SIGSEGV
     # archive-level attacks, refused by the server before anything is stored
     add("json_spaces_bomb.pt2", lambda p: _spaces_json(p, 256 << 20), "upload", "metadata_too_large")
     add("deflated_zero_weights.pt2", lambda p: _zip(p, {"m/models/model.json": b"{}",

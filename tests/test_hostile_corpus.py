@@ -3,8 +3,8 @@
 Layer 1 on its own (no OS sandbox): every pickle, wherever it sits in the archive and whatever it is called,
 is refused with status "rejected" naming the entry, and the marker never appears. Layers 2 and 3 (the
 bubblewrap sandbox and the limits): TorchScript that reaches for host files leaves them unchanged, an endless
-loop ends as "timeout", an unbounded allocation as "oom". Every child is forked from one zygote, as a worker's
-job does; after all of them the zygote still serves a clean model."""
+loop ends as "timeout", an unbounded allocation as "oom", a segfault as "crashed". Every child is forked
+from one zygote, as a worker's job does; after all of them the zygote still serves a clean model."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _cases(corpus: dict, *expects: str) -> list:
 def test_the_corpus_has_at_least_thirty_files(hostile_corpus) -> None:
     assert len(hostile_corpus["cases"]) >= 30
     assert {case.expect for case in hostile_corpus["cases"]} >= {"upload", "rejected", "load_error", "confined",
-                                                                 "timeout", "oom"}  # fmt: skip
+                                                                 "timeout", "oom", "crashed"}  # fmt: skip
 
 
 def test_no_pickle_runs_even_without_the_os_sandbox(hostile_corpus, monkeypatch) -> None:
@@ -50,7 +50,7 @@ def test_hostile_torchscript_is_confined_and_limited(hostile_corpus, monkeypatch
     except IsolationUnavailable as exc:
         pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
     monkeypatch.setenv("ADVISOR_ISOLATION", "bubblewrap")
-    cases = _cases(hostile_corpus, "rejected", "confined", "timeout")
+    cases = _cases(hostile_corpus, "rejected", "confined", "timeout", "crashed")
     decoy: Path = hostile_corpus["decoy"]
     with measurement_zygote("cpu", [str(case.path) for case in cases]) as zygote:
         assert zygote.isolation == isolation

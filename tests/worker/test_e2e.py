@@ -5,6 +5,7 @@ Real processes on a free port with a temp data dir; the worker measures with eag
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -142,3 +143,55 @@ def test_queued_jobs_survive_a_server_crash_and_analyze_waits_for_the_stored_rep
         assert stored["recommendation"]["backend"] == "eager"
         assert [row["status"] for row in stored["measurements"]["measurements"]] == ["ok"]
         assert stored["inspection"]["format"] == "exported_program"
+
+
+def test_hostile_uploads_end_with_a_clear_status_and_the_worker_takes_the_next_job(
+    services: Services, example_model: Path, hostile_corpus: dict, tmp_path: Path
+):
+    """Issue 11's corpus through the real path: upload -> queue -> isolated worker. A segfault, an endless loop,
+    a pickle payload and a host-file writer each end their own job with a clear reason; the host file and the
+    marker are untouched; the same worker process then measures a clean model."""
+    import torch
+
+    from advisor.isolation import IsolationUnavailable, probe_bubblewrap
+
+    try:
+        probe_bubblewrap()
+    except IsolationUnavailable as exc:
+        pytest.skip(f"needs a working bubblewrap sandbox for an isolated worker: {exc}")
+    inputs = tmp_path / "inputs.pt"
+    torch.save((torch.zeros(2, 4),), inputs)
+    cases = {case.name: case for case in hostile_corpus["cases"]}
+    expected = {
+        "script_segfaults.pt": "inspection failed (crashed)",
+        "script_endless_loop.pt": "inspection failed (timeout)",
+        "opaque_constant_renamed.pt2": "rejected: the archive holds a pickled Python object",
+        "script_writes_host_file.pt": None,  # any outcome, as long as the host file is unchanged
+    }
+    services.serve()
+    worker = services.start("worker", "--server", services.url, "--backends", "eager", "--name", "hostile",
+                            "--stage-timeout", "15", log="worker.log")  # fmt: skip
+    ids = {}
+    for name in [*expected, "clean"]:
+        path = example_model if name == "clean" else cases[name].path
+        files = {"model": (path.name, path.read_bytes())}
+        if path.suffix == ".pt":
+            files["inputs"] = ("inputs.pt", inputs.read_bytes())
+        context = json.dumps({"stage": "production", "target": "cpu"})
+        answer = httpx.post(f"{services.url}/api/v1/analyze", files=files, data={"context": context}, timeout=30)
+        assert answer.status_code == 202, answer.text
+        ids[name] = answer.json()["id"]
+
+    def final() -> dict | None:
+        views = {name: httpx.get(f"{services.url}/api/v1/analyses/{i}", timeout=10).json() for name, i in ids.items()}
+        return views if all(v["status"] in ("done", "failed") for v in views.values()) else None
+
+    views = wait_until(final, 300, "every hostile job and the clean one should finish", services)
+    for name, reason in expected.items():
+        if reason is not None:
+            assert views[name]["status"] == "failed", (name, views[name]["status"])
+            assert views[name]["error"].startswith(reason), (name, views[name]["error"])
+    assert views["clean"]["status"] == "done", views["clean"]["error"]
+    assert worker.poll() is None, "the worker should still be running:\n" + services.log("worker.log")
+    assert hostile_corpus["decoy"].read_bytes() == hostile_corpus["decoy_bytes"]
+    assert not hostile_corpus["marker"].exists()
