@@ -52,8 +52,15 @@ class MeasurementCancelled(RuntimeError):
 def measurement_zygote(device: str, readable: list[str | None] | tuple = ()) -> Zygote:
     """The zygote `measure_model` forks its children from; pass one in to share it with other children of
     the same job (e.g. inspection: one `import torch` per analysis instead of one per stage). Caller closes it.
-    `readable`: the job's model (and inputs) file, the only files of the host its sandbox may read."""
-    return Zygote(_PRELOAD, {"device": device}, readable=[p for p in readable if p])
+    `readable`: the job's model (and inputs) file, the only files of the host its sandbox may read (besides
+    Inductor's trusted precompiled headers, advisor.inductor_headers, built on first use)."""
+    from advisor.inductor_headers import trusted_headers
+    from advisor.isolation import resolve_isolation
+
+    isolation = resolve_isolation()
+    headers = trusted_headers(isolation)
+    return Zygote(_PRELOAD, {"device": device, "trusted_headers": headers}, isolation=isolation,
+                  readable=[p for p in (*readable, headers) if p])  # fmt: skip
 
 
 def plan_variants(backends: list[str] | None, device: str) -> list[tuple[str, str]]:

@@ -46,15 +46,20 @@ class TimingPolicy:
     warm_cache: bool = True  # measure the warm-cache compile in a second child
 
 
-def preload(device: str) -> None:
+def preload(device: str, trusted_headers: str | None = None) -> None:
     """Zygote preload (see advisor.sandbox.Zygote): the imports every measurement child does anyway - `import
-    torch` and what loading an ExportedProgram imports (Dynamo, Inductor: ~1.5 s) - and nothing more: no model,
-    no compilation. Inductor reads its cache directory from the environment when it compiles, in the child."""
+    torch` and what loading an ExportedProgram imports (Dynamo, Inductor: ~1.5 s) - and, in a sandbox, a copy of
+    Inductor's trusted precompiled header (advisor.inductor_headers); no model, no compilation. Inductor reads
+    its cache directory from the environment when it compiles, in the child."""
     devices.prepare_environment(device)
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
     import torch._inductor.compile_fx  # noqa: F401
     import torch.export  # noqa: F401
+
+    from advisor import inductor_headers
+
+    inductor_headers.install(trusted_headers)
 
     import advisor.accuracy  # noqa: F401
     import advisor.backends  # noqa: F401

@@ -48,3 +48,27 @@ def probe_host(secret_file: str, readable_file: str, scratch_file: str, project_
         "network": _attempt(connect),
         "interfaces": sorted(name for _, name in socket.if_nameindex()),
     }
+
+
+def compile_with_inductor_headers() -> dict:
+    """Which precompiled headers this sandbox holds before and after one Inductor compile, and whether it can
+    write to the trusted copy it was handed (advisor.inductor_headers)."""
+    import torch
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    folder = Path(default_cache_dir()) / "precompiled_headers"
+
+    def listing() -> list[str]:
+        return sorted(p.name for p in folder.glob("*") if p.name != "locks") if folder.is_dir() else []
+
+    before = listing()
+    torch.compile(lambda x: (x * 3).cos().sum(dim=0))(torch.randn(4, 32))
+    return {"before": before, "after": listing()}
+
+
+def overwrite_file(path: str) -> str:
+    def write() -> None:
+        with open(path, "r+b") as fh:
+            fh.write(b"poisoned")
+
+    return _attempt(write)

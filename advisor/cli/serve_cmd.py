@@ -1,7 +1,8 @@
 """`npu-advisor serve`: the API + dashboard on SQLite, plus an embedded worker for this machine's device.
 
 The worker runs as a separate process (`npu-advisor worker`), started once the API answers
-/healthz, and is stopped first on shutdown so it can release its job while the API is still up.
+/healthz, and is stopped first on shutdown so it can release its job while the API is still up. If serve
+dies without a shutdown (kill -9), the worker notices and stops too (advisor.cli.parent_watch).
 With auth off (loopback, no tokens) it needs no token; otherwise it uses ADVISOR_WORKER_TOKEN or a
 worker token that serve creates once and keeps in <data dir>/embedded-worker.token (app.worker_token).
 """
@@ -20,6 +21,8 @@ from types import FrameType
 import httpx
 import typer
 import uvicorn
+
+from advisor.cli.parent_watch import PARENT_ENV
 
 WORKER_STOP_GRACE_S = 15.0
 HEALTH_WAIT_S = 60.0
@@ -105,6 +108,7 @@ class EmbeddedWorker:
             command += ["--backends", self.backends]
         command += self._isolation_flags()
         env = dict(os.environ)
+        env[PARENT_ENV] = str(os.getpid())  # it exits when serve is gone (advisor.cli.parent_watch)
         env.pop("ADVISOR_TOKEN", None)
         if self.token:
             env["ADVISOR_TOKEN"] = self.token  # by environment, not argv: argv is visible in `ps`

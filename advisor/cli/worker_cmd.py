@@ -40,11 +40,13 @@ def worker(
     max_jobs: int | None = typer.Option(None, "--max-jobs", help="exit after this many jobs"),
 ) -> None:
     """Register with the server, then claim and measure jobs until stopped (Ctrl-C / SIGTERM: graceful)."""
+    from advisor.cli.parent_watch import exit_with_parent
     from advisor.isolation import ISOLATION_ENV, IsolationUnavailable, resolve_isolation
     from workers.agent import AgentConfig, WorkerAgent
     from workers.api import WorkerApi
     from workers.capabilities import CapabilityError, detect_capabilities
 
+    exit_with_parent()  # a worker started by `serve` stops when serve is gone
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     token = read_token(token_file)
     try:

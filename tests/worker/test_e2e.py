@@ -195,3 +195,35 @@ def test_hostile_uploads_end_with_a_clear_status_and_the_worker_takes_the_next_j
     assert worker.poll() is None, "the worker should still be running:\n" + services.log("worker.log")
     assert hostile_corpus["decoy"].read_bytes() == hostile_corpus["decoy_bytes"]
     assert not hostile_corpus["marker"].exists()
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def test_the_embedded_worker_stops_when_serve_is_killed(services: Services):
+    """`serve` killed with SIGKILL (no shutdown handler runs): its embedded worker notices and exits."""
+    serve = services.start("serve", "--port", str(services.port), "--data-dir", str(services.data_dir),
+                           "--worker-backends", "eager", log="serve.log")  # fmt: skip
+
+    def registered() -> list[dict] | None:
+        try:
+            workers = httpx.get(f"{services.url}/api/v1/workers", timeout=2).json()
+        except (httpx.TransportError, ValueError):
+            return None
+        return workers or None
+
+    wait_until(registered, 120, "the embedded worker should register", services)
+    workers = _children(serve.pid)
+    assert workers, "serve should have started its worker as a child process"
+    serve.kill()
+    serve.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
+        time.sleep(0.5)
+    survivors = [pid for pid in workers if Path(f"/proc/{pid}").exists()
+                 and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"]  # fmt: skip
+    assert not survivors, f"the embedded worker outlived serve:\n{services.log('serve.log')}"

@@ -1,0 +1,44 @@
+"""Inductor's precompiled header for sandboxed jobs (advisor.inductor_headers): built once by trusted code,
+handed to every job's sandbox as a private copy, never writable from a job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from advisor.inductor_headers import trusted_headers
+from advisor.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
+from advisor.sandbox import Zygote, run_in_sandbox
+
+pytestmark = pytest.mark.slow
+
+
+def test_unconfined_children_use_the_hosts_own_cache() -> None:
+    assert trusted_headers(NO_ISOLATION) is None
+
+
+def test_a_sandboxed_job_compiles_against_the_trusted_header_and_cannot_change_it() -> None:
+    try:
+        isolation = probe_bubblewrap()
+    except IsolationUnavailable as exc:
+        pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
+    headers = trusted_headers(isolation)
+    assert headers is not None
+    built = sorted(p.name for p in Path(headers).iterdir())
+    assert any(name.endswith(".gch") for name in built), built
+    assert trusted_headers(isolation) == headers, "built once, then reused"
+    snapshot = {p: p.read_bytes()[:4096] for p in Path(headers).iterdir() if p.is_file()}
+
+    with Zygote("advisor.measure_child:preload", {"device": "cpu", "trusted_headers": headers}, isolation=isolation,
+                readable=[headers]) as zygote:  # fmt: skip
+        seen = run_in_sandbox("tests.sandbox_probes:compile_with_inductor_headers", {}, timeout_s=300,
+                              memory_limit_mb=None, zygote=zygote)  # fmt: skip
+        gch = next(p for p in snapshot if p.name.endswith(".gch"))
+        poison = run_in_sandbox("tests.sandbox_probes:overwrite_file", {"path": str(gch)}, timeout_s=120,
+                                memory_limit_mb=None, zygote=zygote, readable=[headers])  # fmt: skip
+    assert seen.status == "ok", seen
+    assert seen.value["before"] == [name for name in built if not name.startswith(".")], "copied in before compiling"
+    assert seen.value["after"] == seen.value["before"], "the compile reused the copy instead of building another"
+    assert poison.status == "ok" and poison.value.startswith("refused"), poison
+    assert {p: p.read_bytes()[:4096] for p in snapshot} == snapshot
