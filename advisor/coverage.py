@@ -96,28 +96,88 @@ def _normalise_name(name: str) -> str:
 
 # ------------------------------------------------------------------ Inductor
 def has_fake_kernel(op: Any) -> bool:
-    """Whether Dynamo/export can trace `op` on fake tensors (a Meta kernel, a fake impl, or a composite kernel).
+    """Whether FakeTensor can run `op`, so Dynamo/export can trace it (`fake_tensor_handles` for an OpOverload).
 
-    Without one, `torch.compile` fails on the op (or the whole frame runs eagerly when errors are suppressed).
+    Without that, `torch.compile` breaks the graph at the op or fails on it.
     """
     import torch
-    from torch._library.utils import is_builtin
 
     op = _as_op(op)
     if not isinstance(op, torch._ops.OpOverload):
         return True  # higher-order ops and Python callables are traced by Dynamo itself
-    if is_builtin(op):
-        return any(_has_kernel(op, key) for key in ("Meta", "CompositeImplicitAutograd", "CompositeExplicitAutograd"))
+    return fake_tensor_handles(op)
+
+
+def fake_tensor_handles(op: Any) -> bool:
+    """Whether FakeTensorMode (what Dynamo and export trace with) has a way to run `op`, checked against its own
+    dispatch (`FakeTensorMode._dispatch_impl` / `dispatch`), in its order:
+
+    - ops it special-cases: the lift functions (`aten.lift_fresh_copy`), its meta and direct handlers;
+    - a Python meta (`torch._decomp.meta_table`) or a decomposition (`torch._decomp.decomposition_table`,
+      or a CompositeImplicitAutograd kernel: `OpOverload.decompose`);
+    - a prim's meta, a registered fake impl (`torch.library.register_fake`), FakeTensor's own implementations
+      (`torch._subclasses.fake_impls.op_implementations_checks`: constructors, data-dependent ops, ...);
+    - a Meta kernel of its own (registered for Meta, CompositeExplicitAutograd or its NonFunctional variant; the
+      Meta backend fallback, which `fake_impls.has_meta` also counts, only raises), or for a custom op a trivial
+      fake impl (`out=` / in-place ops);
+    - for built-in namespaces, the fallback that runs the real kernel on zeros (static shapes).
+
+    A `torch.library.custom_op` always has a Meta kernel that only raises until `register_fake` is called: it
+    counts only with a fake impl or a CompositeImplicitAutograd kernel.
+    """
+    import torch
+    from torch._subclasses import fake_impls
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    if not isinstance(op, torch._ops.OpOverload):
+        return True
     from torch._library.custom_ops import _maybe_get_opdef
 
     opdef = _maybe_get_opdef(op)
-    if opdef is not None:  # torch.library.custom_op always registers a Meta kernel that raises without a fake impl
+    if opdef is not None:
         return opdef._abstract_fn is not None or _has_kernel(op, "CompositeImplicitAutograd")
+    if op in FakeTensorMode.lift_fns or op in _fake_tensor_handlers():
+        return True
+    from torch._decomp import decomposition_table, meta_table
+
+    if op in meta_table or op in decomposition_table or _has_kernel(op, "CompositeImplicitAutograd"):
+        return True
+    if "prims::" in op._schema.name and hasattr(op, "prim_meta_impl"):
+        return True
     from torch._library.simple_registry import singleton
 
     if singleton.find(op.name()).fake_impl.kernel is not None:
         return True
-    return _has_kernel(op, "Meta") or _has_kernel(op, "CompositeImplicitAutograd")
+    if any(_safe_check(check, op) for check, _ in fake_impls.op_implementations_checks):
+        return True
+    if any(_has_kernel(op, key) for key in _META_KEYS):  # not fake_impls.has_meta: it counts the Meta fallback
+        return True
+    from torch._library.utils import can_generate_trivial_fake_impl
+
+    if can_generate_trivial_fake_impl(op):
+        return True
+    return op.namespace in FakeTensorMode._can_run_unsafe_fallback_allowed_namespaces
+
+
+_META_KEYS = ("Meta", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+
+
+@functools.cache
+def _fake_tensor_handlers() -> frozenset[Any]:
+    """The ops FakeTensorMode answers itself before dispatching (metadata queries such as prim.device)."""
+    from torch._subclasses import fake_tensor
+
+    handled: set[Any] = set()
+    for name in ("_DISPATCH_META_HANDLERS", "_DISPATCH_HANDLE_DIRECTLY"):
+        handled.update(getattr(fake_tensor, name, ()) or ())
+    return frozenset(handled)
+
+
+def _safe_check(check: Callable[[Any], bool], op: Any) -> bool:
+    try:
+        return bool(check(op))
+    except Exception:  # noqa: BLE001 - a check written for other ops: it does not claim this one
+        return False
 
 
 def inductor_status(op: Any) -> InductorStatus:

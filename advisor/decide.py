@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from advisor import noise
 from advisor.break_even import format_calls
 from advisor.context import DeploymentContext, parse_context
-from advisor.decision_advice import caveats_for, measured_why_not, snippet_for
+from advisor.decision_advice import caveats_for, export_why_not, measured_why_not, snippet_for, unmeasured_why_not
 from advisor.decision_candidates import (
     Option,
     Provenance,
@@ -35,7 +36,7 @@ from advisor.decision_rules import (
 )
 from advisor.schema import Recommendation, RuleStep
 
-ENGINE_VERSION = "1.0.0"
+ENGINE_VERSION = "1.1.0"  # 1.1: noise-aware (advisor.noise): unresolved wide CIs, noisy runs, confidence
 
 
 def decide(
@@ -56,13 +57,15 @@ def decide(
         qualified, excluded = _coverage_filter(qualified, excluded, facts)
     path.append(rule_hard_filters(qualified, excluded, context))
 
+    quality = noise.quality_of(run) if prov.usable else None
     chosen: Option | None = None
     trade: TradeOff | None = None
     export_blockers: list[str] = []
+    exported = False
     if context.stage == "edge" or context.needs_offline_export:
         candidate, export_blockers = export_option(context, facts, options, excluded)
         path.append(rule_export_path(context, candidate, export_blockers))
-        chosen = candidate
+        chosen, exported = candidate, candidate is not None
     if chosen is None and qualified:
         path.append(rule_objective(context))
         if facts.npu_ops and context.target == "npu":
@@ -80,9 +83,9 @@ def decide(
         layered_step, layered = rule_layered(context, chosen)
         path.append(layered_step)
 
-    why_not = _why_not(options, excluded, chosen, trade, context)
-    caveats = caveats_for(chosen, context, facts, prov, trade, export_blockers)
-    confidence = _confidence(chosen, prov, facts, trade, context)
+    why_not = _why_not(options, excluded, chosen, trade, context, exported)
+    caveats = caveats_for(chosen, context, facts, prov, trade, export_blockers, quality)
+    confidence = _confidence(chosen, prov, facts, trade, context, quality)
     recommendation = Recommendation(
         backend=chosen.backend if chosen else None,
         mode=chosen.mode if chosen else None,
@@ -97,7 +100,7 @@ def decide(
         snippet=snippet_for(chosen, context, layered),
         engine_version=ENGINE_VERSION,
     )
-    recommendation["summary"] = _summary(recommendation, chosen, prov, trade, context, why_not)
+    recommendation["summary"] = _summary(recommendation, chosen, prov, trade, context, why_not, quality)
     return recommendation
 
 
@@ -151,7 +154,9 @@ def _why_not(
     chosen: Option | None,
     trade: TradeOff | None,
     context: DeploymentContext,
+    exported: bool,
 ) -> dict[str, str]:
+    """One reason per option not chosen, each from that option's own row (or its absence)."""
     why_not: dict[str, str] = {}
     for option in options:
         if chosen is not None and option.label == chosen.label:
@@ -160,12 +165,12 @@ def _why_not(
             why_not[option.label] = excluded[option.label]
         elif chosen is None:
             continue
-        elif chosen.mode == "dynamo_export":
-            why_not[option.label] = "the deployment needs an offline export; this is an online (JIT) compile"
+        elif exported:
+            why_not[option.label] = export_why_not(option, chosen)
         elif trade is not None and option.median_ms is not None and chosen.median_ms is not None:
             why_not[option.label] = measured_why_not(option, chosen, trade, context)
         else:
-            why_not[option.label] = f"not measured; the selection tree prefers {chosen.label} here"
+            why_not[option.label] = unmeasured_why_not(option, chosen)
     return why_not
 
 
@@ -191,20 +196,35 @@ def _break_even(trade: TradeOff | None, context: DeploymentContext) -> dict[str,
 
 
 def _confidence(
-    chosen: Option | None, prov: Provenance, facts: InspectionFacts, trade: TradeOff | None, context: DeploymentContext
+    chosen: Option | None,
+    prov: Provenance,
+    facts: InspectionFacts,
+    trade: TradeOff | None,
+    context: DeploymentContext,
+    quality: dict[str, Any] | None = None,
 ) -> str:
+    """high / medium / low. Measured: low on a run whose machine was noisy (advisor.noise: eager drift, load) or
+    when the choice itself is unresolved; never high with any noisy row, a deciding interval wider than
+    noise.HIGH_CONFIDENCE_MAX_CI_RATIO, a tie, a near break-even or a choice left to the stage's objective."""
     if chosen is None:
-        return "high" if prov.usable and prov.real else "low"
+        return "high" if prov.usable and prov.real and not (quality or {}).get("noisy") else "low"
     if not prov.usable:
         return "medium" if facts.strong_torchair_case and chosen.backend == "torchair" else "low"
     if not prov.real:
         return "low"
-    if trade is None:  # export path from a measured GE graph
+    quality = quality or {}
+    deciding = [chosen] if trade is None else [trade.chosen, trade.fast_compile, trade.fast_run]
+    if quality.get("whole_run") or chosen.unresolved:
+        return "low"
+    ratios = [o.interval_ratio for o in deciding if o.row is not None and o.interval_ratio is not None]
+    wide = any(ratio > noise.HIGH_CONFIDENCE_MAX_CI_RATIO for ratio in ratios)
+    if quality.get("noisy") or wide or any(o.noisy for o in deciding):
+        return "medium"
+    if trade is None:  # export path: from a measured row, or from coverage alone
         return "medium" if chosen.row is None else "high"
-    shaky = trade.tie or any(o.noisy for o in (trade.chosen, trade.fast_compile, trade.fast_run))
     expected, n_star = context.expected_calls_per_compile, trade.n_star
     near_break_even = trade.decided_by == "break_even" and n_star and expected and n_star / 2 <= expected <= 2 * n_star
-    return "medium" if shaky or near_break_even or trade.decided_by == "objective" else "high"
+    return "medium" if trade.tie or near_break_even or trade.decided_by == "objective" else "high"
 
 
 def _speed_sentence(chosen: Option, per: str = "call") -> str:
@@ -213,9 +233,10 @@ def _speed_sentence(chosen: Option, per: str = "call") -> str:
         return f"Eager ran at {chosen.reference_ms:.3g} ms per {per} (median of the eager timings of all processes)"
     if chosen.side_by_side:
         low, high = chosen.speedup_ci  # type: ignore[misc]
+        unresolved = "; too wide an interval to call it faster" if chosen.unresolved else ""
         return (
             f"It ran {chosen.speedup:.2f}x as fast as eager side by side in the same process (95% CI "
-            f"{low:.2f}-{high:.2f}x), {chosen.median_ms:.3g} ms per {per} (median)"
+            f"{low:.2f}-{high:.2f}x{unresolved}), {chosen.median_ms:.3g} ms per {per} (median)"
         )
     return f"It ran at {chosen.median_ms:.3g} ms per {per} (median)"
 
@@ -227,6 +248,7 @@ def _summary(
     trade: TradeOff | None,
     context: DeploymentContext,
     why_not: dict[str, str],
+    quality: dict[str, Any] | None = None,
 ) -> str:
     if chosen is None:
         reasons = "; ".join(f"{label}: {reason}" for label, reason in why_not.items()) or "no options were available"
@@ -259,6 +281,11 @@ def _summary(
         parts.append(f"Caution: {prov.note}, so the speeds are not real {context.target.upper()} numbers.")
     else:
         parts.append(f"Numbers were measured on a real {context.target.upper()}.")
+    if (quality or {}).get("whole_run"):
+        parts.append("The measurement run was noisy (the machine's speed changed or it was loaded): treat the "
+                     "speeds as rough and re-measure on a quiet node.")  # fmt: skip
+    elif (quality or {}).get("noisy"):
+        parts.append(f"Noisy timings for {', '.join(quality['noisy_rows'])}.")  # type: ignore[index]
     parts.append(f"Confidence: {rec['confidence']}.")
     if rec["caveats"]:
         parts.append(f"See the {len(rec['caveats'])} caveat(s) for things to check or fix.")

@@ -11,7 +11,7 @@ from typing import Any
 from advisor.break_even import format_calls
 from advisor.context import DeploymentContext
 from advisor.decision_candidates import TORCHAIR_EXPORT_MODE, Option, Provenance, beats
-from advisor.decision_rules import InspectionFacts, TradeOff, short_list
+from advisor.decision_rules import InspectionFacts, TradeOff, short_list, unresolved_phrase
 from advisor.schema import Caveat
 
 LONG_COMPILE_S = 5.0  # above this a shipped compile cache is worth suggesting
@@ -49,6 +49,8 @@ def measured_why_not(other: Option, chosen: Option, trade: TradeOff, context: De
     ms = speed_comparison(other, chosen)
     if beats(chosen, other):
         return f"slower than {chosen.label}: {ms}"
+    if other.unresolved:
+        return f"unresolved: {unresolved_phrase(other)}; re-measure on a quiet machine to rank it"
     eager = trade.eager
     if eager is not None and other is not eager and chosen is not eager and not beats(other, eager):
         return f"not faster than eager beyond the noise ({speed_comparison(other, eager)}), so not worth a compile"
@@ -65,6 +67,44 @@ def measured_why_not(other: Option, chosen: Option, trade: TradeOff, context: De
     return f"as fast within the measured noise ({ms}); {chosen.label} compiles faster or is simpler"
 
 
+def export_why_not(other: Option, chosen: Option) -> str:
+    """Why not `other` when the deployment needs an offline export and `chosen` is the export path."""
+    what = "plain PyTorch, not an exported graph" if other.is_baseline else "an online (JIT) compile, not an export"
+    text = f"the deployment needs an offline export; {other.label} is {what}"
+    if chosen.mode != TORCHAIR_EXPORT_MODE and other.latency_ms is not None and chosen.latency_ms is not None:
+        text += f" ({speed_comparison(other, chosen)})"
+    return text
+
+
+def unmeasured_why_not(other: Option, chosen: Option) -> str:
+    """Why not `other` when the choice did not rank measured speeds (the rows say what was measured)."""
+    if other.row is None:
+        return f"not measured; the selection tree prefers {chosen.label} here"
+    status = other.row.get("status", "ok")
+    if other.latency_ms is not None and chosen.latency_ms is not None:
+        return f"measured ({speed_comparison(other, chosen)}), but the selection tree prefers {chosen.label} here"
+    return f"measured (status {status}), but the selection tree prefers {chosen.label} here"
+
+
+def noise_caveats(quality: dict[str, Any] | None) -> list[Caveat]:
+    """The run's noise (advisor.noise): the whole run when the machine's speed changed or it was loaded, else
+    every noisy row by name."""
+    if not quality or not quality.get("noisy"):
+        return []
+    remeasured = quality.get("remeasured") or []
+    again = f" (re-measured once: {', '.join(remeasured)}; still noisy)" if remeasured else ""
+    fix = ("Re-measure on a quiet node (no other jobs on the machine; on a shared VM, pin the worker to dedicated "
+           "cores); treat these speeds as rough until then.")  # fmt: skip
+    if quality.get("whole_run"):
+        reasons = "; ".join(quality.get("run_reasons") or quality.get("reasons") or ())
+        rows = quality.get("noisy_rows") or {}
+        also = f" Noisy rows: {', '.join(rows)}." if rows else ""
+        return [Caveat(issue=f"The whole run was noisy{again}: {reasons}.{also}", fix=fix)]
+    rows = quality.get("noisy_rows") or {}
+    listed = "; ".join(f"{name} ({why})" for name, why in rows.items())
+    return [Caveat(issue=f"Noisy timings for {', '.join(rows)}{again}: {listed}.", fix=fix)]
+
+
 # ------------------------------------------------------------------------------------------- caveats
 def caveats_for(
     chosen: Option | None,
@@ -73,6 +113,7 @@ def caveats_for(
     prov: Provenance,
     trade: TradeOff | None,
     export_blockers: list[str],
+    quality: dict[str, Any] | None = None,
 ) -> list[Caveat]:
     caveats: list[Caveat] = []
     if prov.note and (prov.usable or prov.device is not None):
@@ -161,15 +202,8 @@ def caveats_for(
         )
     caveats += _dynamic_shape_caveats(chosen, context, facts)
     caveats += _cache_caveats(chosen, context)
-    if trade is not None and chosen is not None:
-        noisy = sorted({o.label for o in (chosen, trade.fast_compile, trade.fast_run) if o.noisy})
-        if noisy:
-            caveats.append(
-                Caveat(
-                    issue=f"Noisy timings for {', '.join(noisy)} (high spread between iterations).",
-                    fix="Re-measure on a quiet node (no other jobs on the device).",
-                )
-            )
+    if prov.usable:
+        caveats += noise_caveats(quality)
     if context.resource_constrained and context.memory_budget_mb is None:
         caveats.append(
             Caveat(

@@ -16,6 +16,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from advisor import noise
 from advisor.context import DeploymentContext
 
 # Simpler first: used to break ties between options that run equally fast.
@@ -99,7 +100,19 @@ class Option:
 
     @property
     def noisy(self) -> bool:
-        return ((self.row or {}).get("latency") or {}).get("verdict") == "noisy"
+        """Its timings carry noise evidence (spread, disagreeing interleaved blocks, a too-wide CI): advisor.noise."""
+        return bool(noise.row_noise(self.row)) if self.row else False
+
+    @property
+    def interval_ratio(self) -> float | None:
+        """hi / lo of the interval its speed is compared on (side-by-side speedup CI, else its raw latency CI)."""
+        return noise.row_interval_ratio(self.row) if self.row and not self.is_baseline else None
+
+    @property
+    def unresolved(self) -> bool:
+        """Its interval spans more than noise.SPEEDUP_CI_MAX_RATIO: too wide to call it faster than anything."""
+        ratio = self.interval_ratio
+        return ratio is not None and ratio > noise.SPEEDUP_CI_MAX_RATIO
 
     # ----------------------------------------------------------------------------- side by side with eager
     @property
@@ -162,7 +175,11 @@ def beats(fast: Option, slow: Option) -> bool:
     Against eager, for an option timed side by side with it: its speedup CI lies entirely above 1.0 (or, for
     eager to beat it, entirely below). Otherwise: their CIs on the common scale (`latency_ci_ms`) do not overlap.
     Each option has one interval, and eager's contains the reference, so "beats" has no cycles.
+    An unresolved option (its interval spans more than noise.SPEEDUP_CI_MAX_RATIO) beats nothing: so wide an
+    interval cannot be the basis of "faster", although it can still be beaten.
     """
+    if fast.unresolved:
+        return False
     for option, other, faster in ((fast, slow, True), (slow, fast, False)):
         if other.is_baseline and option.side_by_side and not option.is_baseline:
             low, high = option.speedup_ci  # type: ignore[misc]

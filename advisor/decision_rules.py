@@ -8,9 +8,11 @@ Torch-free.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from advisor import noise
 from advisor.break_even import break_even_calls, format_calls
 from advisor.context import DeploymentContext
 from advisor.decision_candidates import (
@@ -252,7 +254,7 @@ class TradeOff:
 
     @property
     def tie(self) -> bool:
-        return self.chosen in self.unbeaten and len(self.unbeaten) > 1
+        return self.chosen in self.unbeaten and len([o for o in self.unbeaten if not o.unresolved]) > 1
 
     @property
     def latency_basis(self) -> str:
@@ -276,15 +278,19 @@ def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> T
     faster_than_eager = [o for o in qualified if eager is not None and o is not eager and beats(o, eager)]
     pool = faster_than_eager or qualified  # no cycles in "beats": eager is unbeaten in `qualified` when empty
     unbeaten = [o for o in pool if not any(beats(other, o) for other in pool if other is not o)]
-    fast_run = min(unbeaten, key=lambda o: simplicity_key(o, warm))
+    resolved = [o for o in unbeaten if not o.unresolved]  # an unresolved option is unbeaten for want of evidence
+    fast_run = min(resolved or unbeaten, key=lambda o: simplicity_key(o, warm))
     fast_compile = fast_run if fast_run.is_baseline else min(pool, key=lambda o: simplicity_key(o, warm))
     compiled = [o for o in qualified if not o.is_baseline]
 
     steps: list[RuleStep] = []
     if eager is not None and compiled:
         steps.append(rule_compiled_vs_eager(eager, compiled))
-    if len(unbeaten) > 1:
-        steps.append(rule_noise_tie(unbeaten, fast_run, warm))
+    unresolved = [o for o in qualified if o.unresolved]
+    if unresolved:
+        steps.append(rule_unresolved(unresolved))
+    if len(resolved) > 1:
+        steps.append(rule_noise_tie(resolved, fast_run, warm))
     a, b = fast_compile, fast_run
     compile_a, compile_b = a.compile_s(warm), b.compile_s(warm)
     lat_a, lat_b = a.latency_ms, b.latency_ms
@@ -308,10 +314,29 @@ def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> T
 
 
 def eager_verdict(option: Option, eager: Option) -> str:
-    """ "faster" / "slower" / "tie" against eager, beyond the noise (side by side where the row allows)."""
+    """ "faster" / "slower" / "tie" against eager, beyond the noise (side by side where the row allows);
+    "unresolved" when its interval is too wide to call it faster (noise.SPEEDUP_CI_MAX_RATIO) and it is not
+    clearly slower."""
     if beats(option, eager):
         return "faster"
-    return "slower" if beats(eager, option) else "tie"
+    if beats(eager, option):
+        return "slower"
+    return "unresolved" if option.unresolved else "tie"
+
+
+def unresolved_phrase(option: Option) -> str:
+    """Why an unresolved option's speed settles nothing, with its interval."""
+    ratio = option.interval_ratio or math.inf
+    if option.side_by_side:
+        low, high = option.speedup_ci  # type: ignore[misc]
+        what = f"its side-by-side speedup {option.speedup:.2f}x has a 95% CI of {low:.3g}-{high:.3g}x"
+    else:
+        low, high = option.ci_ms or (math.nan, math.nan)
+        what = f"its median {option.median_ms:.3g} ms has a 95% CI of {low:.3g}-{high:.3g} ms"
+    return (
+        f"{what}, {ratio:.3g}x from end to end (more than {noise.SPEEDUP_CI_MAX_RATIO:g}x): too noisy to count as "
+        "faster"
+    )
 
 
 def rule_compiled_vs_eager(eager: Option, compiled: list[Option]) -> RuleStep:
@@ -320,7 +345,8 @@ def rule_compiled_vs_eager(eager: Option, compiled: list[Option]) -> RuleStep:
     texts = []
     for option in compiled:
         verdict = eager_verdict(option, eager)
-        word = {"faster": "faster than", "slower": "slower than", "tie": "a tie with"}[verdict]
+        word = {"faster": "faster than", "slower": "slower than", "tie": "a tie with",
+                "unresolved": "unresolved against"}[verdict]  # fmt: skip
         if option.side_by_side:
             low, high = option.speedup_ci  # type: ignore[misc]
             options[option.label] = {"speedup": option.speedup, "speedup_ci": [low, high], "verdict": verdict}
@@ -339,6 +365,8 @@ def rule_compiled_vs_eager(eager: Option, compiled: list[Option]) -> RuleStep:
         "options": options,
     }
     faster = [label for label, item in options.items() if item["verdict"] == "faster"]
+    unresolved = [o.label for o in compiled if options[o.label]["verdict"] == "unresolved"]
+    evidence["max_ci_ratio"] = noise.SPEEDUP_CI_MAX_RATIO
     if faster:
         outcome = f"{'; '.join(texts)}. Faster than eager beyond the noise: {', '.join(faster)}."
     else:
@@ -346,9 +374,30 @@ def rule_compiled_vs_eager(eager: Option, compiled: list[Option]) -> RuleStep:
             f"{'; '.join(texts)}. No compiled option is faster than eager beyond the noise: "
             "a tie or slower is not worth a compile."
         )
+    if unresolved:
+        outcome += f" Unresolved (95% CI wider than {noise.SPEEDUP_CI_MAX_RATIO:g}x): {', '.join(unresolved)}."
     return step(
         "compiled_vs_eager_side_by_side",
         "Does each compiled option run faster than eager, timed side by side in the same process?",
+        evidence,
+        outcome,
+    )
+
+
+def rule_unresolved(unresolved: list[Option]) -> RuleStep:
+    """Options whose interval is too wide to rank: they count as faster than nothing."""
+    evidence = {
+        "max_ci_ratio": noise.SPEEDUP_CI_MAX_RATIO,
+        "options": {o.label: {"ci_ratio": o.interval_ratio, "basis": o.basis} for o in unresolved},
+    }
+    outcome = (
+        "Unresolved, so not counted as faster than anything: "
+        + "; ".join(f"{o.label}: {unresolved_phrase(o)}" for o in unresolved)
+        + ". Re-measure on a quiet machine to rank them."
+    )
+    return step(
+        "wide_ci_is_unresolved",
+        "Is any option's speed too uncertain to rank (a confidence interval wider than the set ratio)?",
         evidence,
         outcome,
     )

@@ -54,24 +54,35 @@ def judge_on_received_ops(program: torch.export.ExportedProgram, ops: list[OpInf
     Returns warnings (a decomposition into a fallback/untraceable op, or a decomposition that failed).
     """
     warnings: list[str] = []
-    no_fake = [op["name"] for op in ops if not _traceable_here(op["name"])]
-    if no_fake:
+    try:
+        _judge_torchair(program, ops)
+        warnings += _judge_inductor(program, ops)
+    except Exception as error:  # keep the table's answers, and say what really failed (not a guessed op)
         warnings.append(
-            f"coverage is judged on the exported ops themselves: the graph cannot be decomposed on fake tensors "
-            f"while {', '.join(no_fake)} has no fake kernel"
+            f"coverage is judged on the exported ops themselves: decomposing the graph failed ({describe_error(error)})"
         )
-    else:
-        try:
-            _judge_torchair(program, ops)
-            warnings += _judge_inductor(program, ops)
-        except Exception as error:  # keep the table's answers; the first line says why without leaking paths
-            first_line = (str(error).strip().splitlines() or [""])[0]
-            warnings.append(
-                "coverage is judged on the exported ops themselves: decomposing the graph failed "
-                f"({type(error).__name__}: {first_line})"
-            )
     add_table_notes(ops)
     return warnings
+
+
+def describe_error(error: BaseException) -> str:
+    """`Type: first line` of the exception run_decompositions raised, and of its root cause when that is another
+    exception (torch wraps the real error, e.g. in a BackendCompilerFailed or a RuntimeError "see above").
+    First lines only: they say what failed without the paths of the machine it failed on."""
+    text = _first_line(error)
+    root = error
+    seen = {id(root)}
+    while (cause := root.__cause__ or root.__context__) is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        root = cause
+    if root is not error and _first_line(root) != text:
+        text += f"; caused by {_first_line(root)}"
+    return text
+
+
+def _first_line(error: BaseException) -> str:
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first}"[:500] if first else type(error).__name__
 
 
 def add_table_notes(ops: list[OpInfo]) -> None:
@@ -165,12 +176,6 @@ def inductor_table() -> dict[Any, Callable[..., Any]]:
     table = {op: _get_decomp_for_cia(op) for op in _collect_all_valid_cia_ops()}
     table.update(select_decomp_table())
     return table
-
-
-def _traceable_here(name: str) -> bool:
-    """Whether the op in this process can run on fake tensors (a loader stub for a vendor op can)."""
-    op = coverage.resolve_op(name)
-    return op is not None and coverage.has_fake_kernel(op)
 
 
 def _decomposed(name: str, table: DecompTable) -> bool:

@@ -36,7 +36,9 @@ def inspect_model(path: str, *, inputs_file: str | None = None, input_shapes: li
 def inspect_loaded(loaded: LoadedModel) -> Inspection:
     """Inspect an already loaded model."""
     with _quiet_torch_logs():
-        ops = [_op_info(name, op, count, loaded.stubbed_ops) for name, (op, count) in _op_histogram(loaded).items()]
+        exported = loaded.exported_program is not None
+        ops = [_op_info(name, op, count, loaded.stubbed_ops, exported) for name, (op, count) in
+               _op_histogram(loaded).items()]  # fmt: skip
         warnings = list(loaded.warnings)
         if loaded.exported_program is not None:
             warnings += judge_on_received_ops(loaded.exported_program, ops)
@@ -127,7 +129,11 @@ def _torchscript_op_names(graph: Any) -> Iterator[str]:
         yield f"{namespace}.{rest}" if "." in rest else f"{namespace}.{rest}.default"
 
 
-def _op_info(name: str, op: Any, count: int, stubbed: list[str]) -> OpInfo:
+def _op_info(name: str, op: Any, count: int, stubbed: list[str], exported: bool = False) -> OpInfo:
+    """One op's entry. `has_fake_kernel` only from evidence: a built-in op of an ExportedProgram was run on fake
+    tensors when the program was exported (export traces with FakeTensor, and draft_export infers fake kernels
+    only for custom ops), so it has one; other ops are checked against FakeTensor's own dispatch
+    (`coverage.fake_tensor_handles`); a loader stub's fake kernel says nothing about the real vendor op."""
     if op is None:
         inductor, fake = "untraceable", False
     elif name in stubbed:
@@ -135,7 +141,10 @@ def _op_info(name: str, op: Any, count: int, stubbed: list[str]) -> OpInfo:
         fake = _vendor_has_meta(name)
         inductor = coverage.inductor_status(op) if fake else "untraceable"
     else:
-        inductor, fake = coverage.inductor_status(op), coverage.has_fake_kernel(op)
+        fake = (exported and _is_builtin(op)) or coverage.has_fake_kernel(op)
+        inductor = coverage.inductor_status(op)
+        if fake and inductor == "untraceable":  # inductor_status asks has_fake_kernel, not the export's evidence
+            inductor = "fallback"
     return {
         "name": name,
         "namespace": name.split(".")[0],
@@ -143,6 +152,13 @@ def _op_info(name: str, op: Any, count: int, stubbed: list[str]) -> OpInfo:
         "has_fake_kernel": fake,
         "coverage": {"inductor": inductor, "torchair": coverage.torchair_status(name)},  # type: ignore[typeddict-item]
     }
+
+
+def _is_builtin(op: Any) -> bool:
+    """aten / prims / ... (torch's own namespaces); higher-order ops count as built in."""
+    from torch._library.utils import is_builtin
+
+    return not isinstance(op, torch._ops.OpOverload) or is_builtin(op)
 
 
 def _vendor_has_meta(name: str) -> bool:

@@ -20,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from advisor import noise
 from advisor.measure_child import TimingPolicy
 from advisor.sandbox import Cancel, SandboxResult, Zygote, run_in_sandbox
 from advisor.schema import Environment, Measurement, MeasurementRun
@@ -100,6 +101,7 @@ def measure_model(
     optimizer: str = "sgd",
     zygote: Zygote | None = None,
     accuracy_tolerance: dict | None = None,
+    remeasure: bool = True,
 ) -> MeasurementRun:
     """Measure `path` on `device`; returns one Measurement per (backend, mode), eager included.
 
@@ -108,7 +110,13 @@ def measure_model(
     `workload="training"` times a training step (advisor.training_step) with `optimizer` ("sgd" or "adamw").
     `zygote`: a `measurement_zygote(device)` already started for this job (the caller closes it); None starts one.
     `accuracy_tolerance`: {"atol", "rtol"} (either may be None) replacing the dtype defaults of the accuracy check.
+
+    The run carries its `quality` (advisor.noise): when its timings say the machine was unquiet (eager drifting
+    between processes, interleaved blocks disagreeing, a too-wide speedup CI), the noisy rows are timed once more
+    (`remeasure`; at most once, and not while the load average says the machine is still busy) and the quieter of
+    the two timings is kept; what is still noisy then is reported, and the whole analysis is marked `noisy`.
     """
+    load_start = noise.read_load()  # before any child of this run adds to it
     _check_model_file(path, inputs_file)
     variants = plan_variants(backends, device)
     _check_workload(workload, optimizer)
@@ -145,17 +153,100 @@ def measure_model(
             rows.append(row)
             if index == 0 and row["status"] != "ok":
                 baseline_failed = f"not measured: the eager baseline failed ({row['status']}: {row['reason']})"
-        return MeasurementRun(environment=environment or _host_environment(device), workload=workload,
-                              measurements=rows)  # fmt: skip
+        run = MeasurementRun(environment=environment or _host_environment(device), workload=workload,
+                             measurements=rows)  # fmt: skip
+        quality = noise.assess(run, load={"start": load_start, "end": noise.read_load()})
+        if remeasure and quality["noisy"] and not baseline_failed:
+            quality = _remeasure_noisy(run, quality, variants, common, sandbox, workdir, policy, load_start)
+        run["quality"] = quality  # type: ignore[typeddict-unknown-key]  # schema: MeasurementRun.quality
+        return run
     finally:
         if owns_zygote:
             zygote.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+# ------------------------------------------------------------------ noise: one more timing of the noisy rows
+_TIMING_FIELDS = ("latency", "eager_latency", "speedup_vs_eager", "speedup_ci", "throughput")
+
+
+def _remeasure_noisy(
+    run: MeasurementRun,
+    quality: dict,
+    variants: list[tuple[str, str]],
+    common: dict,
+    sandbox: dict,
+    workdir: Path,
+    policy: dict,
+    load_start: dict | None,
+) -> dict:
+    """Time the noisy rows (and those whose eager saw a different machine) once more, each in a fresh child with
+    its own warm compile cache; keep the quieter timing of the two (`_noise_score`). Compile times, accuracy and
+    memory stay the first child's (a second compile would be a warm one). Returns the quality after."""
+    if noise.busy_now((quality.get("load") or {}).get("end")):
+        quality["remeasured"] = []
+        quality["not_remeasured"] = "the load average says the machine is still busy: timing again now would not help"
+        return quality
+    rows = run["measurements"]
+    middle = _middle_eager_ms(run)
+    wanted = set(quality["noisy_rows"]) | set(noise.eager_outliers(run))
+    again_policy = {**policy, "warm_cache": False, "dynamic_sizes": 0}
+    remeasured, kept = [], {}
+    for index, (spec, mode) in enumerate(variants):
+        row = rows[index]
+        name = noise.label(row)
+        if name not in wanted or row["status"] not in ("ok", "fail_accuracy"):
+            continue
+        again, _ = _measure_one(spec, mode, index == 0, common, sandbox, workdir / f"cache-{index}", again_policy,
+                                stage="re-measure")  # fmt: skip
+        remeasured.append(name)
+        if again["status"] == row["status"] and _noise_score(again, middle) < _noise_score(row, middle):
+            for key in _TIMING_FIELDS:
+                row[key] = again.get(key)  # type: ignore[literal-required]
+            row["wall_s"] += again["wall_s"]
+            kept[name] = "second"
+        else:
+            row["wall_s"] += again["wall_s"]
+            kept[name] = "first"
+    after = noise.assess(run, load={"start": load_start, "end": noise.read_load()})
+    after["remeasured"] = remeasured
+    after["kept"] = kept
+    return after
+
+
+def _middle_eager_ms(run: MeasurementRun) -> float | None:
+    values = sorted(noise.eager_medians(run).values())
+    return values[(len(values) - 1) // 2] if values else None
+
+
+def _noise_score(row: Measurement, middle_eager_ms: float | None) -> tuple[int, float]:
+    """Lower is quieter: how many pieces of noise evidence (advisor.noise.row_noise, plus an eager median off the
+    run's middle one), then how wide the interval is."""
+    evidence = len(noise.row_noise(row))
+    eager = (row.get("eager_latency") or row.get("latency") or {}).get("median_ms")
+    if (
+        middle_eager_ms
+        and eager
+        and max(eager / middle_eager_ms, middle_eager_ms / eager) > noise.EAGER_DRIFT_MAX_RATIO
+    ):
+        evidence += 1
+    ratio = noise.row_interval_ratio(row)
+    if ratio is None:  # eager: its own relative CI width
+        latency = row.get("latency") or {}
+        ratio = noise.ci_ratio([latency.get("ci_low_ms"), latency.get("ci_high_ms")])
+    return evidence, ratio if ratio is not None else float("inf")
+
+
 # ------------------------------------------------------------------ one variant
 def _measure_one(
-    spec: str, mode: str, is_baseline: bool, common: dict, sandbox: dict, cache_dir: Path, policy: dict
+    spec: str,
+    mode: str,
+    is_baseline: bool,
+    common: dict,
+    sandbox: dict,
+    cache_dir: Path,
+    policy: dict,
+    stage: str = "cold",
 ) -> tuple[Measurement, Environment | None]:
     from advisor.backends import CompileRequest, get_backend
 
@@ -170,7 +261,7 @@ def _measure_one(
         return _finish(row, notify, 0.0), None
     extra_env = backend.environment(request)
     kwargs = {**common, "backend_spec": spec, "mode": mode, "is_baseline": is_baseline}
-    cold = _run_child(kwargs, sandbox, cache_dir, extra_env, f"{backend.name}:{mode} (cold)")
+    cold = _run_child(kwargs, sandbox, cache_dir, extra_env, f"{backend.name}:{mode} ({stage})")
     value = cold.value if cold.status == "ok" else None
     if value is not None and value.get("status") == "load_error":
         raise MeasureError(value["reason"])
@@ -291,5 +382,3 @@ def _host_environment(device: str) -> Environment:
 
     return Environment(device=device, python_version=platform.python_version(), host=socket.gethostname(),  # type: ignore
                        measured_on="not-measured")  # fmt: skip
-
-

@@ -16,6 +16,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from advisor import noise
 from advisor.break_even import format_calls
 from advisor.context import ContextError, parse_context
 from advisor.decision_candidates import DISPLAY_NAMES, TORCHAIR_EXPORT_MODE
@@ -86,7 +87,7 @@ def headline(rec: dict[str, Any], context: dict[str, Any]) -> str:
     return f"Use {what} on {target}"
 
 
-def status_line(rec: dict[str, Any], environment: dict[str, Any]) -> str:
+def status_line(rec: dict[str, Any], environment: dict[str, Any], quality: dict[str, Any] | None = None) -> str:
     parts = [f"confidence {rec.get('confidence', '?')}"]
     if not rec.get("measured"):
         parts.append("UNMEASURED (from the selection tree and op coverage)")
@@ -94,6 +95,10 @@ def status_line(rec: dict[str, Any], environment: dict[str, Any]) -> str:
         measured_on = environment.get("measured_on") or environment.get("device") or "unknown"
         label = "the TorchAir test double (not a real NPU)" if measured_on == "test-double" else measured_on
         parts.append(f"measured on {label}")
+        if (quality or {}).get("whole_run"):
+            parts.append("NOISY run (see the caveats)")
+        elif (quality or {}).get("noisy"):
+            parts.append(f"noisy rows: {', '.join(quality['noisy_rows'])}")  # type: ignore[index]
     if rec.get("tie"):
         parts.append("tie within noise")
     parts.append(f"engine {rec.get('engine_version', '?')}")
@@ -106,17 +111,28 @@ def _num(value: Any, unit: str = "", digits: int = 3) -> str:
     return f"{float(value):.{digits}g}{unit}"
 
 
+def run_quality(run: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The run's noise verdict (advisor.noise), None without measurements."""
+    return noise.quality_of(run) if run and run.get("measurements") else None
+
+
 def measurement_rows(run: dict[str, Any] | None) -> list[tuple[str, ...]]:
+    quality = run_quality(run) or {}
+    noisy_rows, unresolved = quality.get("noisy_rows") or {}, set(quality.get("unresolved") or ())
     rows = []
     for m in (run or {}).get("measurements") or []:
         lat = m.get("latency") or {}
+        label = f"{m.get('backend')}:{m.get('mode', 'default')}"
         if lat:
             median = f"{_num(lat.get('median_ms'), ' ms')} [{_num(lat.get('ci_low_ms'))}-{_num(lat.get('ci_high_ms'))}]"
-            if lat.get("verdict") == "noisy":
+            if label in noisy_rows:
                 median += " noisy"
         else:
             median = "-"
         speedup = m.get("speedup_vs_eager")
+        speedup_text = _speedup_text(speedup, m.get("speedup_ci"))
+        if label in unresolved and speedup is not None:
+            speedup_text += " unresolved"
         accuracy = m.get("accuracy")
         acc_text = "-" if not accuracy else ("pass" if accuracy.get("passed") else "FAIL")
         status = m.get("status", "?")
@@ -124,12 +140,12 @@ def measurement_rows(run: dict[str, Any] | None) -> list[tuple[str, ...]]:
             status = f"{status}: {m['reason']}"
         rows.append(
             (
-                f"{m.get('backend')}:{m.get('mode', 'default')}",
+                label,
                 status,
                 f"{_num(m.get('compile_s_cold'), ' s')} / {_num(m.get('compile_s_warm'), ' s')}",
                 median,
                 _num(lat.get("p99_ms"), " ms"),
-                _speedup_text(speedup, m.get("speedup_ci")),
+                speedup_text,
                 _num(m.get("peak_memory_mb"), " MiB", 4),
                 acc_text,
             )
@@ -212,7 +228,7 @@ def render_text(analysis: dict[str, Any]) -> str:
 
     console.rule(f"npu-advisor: {analysis.get('model_name', 'model')}")
     console.print(Text(headline(rec, context), style="bold"))
-    console.print(status_line(rec, (run or {}).get("environment") or {}))
+    console.print(status_line(rec, (run or {}).get("environment") or {}, run_quality(run)))
     console.print()
     console.print(rec.get("summary", ""))
 
@@ -273,7 +289,7 @@ def render_markdown(analysis: dict[str, Any]) -> str:
         "",
         f"**{headline(rec, context)}**",
         "",
-        f"_{status_line(rec, (run or {}).get('environment') or {})}_",
+        f"_{status_line(rec, (run or {}).get('environment') or {}, run_quality(run))}_",
         "",
         rec.get("summary", ""),
         "",

@@ -96,3 +96,22 @@ def test_custom_ops_are_not_decomposed(table) -> None:
     ep = _export(*models.npu_op_model())
     name = "npu.test_rms_norm.default"
     assert received_ops(ep, [name], table())[name] == [name]
+
+
+def test_a_failed_decomposition_is_reported_with_its_real_error_not_a_guessed_op(monkeypatch) -> None:
+    """Whatever op the graph holds, the warning carries run_decompositions' own exception and its root cause."""
+
+    def fail(program: torch.export.ExportedProgram, ops: list) -> None:
+        try:
+            raise ValueError("Cannot view a tensor with shape [2, 3] as [4]")
+        except ValueError as cause:
+            raise RuntimeError("Please check the warnings above") from cause
+
+    monkeypatch.setattr(decomposed_coverage, "_judge_torchair", fail)
+    program = _export(*models.mlp())
+    ops = [{"name": "aten.linear.default", "coverage": {"inductor": "decomposed", "torchair": "supported"}}]
+    (warning,) = decomposed_coverage.judge_on_received_ops(program, ops)  # type: ignore[arg-type]
+    assert warning == (
+        "coverage is judged on the exported ops themselves: decomposing the graph failed (RuntimeError: Please "
+        "check the warnings above; caused by ValueError: Cannot view a tensor with shape [2, 3] as [4])"
+    )
