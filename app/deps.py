@@ -1,15 +1,23 @@
-"""FastAPI dependencies: the per-request session, the service objects, the caller and role checks."""
+"""FastAPI dependencies: the per-request session, the service objects, the caller and role checks.
+
+The caller is identified before the request's body is read: `app.upload_limit.UploadLimitMiddleware` runs
+`identify` (in a thread) for every state-changing API request and leaves the principal in the ASGI scope,
+where `get_principal` picks it up instead of looking the token up again.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from sqlalchemy import select
 from sqlmodel import Session
 
 from app.auth import ANONYMOUS, Principal, authenticate
-from app.queue import JobQueue
+from app.models import Job, Worker
+from app.queue import Actor, JobQueue
 from app.settings import Settings
 from app.storage import ArtifactStore
 from app.web.cookie_auth import cookie_principal, same_origin_request
@@ -20,6 +28,7 @@ ANY_ROLE = ("admin", "user", "worker")
 
 
 READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+PRINCIPAL_SCOPE_KEY = "npu_advisor.principal"  # set by the middleware once the caller is known
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -49,21 +58,30 @@ StoreDep = Annotated[ArtifactStore, Depends(get_store)]
 
 
 def get_principal(request: Request, session: SessionDep, queue: QueueDep) -> Principal:
-    """The caller: `Authorization: Bearer <token>`, else the dashboard's sign-in cookie, else the anonymous
-    admin of an open server. Without a bearer header a state-changing request must come from this server's
-    own pages (CSRF): a cookie-signed one must prove it (Origin or Referer), and any one from a foreign
-    Origin is refused - also on an open server, where a web page could otherwise post to a local one."""
+    """The caller (see `identify`); already known when the body-guard middleware identified it."""
+    known = request.scope.get(PRINCIPAL_SCOPE_KEY)
+    if isinstance(known, Principal):
+        return known
+    return identify(request, session, now=queue.clock())
+
+
+def identify(request: Request, session: Session, *, now: datetime) -> Principal:
+    """The caller: `Authorization: Bearer <token>`, else the dashboard's sign-in cookie (never a worker token's),
+    else the anonymous admin of an open server. Without a bearer header a state-changing request must come from
+    this server's own pages (CSRF): a cookie-signed one must prove it (Origin or Referer), and any one from a
+    foreign Origin is refused - also on an open server, where a web page could otherwise post to a local one.
+    Raises HTTPException (401/403); reads only the request's headers, never its body."""
     header = request.headers.get("authorization")
     if header:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise _unauthorized("the Authorization header must be 'Bearer <token>'")
-        principal = authenticate(session, token.strip(), now=queue.clock())
+        principal = authenticate(session, token.strip(), now=now)
         if principal is None:
             raise _unauthorized("this token is unknown or revoked; create one with `npu-advisor token create`")
         return principal
     changes_state = request.method not in READ_ONLY_METHODS
-    principal = cookie_principal(request, session)
+    principal = cookie_principal(request, session, now=now)
     if principal is not None:
         if changes_state and not same_origin_request(request, require_proof=True):
             raise _cross_site()
@@ -90,18 +108,63 @@ def _unauthorized(message: str) -> HTTPException:
     return HTTPException(status_code=401, detail=message, headers={"WWW-Authenticate": "Bearer"})
 
 
+def role_refusal(principal: Principal, roles: tuple[str, ...]) -> str | None:
+    """Why `principal` may not use an endpoint open to `roles`; None when it may."""
+    if principal.role in roles:
+        return None
+    return f"a {principal.role} token cannot use this endpoint; it needs a {' or '.join(roles)} token"
+
+
 def require_role(*roles: str) -> Callable[..., Principal]:
     """A dependency that lets only `roles` through (403 with what is needed otherwise)."""
 
     def check(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
-        if principal.role not in roles:
-            raise HTTPException(
-                status_code=403,
-                detail=f"a {principal.role} token cannot use this endpoint; it needs a {' or '.join(roles)} token",
-            )
+        refusal = role_refusal(principal, roles)
+        if refusal is not None:
+            raise HTTPException(status_code=403, detail=refusal)
         return principal
 
     return check
+
+
+def actor_of(principal: Principal) -> Actor:
+    """The queue's view of the caller: an admin acts for any worker, a worker token for the workers it registered."""
+    return Actor(token_id=principal.token_id, admin=principal.role == "admin")
+
+
+def is_owner_or_admin(principal: Principal, submitted_by: str) -> bool:
+    """Admins (and the anonymous admin of an open server) any; a user only what it submitted (by token name)."""
+    return principal.role == "admin" or principal.name == submitted_by
+
+
+def require_owner_or_admin(principal: Principal, analysis: object, action: str = "change") -> None:
+    """403 unless `principal` submitted `analysis` (its token's name is the analysis' `submitted_by`) or is an admin.
+
+    Call it in the cancel and re-run handlers, after loading the analysis (404 first) and before acting."""
+    submitted_by = getattr(analysis, "submitted_by", None)
+    if not is_owner_or_admin(principal, str(submitted_by)):
+        raise HTTPException(
+            status_code=403,
+            detail=f"only the submitter ({submitted_by}) or an admin can {action} analysis "
+            f"{getattr(analysis, 'id', '?')}; you are signed in as {principal.name} ({principal.role})",
+        )
+
+
+def job_actor_refusal(session: Session, job_id: int, principal: Principal) -> str | None:
+    """Why `principal` may not act on job `job_id` (its worker was registered by another token); None when it may.
+
+    Unknown jobs and jobs without a worker pass: the route answers those (404 / 409 lease lost)."""
+    if principal.role == "admin":
+        return None
+    row = session.execute(
+        select(Job.worker_id, Worker.token_id).join(Worker, Worker.id == Job.worker_id).where(Job.id == job_id)
+    ).first()
+    if row is None or row.token_id == principal.token_id:
+        return None
+    return (
+        f"job {job_id} is leased to worker {row.worker_id}, which was registered with another token: a worker "
+        "token acts only for the workers it registered (an admin token may act for any)"
+    )
 
 
 UserDep = Annotated[Principal, Depends(require_role(*ADMIN_OR_USER))]

@@ -5,6 +5,9 @@ States: queued -> running -> succeeded | failed | cancelled. A retry goes back t
 random lease token that fences heartbeat / complete / fail: a worker that lost its lease (re-claimed,
 terminal) gets LeaseLost (HTTP 409). Expiry is lazy: the claim query itself takes expired running jobs
 that still have attempts left; the reaper fails the exhausted ones and marks silent workers lost.
+Worker identity: a worker token acts (claims, deregisters) only for the workers it registered; admins
+(and the anonymous admin of an open server) for any (NotYourWorker, HTTP 403). A graceful release does
+not spend an attempt, so it is counted instead: the `max_releases`-th release of a job dead-letters it.
 All state is in the database and the clock is injected, so a server restart needs no recovery step
 and tests can move time. Design: /work/shared/reference/queue-protocol.md (B3, B4).
 """
@@ -58,6 +61,33 @@ class InvalidTransition(QueueError):
     status_code = 409
 
 
+class NotYourWorker(QueueError):
+    """A worker token tried to act for a worker that another token registered."""
+
+    status_code = 403
+
+
+def not_your_worker(worker_id: str) -> NotYourWorker:
+    return NotYourWorker(
+        f"worker {worker_id} was registered with another token: a worker token acts only for the workers it "
+        "registered (an admin token may act for any)"
+    )
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts for a worker: its token (`token_id`), or an admin (any worker). Default: the server itself."""
+
+    token_id: int | None = None
+    admin: bool = True
+
+    def may_act_for(self, worker_token_id: int | None) -> bool:
+        return self.admin or (self.token_id is not None and worker_token_id == self.token_id)
+
+
+SERVER = Actor()
+
+
 @dataclass(frozen=True)
 class QueuePolicy:
     lease_ttl_s: float = 60
@@ -66,6 +96,7 @@ class QueuePolicy:
     backoff_cap_s: float = 600
     backoff_jitter: float = 0.1
     worker_lost_after_s: float = 90
+    max_releases: int = 5  # the max_releases-th graceful release of one job sends it to the dead letter
 
 
 @dataclass(frozen=True)
@@ -86,6 +117,12 @@ class ReapReport:
     failed: list[int] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
     lost_workers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ReleaseReport:
+    released: list[int] = field(default_factory=list)  # back to queued, no attempt spent
+    dead_lettered: list[int] = field(default_factory=list)  # released max_releases times: now `failed`
 
 
 @contextmanager
@@ -188,23 +225,28 @@ class JobQueue:
             session.add(worker)
         return worker
 
-    def claim(self, session: Session, *, worker_id: str) -> Claim | None:
+    def claim(self, session: Session, *, worker_id: str, actor: Actor = SERVER) -> Claim | None:
         """Atomically lease the next job this worker can run, or None.
 
         One `UPDATE job ... WHERE id = (SELECT ... LIMIT 1 [FOR UPDATE SKIP LOCKED]) RETURNING`:
         queued jobs that are due, or running jobs whose lease expired and which have attempts left,
         on the worker's device kind, whose required backends are all offered by the worker.
+        Only `actor` may claim for the worker: its registering token or an admin (NotYourWorker otherwise).
         """
         now = self.clock()
         with _transaction(session):
+            touch = update(Worker).where(Worker.id == worker_id, Worker.state != "stopped")  # lost + back = active
+            if not actor.admin:
+                touch = touch.where(Worker.token_id == actor.token_id)
             worker = session.execute(
-                update(Worker)
-                .where(Worker.id == worker_id, Worker.state != "stopped")  # a lost worker that is back is active
-                .values(last_seen_at=now, state="active")
+                touch.values(last_seen_at=now, state="active")
                 .returning(Worker.device_kind, Worker.backends)
                 .execution_options(synchronize_session=False)
             ).first()
             if worker is None:
+                owner = session.execute(select(Worker.token_id).where(Worker.id == worker_id)).first()
+                if owner is not None and not actor.may_act_for(owner.token_id):
+                    raise not_your_worker(worker_id)
                 # Also after deregistration: a long-poll still in flight must neither revive nor lease to it.
                 raise WorkerNotFound(f"worker {worker_id} is not registered (or has deregistered); register again")
             token = secrets.token_hex(16)
@@ -303,25 +345,55 @@ class JobQueue:
             self._event(session, job, "cancelled")
         return job
 
-    def release_worker(self, session: Session, *, worker_id: str) -> list[int]:
-        """Graceful deregistration: put the worker's running jobs back without spending an attempt."""
+    def release_worker(self, session: Session, *, worker_id: str, actor: Actor = SERVER) -> list[int]:
+        """Graceful deregistration: put the worker's running jobs back without spending an attempt.
+
+        The ids of the jobs put back (see `deregister_worker` for the ones dead-lettered instead)."""
+        return self.deregister_worker(session, worker_id=worker_id, actor=actor).released
+
+    def deregister_worker(self, session: Session, *, worker_id: str, actor: Actor = SERVER) -> ReleaseReport:
+        """Stop the worker and release its running jobs. Only the worker's own token or an admin may (403).
+
+        A release spends no attempt, so a deregister loop could hold a job forever; releases are counted
+        (`released` events) and the `max_releases`-th one sends the job to the dead letter with its reason."""
+        report = ReleaseReport()
         with _transaction(session):
             worker = session.get(Worker, worker_id, populate_existing=True)
             if worker is None:
                 raise WorkerNotFound(f"worker {worker_id} is not registered")
+            if not actor.may_act_for(worker.token_id):
+                raise not_your_worker(worker_id)
             now = self.clock()
             worker.state = "stopped"
             worker.last_seen_at = now
             jobs = session.scalars(select(Job).where(Job.worker_id == worker_id, Job.status == "running")).all()
+            earlier = self._release_counts(session, [job.id for job in jobs])
             for job in jobs:
+                if job.cancel_requested:  # its worker left instead of confirming the cancel: done, not re-run
+                    self._finish(job, "cancelled")
+                    self._event(session, job, "cancelled", detail={"reason": f"worker {worker_id} deregistered"})
+                    continue
+                releases = earlier.get(job.id, 0) + 1
+                if releases >= self.policy.max_releases:
+                    job.last_error = (
+                        f"released {releases} times by its workers without finishing (the last by worker "
+                        f"{worker_id} deregistering); a job is dead-lettered after {self.policy.max_releases} "
+                        "releases so that workers leaving repeatedly cannot hold it forever"
+                    )
+                    job.attempts = max(0, job.attempts - 1)  # a release spends no attempt, the last one included
+                    self._finish(job, "failed")
+                    self._event(session, job, "failed", detail={"error": job.last_error, "releases": releases})
+                    report.dead_lettered.append(job.id)
+                    continue
                 job.status = "queued"
                 job.attempts = max(0, job.attempts - 1)
                 job.available_at = now
                 job.lease_expires_at = None
                 job.stage = None
                 job.progress = None
-                self._event(session, job, "released")
-        return [job.id for job in jobs]
+                self._event(session, job, "released", detail={"releases": releases})
+                report.released.append(job.id)
+        return report
 
     def reap(self, session: Session) -> ReapReport:
         """Fail exhausted expired jobs, finish cancelled ones whose worker vanished, mark silent workers lost."""
@@ -403,6 +475,17 @@ class JobQueue:
         if job.status != "running":
             raise LeaseLost(f"job {job_id} is already {job.status}; stop working on it")
         return job
+
+    @staticmethod
+    def _release_counts(session: Session, job_ids: list[int]) -> dict[int, int]:
+        if not job_ids:
+            return {}
+        rows = session.execute(
+            select(JobEvent.job_id, func.count())
+            .where(JobEvent.job_id.in_(job_ids), JobEvent.type == "released")
+            .group_by(JobEvent.job_id)
+        )
+        return {job_id: int(count) for job_id, count in rows}
 
     @staticmethod
     def _token_matches(job: Job, lease_token: str) -> bool:

@@ -1,4 +1,7 @@
-"""The worker side of the queue protocol: register, claim (long-poll), deregister; and the worker list."""
+"""The worker side of the queue protocol: register, claim (long-poll), deregister; and the worker list.
+
+A worker token claims and deregisters only for the workers it registered (an admin for any): 403 otherwise.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +16,9 @@ from pydantic import BaseModel
 from sqlalchemy import select
 from sqlmodel import Session
 
-from app.deps import QueueDep, SessionDep, SettingsDep, UserDep, WorkerDep
+from app.deps import QueueDep, SessionDep, SettingsDep, UserDep, WorkerDep, actor_of
 from app.models import Analysis, Job, Worker, WorkerCreate, WorkerPublic
-from app.queue import Claim
+from app.queue import Actor, Claim
 
 router = APIRouter(tags=["workers"])
 
@@ -65,7 +68,11 @@ def register(body: WorkerCreate, session: SessionDep, queue: QueueDep, settings:
 @router.post(
     "/workers/{worker_id}/claim",
     response_model=ClaimResponse,
-    responses={204: {"description": "no job within the wait"}, 404: {"description": "unknown worker: register"}},
+    responses={
+        204: {"description": "no job within the wait"},
+        403: {"description": "the worker was registered with another token"},
+        404: {"description": "unknown worker: register"},
+    },
     summary="Lease the next job this worker can run (long-poll up to `wait` seconds)",
 )
 async def claim(
@@ -73,14 +80,14 @@ async def claim(
     request: Request,
     queue: QueueDep,
     settings: SettingsDep,
-    _: WorkerDep,
+    who: WorkerDep,
     wait: Annotated[float, Query(ge=0)] = 0,
 ):
     """Short claim attempts in their own transactions, with sleeps between them: no transaction is held open."""
     deadline = time.monotonic() + min(wait, settings.poll_timeout_s)
-    engine = request.app.state.engine
+    engine, actor = request.app.state.engine, actor_of(who)
     while True:
-        response = await run_in_threadpool(_try_claim, engine, queue, worker_id, str(request.base_url))
+        response = await run_in_threadpool(_try_claim, engine, queue, worker_id, actor, str(request.base_url))
         if response is not None:
             return response
         remaining = deadline - time.monotonic()
@@ -89,9 +96,9 @@ async def claim(
         await asyncio.sleep(min(settings.claim_poll_interval_s, remaining))
 
 
-def _try_claim(engine, queue, worker_id: str, base_url: str) -> ClaimResponse | None:  # noqa: ANN001
+def _try_claim(engine, queue, worker_id: str, actor: Actor, base_url: str) -> ClaimResponse | None:  # noqa: ANN001
     with Session(engine, expire_on_commit=False) as session:
-        lease: Claim | None = queue.claim(session, worker_id=worker_id)
+        lease: Claim | None = queue.claim(session, worker_id=worker_id, actor=actor)
         if lease is None:
             return None
         analysis = session.get(Analysis, lease.job.analysis_id)
@@ -112,9 +119,16 @@ def _try_claim(engine, queue, worker_id: str, base_url: str) -> ClaimResponse | 
         )
 
 
-@router.post("/workers/{worker_id}/deregister", summary="Leave gracefully: held jobs go back to the queue")
-def deregister(worker_id: str, session: SessionDep, queue: QueueDep, _: WorkerDep) -> dict:
-    return {"worker_id": worker_id, "released_jobs": queue.release_worker(session, worker_id=worker_id)}
+@router.post(
+    "/workers/{worker_id}/deregister",
+    responses={403: {"description": "the worker was registered with another token"}},
+    summary="Leave gracefully: held jobs go back to the queue",
+)
+def deregister(worker_id: str, session: SessionDep, queue: QueueDep, who: WorkerDep) -> dict:
+    """`released_jobs` go back to the queue without spending an attempt; `dead_lettered_jobs` had been released
+    `max_releases` times already and are now `failed`, with that reason."""
+    report = queue.deregister_worker(session, worker_id=worker_id, actor=actor_of(who))
+    return {"worker_id": worker_id, "released_jobs": report.released, "dead_lettered_jobs": report.dead_lettered}
 
 
 @router.get("/workers", response_model=list[WorkerPublic], summary="Registered workers and what they run")

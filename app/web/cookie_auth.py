@@ -5,11 +5,13 @@ token signs the browser out too. `cookie_principal` is the extra credential sour
 pages use it, and `app.deps.get_principal` falls back to it for API calls without an Authorization
 header, so the browser calls the API directly. SameSite=Strict keeps other sites from posting with the
 cookie; a state-changing request signed in by the cookie must also show an Origin (or Referer) of this
-server (`same_origin_request`).
+server (`same_origin_request`). Worker tokens are for workers only: they cannot sign in, and a cookie that
+holds one grants nothing (not the pages, not the API's cookie fallback).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from urllib.parse import urlsplit
 
 from fastapi import Request, Response
@@ -19,14 +21,22 @@ from app.auth import ANONYMOUS, Principal, authenticate
 
 COOKIE_NAME = "npu_advisor_token"
 COOKIE_MAX_AGE_S = 30 * 24 * 3600
+DASHBOARD_ROLES = ("admin", "user")  # the roles that may sign in; worker tokens are for workers only
+WORKER_SIGN_IN_REFUSED = (
+    "A worker token cannot sign in to the dashboard: it is for `npu-advisor worker` only. "
+    "Sign in with a user or admin token (an admin creates one with `npu-advisor token create --role user`)."
+)
 
 
-def cookie_principal(request: Request, session: Session) -> Principal | None:
-    """The signed-in principal from the cookie; None when there is no valid one."""
+def cookie_principal(request: Request, session: Session, *, now: datetime | None = None) -> Principal | None:
+    """The signed-in principal from the cookie; None when there is no valid one (or it holds a worker token)."""
     token = request.cookies.get(COOKIE_NAME)
     if not token:
         return None
-    return authenticate(session, token, now=request.app.state.queue.clock())
+    principal = authenticate(session, token, now=now or request.app.state.queue.clock())
+    if principal is None or principal.role not in DASHBOARD_ROLES:
+        return None
+    return principal
 
 
 def viewer(request: Request, session: Session) -> Principal | None:

@@ -27,16 +27,19 @@ from sqlmodel import Session
 
 from app.analyses import RerunRefused, analysis_view, job_of, rerun_analysis
 from app.auth import Principal, authenticate
-from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep
+from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep, is_owner_or_admin, require_owner_or_admin
 from app.models import Analysis
 from app.queue import QueueError
 from app.routes import analyses as analyses_api
 from app.storage import UploadTooLarge
 from app.upload_form import ReceivedForm
+from app.upload_limit import VIEWER_SCOPE_KEY
 from app.web import queries
 from app.web.charts import format_quantity
 from app.web.compare import compare_rows
 from app.web.cookie_auth import (
+    DASHBOARD_ROLES,
+    WORKER_SIGN_IN_REFUSED,
     clear_token_cookie,
     safe_next,
     same_origin,
@@ -88,7 +91,8 @@ templates.env.filters["plain"] = _plain
 
 def _page_viewer(request: Request, session: SessionDep) -> Principal:
     request.state.web_session = session  # the same per-request session the handler gets; see _end_transaction
-    principal = viewer(request, session)
+    known = request.scope.get(VIEWER_SCOPE_KEY)  # a form post's viewer, found by the request guard (upload_limit)
+    principal = known if isinstance(known, Principal) else viewer(request, session)
     if principal is None:
         raise HTTPException(status_code=303, headers={"Location": _login_url(request)})
     return principal
@@ -213,7 +217,8 @@ def detail_page(
         active="analyses",
         view=view,
         reload_on_done=not view.terminal,
-        can_act=who.role in ACTING_ROLES,
+        # buttons only for those who may use them: users act on their own analyses, admins on any
+        can_act=who.role in ACTING_ROLES and is_owner_or_admin(who, str(data.get("submitted_by"))),
         inductor_text=INDUCTOR_STATUS_TEXT,
         torchair_text=TORCHAIR_STATUS_TEXT,
     )
@@ -224,8 +229,14 @@ def act(
     request: Request, analysis_id: int, action: str, session: SessionDep, queue: QueueDep,
     store: StoreDep, settings: SettingsDep, who: PageViewer,
 ) -> RedirectResponse:  # fmt: skip
-    """Cancel / re-decide / re-run (the API's own functions), then back to the analysis (the new one after a re-run)."""
+    """Cancel / re-decide / re-run (the API's own functions), then back to the analysis (the new one after a re-run).
+    Users cancel and re-run only their own analyses; admins any."""
     _acting(request, who)
+    if action in ("cancel", "rerun"):
+        analysis = session.get(Analysis, analysis_id)
+        if analysis is None:
+            raise HTTPException(404, detail=f"analysis {analysis_id} does not exist")
+        require_owner_or_admin(who, analysis, "re-run" if action == "rerun" else action)
     if action == "cancel":
         analyses_api.cancel_route(analysis_id, session, queue, who)
     elif action == "redecide":
@@ -384,12 +395,18 @@ def login_page(request: Request, next: str = "/") -> HTMLResponse:  # noqa: A002
 
 @router.post("/login")
 async def login(request: Request, session: SessionDep) -> Response:
-    form = await request.form()
+    """Sign in with a user or admin token (never a worker's), from this server's own sign-in page only."""
+    if not same_origin(request):  # a foreign page must not sign the browser in (login CSRF)
+        error = "Cross-site sign-in refused: sign in from this server's own /login page."
+        return _render(request, "login.html", None, status_code=403, next="/", error=error)
+    form = await request.form(max_files=0, max_fields=8)  # the body is capped at 16 KiB (app.upload_limit)
     token, target = str(form.get("token") or "").strip(), safe_next(str(form.get("next") or "/"))
     principal = authenticate(session, token, now=request.app.state.queue.clock()) if token else None
     if principal is None:
         error = "That token is unknown or revoked. An admin creates one with `npu-advisor token create --role user`."
         return _render(request, "login.html", None, status_code=401, next=target, error=error)
+    if principal.role not in DASHBOARD_ROLES:
+        return _render(request, "login.html", None, status_code=403, next=target, error=WORKER_SIGN_IN_REFUSED)
     response = RedirectResponse(target, status_code=303)
     set_token_cookie(response, token, secure=request.url.scheme == "https")
     return response

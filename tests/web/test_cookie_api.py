@@ -52,15 +52,15 @@ def test_cookie_signed_api_posts_need_this_servers_origin_or_referer(signed_in):
     assert client.post(cancel(queued[0]), headers={"Referer": "https://evil.example/x"}).status_code == 403
     by_origin = client.post(cancel(queued[0]), headers={"Origin": OWN})
     assert by_origin.status_code == 200 and by_origin.json()["status"] == "cancelled"
-    by_referer = client.post(cancel(queued[1]), headers={"Referer": f"{OWN}/analyses/{queued[1]}"})
+    by_referer = client.post(cancel(queued[3]), headers={"Referer": f"{OWN}/analyses/{queued[3]}"})
     assert by_referer.status_code == 200 and by_referer.json()["status"] == "cancelled"
 
 
 def test_dashboard_form_posts_signed_by_cookie_need_proof_too(signed_in):
     client, queued = signed_in
-    refused = client.post(f"/analyses/{queued[2]}/cancel", follow_redirects=False)
+    refused = client.post(f"/analyses/{queued[3]}/cancel", follow_redirects=False)
     assert refused.status_code == 403
-    done = client.post(f"/analyses/{queued[2]}/cancel", headers={"Origin": OWN}, follow_redirects=False)
+    done = client.post(f"/analyses/{queued[3]}/cancel", headers={"Origin": OWN}, follow_redirects=False)
     assert done.status_code == 303
 
 

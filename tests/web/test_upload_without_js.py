@@ -166,8 +166,8 @@ def test_a_locked_server_needs_a_signed_in_user_and_proof_of_origin(locked):
     form = browser_form(synthetic.torchscript_zip())
     anonymous = post_upload(client, form)
     assert anonymous.status_code == 303 and anonymous.headers["location"].startswith("/login")
-    client.post("/login", data={"token": worker})
-    assert post_upload(client, form).status_code == 403  # a worker token can look but not act
+    assert client.post("/login", data={"token": worker}).status_code == 403  # a worker token cannot sign in
+    assert post_upload(client, form).status_code == 303  # so the post is still anonymous: to /login
     client.post("/login", data={"token": user})
     assert post_upload(client, form, headers={}).status_code == 403  # signed in by cookie: Origin required
     signed = post_upload(client, form)
