@@ -6,6 +6,7 @@ dashboard shows them as help text. Torch-free.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -16,16 +17,35 @@ Target = Literal["npu", "cuda", "cpu"]
 Fleet = Literal["single", "mixed"]
 Optimizer = Literal["sgd", "adamw"]
 
+# Bounds of the context fields (issue 12): large enough for any real deployment, small enough that the decision
+# engine, the reports and the database handle the largest accepted value. The README lists them.
+MAX_CALLS_PER_COMPILE = 10**15
+MAX_LATENCY_TARGET_MS = 10**7  # about 2.8 hours per call
+MAX_MEMORY_BUDGET_MB = 10**7  # about 10 TB
+MAX_TOLERANCE = 1e6
+MAX_DIM_INDEX = 63
+MAX_DIM_SIZE = 2**31 - 1
+MAX_SHAPE_RANGES = 64
+MAX_INPUT_NAME = 200
+MAX_CONTEXT_JSON_CHARS = 64 * 1024
+MAX_CONTEXT_DEPTH = 8
+MAX_INT_DIGITS = 40  # a JSON integer longer than this is refused before Python converts it
+MAX_ECHO = 80  # how much of a field name or value a message repeats
+
 
 class ShapeRange(BaseModel):
     """The sizes one dynamic input dimension takes in production."""
 
     model_config = ConfigDict(extra="forbid")
 
-    input: str = Field(description="Input name as the model declares it, e.g. 'x' or 'input_ids'.")
-    dim: int = Field(ge=0, description="Index of the dimension that varies (0 = batch).")
-    min: int = Field(ge=1, description="Smallest size seen in production.")
-    max: int = Field(ge=1, description="Largest size seen in production.")
+    input: str = Field(
+        min_length=1,
+        max_length=MAX_INPUT_NAME,
+        description="Input name as the model declares it, e.g. 'x' or 'input_ids'.",
+    )
+    dim: int = Field(ge=0, le=MAX_DIM_INDEX, description="Index of the dimension that varies (0 = batch).")
+    min: int = Field(ge=1, le=MAX_DIM_SIZE, description="Smallest size seen in production.")
+    max: int = Field(ge=1, le=MAX_DIM_SIZE, description="Largest size seen in production.")
 
     @model_validator(mode="after")
     def _min_not_above_max(self) -> ShapeRange:
@@ -39,8 +59,20 @@ class AccuracyTolerance(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    atol: float | None = Field(default=None, ge=0, description="Absolute tolerance; empty = dtype default.")
-    rtol: float | None = Field(default=None, ge=0, description="Relative tolerance; empty = dtype default.")
+    atol: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TOLERANCE,
+        allow_inf_nan=False,
+        description="Absolute tolerance; empty = dtype default.",
+    )
+    rtol: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TOLERANCE,
+        allow_inf_nan=False,
+        description="Relative tolerance; empty = dtype default.",
+    )
 
 
 class DeploymentContext(BaseModel):
@@ -79,15 +111,24 @@ class DeploymentContext(BaseModel):
     expected_calls_per_compile: int | None = Field(
         default=None,
         ge=1,
+        le=MAX_CALLS_PER_COMPILE,
         description="How many calls (inference requests, or training steps) one compiled model serves before it is "
         "recompiled (restart, redeploy, model change). Used for the break-even between fast-compiling and "
         "fast-running backends. Empty = unknown: the stage decides.",
     )
     latency_target_ms: float | None = Field(
-        default=None, gt=0, description="p99 latency target per call in milliseconds; slower backends are excluded."
+        default=None,
+        gt=0,
+        le=MAX_LATENCY_TARGET_MS,
+        allow_inf_nan=False,
+        description="p99 latency target per call in milliseconds; slower backends are excluded.",
     )
     memory_budget_mb: float | None = Field(
-        default=None, gt=0, description="Peak memory budget in MiB; backends that need more are excluded."
+        default=None,
+        gt=0,
+        le=MAX_MEMORY_BUDGET_MB,
+        allow_inf_nan=False,
+        description="Peak memory budget in MiB; backends that need more are excluded.",
     )
     needs_offline_export: bool = Field(
         default=False,
@@ -104,7 +145,9 @@ class DeploymentContext(BaseModel):
         description="The deployment ships a warm compile cache, so compile times are the warm (cached) ones.",
     )
     shape_ranges: list[ShapeRange] = Field(
-        default_factory=list, description="Ranges of the dynamic input dimensions seen in production."
+        default_factory=list,
+        max_length=MAX_SHAPE_RANGES,
+        description="Ranges of the dynamic input dimensions seen in production.",
     )
     accuracy_tolerance: AccuracyTolerance | None = Field(
         default=None, description="Override of the accuracy check's tolerances; empty = dtype-aware defaults."
@@ -136,14 +179,106 @@ def parse_context(data: dict[str, Any] | None) -> DeploymentContext:
         raise ContextError([_field_error(err) for err in exc.errors()]) from None
 
 
+def parse_context_json(raw: str | bytes | None) -> dict[str, Any]:
+    """Decode a context's JSON text (a form field, a file) into a dict for `parse_context`, safely.
+
+    Refused with a ContextError naming the field, and never echoing the value: text over 64 KiB, nesting
+    deeper than MAX_CONTEXT_DEPTH (also the RecursionError deep JSON raises), integers of more than
+    MAX_INT_DIGITS digits (Python refuses to convert those over 4300 digits with a ValueError), NaN and
+    Infinity (which Python's json accepts), and anything but a JSON object. Empty text is `{}`."""
+    data = decode_json_value(raw or "{}", field="context")
+    if not isinstance(data, dict):
+        raise ContextError([{"field": "context", "message": "must be a JSON object"}])
+    return data
+
+
+def decode_json_value(raw: str | bytes, *, field: str) -> Any:
+    """Any JSON value, decoded as safely as `parse_context_json` does (for one JSON-valued context field, e.g.
+    the upload page's `shape_ranges`); errors name `field`, or the path below it."""
+    if isinstance(raw, bytes | bytearray):
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ContextError([{"field": field, "message": "not valid JSON: not UTF-8 text"}]) from None
+    if len(raw) > MAX_CONTEXT_JSON_CHARS:
+        raise ContextError(
+            [{"field": field, "message": f"too large: {len(raw)} characters (at most {MAX_CONTEXT_JSON_CHARS})"}]
+        )
+    try:
+        data = json.loads(raw, parse_int=_bounded_int, parse_constant=_NonFinite)
+    except RecursionError:
+        raise ContextError(
+            [{"field": field, "message": f"nested too deeply (at most {MAX_CONTEXT_DEPTH} levels)"}]
+        ) from None
+    except json.JSONDecodeError as exc:
+        message = f"not valid JSON: {exc.msg}: line {exc.lineno} column {exc.colno} (char {exc.pos})"
+        raise ContextError([{"field": field, "message": message}]) from None
+    except ValueError as exc:  # defensive: json's own conversions
+        raise ContextError([{"field": field, "message": f"not valid JSON: {_clip(str(exc))}"}]) from None
+    root = () if field == "context" else (field,)
+    problems = _literal_problems(data, root)
+    if problems:
+        raise ContextError(problems)
+    return data
+
+
+class _OversizedInt:
+    """A JSON integer literal of more than MAX_INT_DIGITS digits, kept as its length only."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+class _NonFinite:
+    """NaN, Infinity or -Infinity in the JSON text."""
+
+    def __init__(self, literal: str) -> None:
+        self.literal = literal
+
+
+def _bounded_int(literal: str) -> int | _OversizedInt:
+    digits = len(literal.lstrip("-"))
+    return _OversizedInt(digits) if digits > MAX_INT_DIGITS else int(literal)
+
+
+def _literal_problems(data: Any, root: tuple[str, ...] = ()) -> list[dict[str, str]]:
+    """Out-of-range literals and nesting past MAX_CONTEXT_DEPTH, each with the path of its field."""
+    problems: list[dict[str, str]] = []
+    stack: list[tuple[Any, tuple[str, ...]]] = [(data, root)]
+    deep: set[str] = set()
+    while stack:
+        value, path = stack.pop()
+        field = _clip(".".join(path) or "context")
+        if isinstance(value, _OversizedInt):
+            problems.append({"field": field, "message": f"an integer of {value.digits} digits is out of range"})
+        elif isinstance(value, _NonFinite):
+            problems.append({"field": field, "message": f"{value.literal} is not a number here (finite numbers only)"})
+        elif isinstance(value, dict | list):
+            if len(path) >= MAX_CONTEXT_DEPTH:
+                if field not in deep:
+                    deep.add(field)
+                    problems.append(
+                        {"field": field, "message": f"nested too deeply (at most {MAX_CONTEXT_DEPTH} levels)"}
+                    )
+                continue
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            stack.extend((item, (*path, str(key))) for key, item in items)
+    return sorted(problems, key=lambda problem: problem["field"])
+
+
+def _clip(text: str, limit: int = MAX_ECHO) -> str:
+    """At most `limit` characters of a name or value a message repeats."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _field_error(err: Any) -> dict[str, str]:
-    field = ".".join(str(part) for part in err["loc"])
+    field = _clip(".".join(str(part) for part in err["loc"]))
     if err["type"] == "extra_forbidden":
         return {"field": field, "message": "unknown field"}
     message = err["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
-    return {"field": field, "message": message}
+    return {"field": field, "message": _clip(message, 300)}
 
 
 def context_field_help() -> dict[str, str]:

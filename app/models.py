@@ -94,6 +94,37 @@ class AnalysisPublic(AnalysisBase):
     job: dict[str, Any] | None  # {"id", "attempts", "max_attempts"}
 
 
+SUMMARY_ERROR_CHARS = 500
+
+
+class AnalysisSummary(SQLModel):
+    """One item of `GET /api/v1/analyses`: no context, results or recommendation body (those are on
+    `GET /api/v1/analyses/{id}`), so a page stays small whatever the workers sent (app.summaries builds it)."""
+
+    id: int
+    status: str  # queued | running | done | failed | cancelled
+    stage: str | None
+    progress: float | None
+    model_name: str
+    format: str | None
+    target: str
+    submitted_by: str
+    created_at: datetime
+    updated_at: datetime
+    recommended_backend: str | None  # None: not decided yet, or no backend qualifies
+    recommended_mode: str | None
+    speedup_vs_eager: float | None  # the recommended option's measured speedup; None when not measured
+    error: str | None  # the failure's reason, cut to SUMMARY_ERROR_CHARS characters
+    queue_position: int | None
+
+
+class AnalysisSummaryPage(SQLModel):
+    items: list[AnalysisSummary]
+    total: int
+    page: int
+    per_page: int
+
+
 # ---------------------------------------------------------------- Measurement
 class MeasurementBase(SQLModel):
     backend: str = Field(max_length=64, index=True)

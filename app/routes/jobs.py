@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Header, HTTPException, Request
+from pydantic import BaseModel, BeforeValidator, Field
 
 from app.analyses import ANALYSIS_STATUS, DecisionFailed, decide_recommendation, outcome_recorder
 from app.deps import QueueDep, SessionDep, WorkerDep
 from app.models import Analysis, Job
 from app.queue import JobNotFound, LeaseLost
+from app.results import ERROR_CHARS, ResultsInvalid, accept_results, finite_json, truncate_text
 
 router = APIRouter(tags=["jobs"])
 LeaseToken = Annotated[str, Header(alias="X-Lease-Token", description="the lease_token from the claim")]
 LEASE_RESPONSES = {404: {"description": "no such job"}, 409: {"description": "the lease is lost: stop, do not upload"}}
+STAGE_CHARS = 120  # app.models.Job.stage
+
+
+def _truncated(limit: int, keep: str = "head"):  # noqa: ANN202
+    """A validator that cuts free text to `limit` characters with a marker instead of refusing it."""
+    return BeforeValidator(lambda value: truncate_text(value, limit, keep=keep) if isinstance(value, str) else value)
 
 
 class HeartbeatBody(BaseModel):
-    stage: str | None = Field(default=None, max_length=120, examples=["measure:inductor:default"])
+    stage: Annotated[str | None, _truncated(STAGE_CHARS)] = Field(
+        default=None, max_length=STAGE_CHARS, examples=["measure:inductor:default"]
+    )
     progress: float | None = Field(default=None, ge=0, le=1)
 
 
@@ -29,8 +38,14 @@ class HeartbeatResponse(BaseModel):
 
 
 class CompleteBody(BaseModel):
-    inspection: dict | None = None  # advisor.schema.Inspection
-    measurements: dict | None = None  # advisor.schema.MeasurementRun
+    """Validated by the handler (app.results), so that a bad shape also fails the job with its reason."""
+
+    inspection: Any = Field(
+        default=None, json_schema_extra={"type": ["object", "null"]}, description="advisor.schema.Inspection"
+    )
+    measurements: Any = Field(
+        default=None, json_schema_extra={"type": ["object", "null"]}, description="advisor.schema.MeasurementRun"
+    )
 
 
 class CompleteResponse(BaseModel):
@@ -39,7 +54,8 @@ class CompleteResponse(BaseModel):
 
 
 class FailBody(BaseModel):
-    error: str = Field(min_length=1, max_length=20_000)
+    # longer messages are cut in the middle, with a marker, not refused (the job must still fail)
+    error: Annotated[str, _truncated(ERROR_CHARS, "both")] = Field(min_length=1, max_length=ERROR_CHARS)
     retryable: bool = False
 
 
@@ -49,7 +65,16 @@ def heartbeat(job_id: int, body: HeartbeatBody, token: LeaseToken, session: Sess
     return HeartbeatResponse(lease_expires_at=beat.lease_expires_at, cancel_requested=beat.cancel_requested)
 
 
-@router.post("/jobs/{job_id}/complete", response_model=CompleteResponse, responses=LEASE_RESPONSES)
+COMPLETE_RESPONSES = {
+    **LEASE_RESPONSES,
+    422: {
+        "description": "the results do not have the documented shape (advisor.schema): one {field, message} per "
+        "problem; the job has failed with that reason and is not retried"
+    },
+}
+
+
+@router.post("/jobs/{job_id}/complete", response_model=CompleteResponse, responses=COMPLETE_RESPONSES)
 def complete(
     job_id: int,
     body: CompleteBody,
@@ -59,19 +84,30 @@ def complete(
     queue: QueueDep,
     _: WorkerDep,
 ):
-    """Store the results and the engine's recommendation. Idempotent for the same lease token."""
+    """Store the results and the engine's recommendation. Idempotent for the same lease token.
+
+    The results are checked against the result models first (app.results: non-finite numbers stored as null,
+    free text truncated); a bad shape fails the job, not retried, and answers 422 naming the fields."""
     job = session.get(Job, job_id)
     if job is None:
         raise JobNotFound(f"job {job_id} does not exist")
     if job.status == "running" and job.lease_token != token:
         raise LeaseLost(f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it")
+    try:
+        inspection, measurements = accept_results(body.inspection, body.measurements)
+    except ResultsInvalid as exc:
+        failed = queue.fail(session, job_id=job_id, lease_token=token, error=exc.job_error, retryable=False)
+        _observe(request, failed)
+        raise HTTPException(422, detail=exc.problems) from None
     analysis = session.get(Analysis, job.analysis_id)
     try:
-        recommendation = decide_recommendation(analysis.context, body.inspection, body.measurements)
+        recommendation = decide_recommendation(analysis.context, inspection, measurements)
     except DecisionFailed as exc:
-        failed = queue.fail(session, job_id=job_id, lease_token=token, error=str(exc), retryable=False)
+        error = truncate_text(str(exc), ERROR_CHARS, keep="both")
+        failed = queue.fail(session, job_id=job_id, lease_token=token, error=error, retryable=False)
         return CompleteResponse(analysis_id=failed.analysis_id, status=ANALYSIS_STATUS[failed.status])
-    record = outcome_recorder(analysis.id, body.inspection, body.measurements, recommendation, queue.clock())
+    recommendation = finite_json(recommendation)  # the engine's own Infinity (a ratio over a zero bound) as null
+    record = outcome_recorder(analysis.id, inspection, measurements, recommendation, queue.clock())
     done, newly = queue.complete(session, job_id=job_id, lease_token=token, record_outcome=record)
     if newly and done.started_at is not None:
         request.app.state.metrics.job_duration.labels("succeeded").observe(
@@ -86,10 +122,7 @@ def fail(
 ) -> dict:
     """Report a failed attempt; `next` says whether the job will be retried (`queued`) or is dead (`failed`)."""
     job = queue.fail(session, job_id=job_id, lease_token=token, error=body.error, retryable=body.retryable)
-    if job.status != "queued" and job.started_at is not None and job.finished_at is not None:
-        request.app.state.metrics.job_duration.labels(job.status).observe(
-            (job.finished_at - job.started_at).total_seconds()
-        )
+    _observe(request, job)
     return {"next": job.status}  # queued (retry after a backoff) | failed (dead letter) | cancelled
 
 
@@ -98,3 +131,11 @@ def cancelled(job_id: int, token: LeaseToken, session: SessionDep, queue: QueueD
     """The worker stopped the job after seeing `cancel_requested`."""
     job = queue.acknowledge_cancel(session, job_id=job_id, lease_token=token)
     return {"analysis_id": job.analysis_id, "status": ANALYSIS_STATUS[job.status]}
+
+
+def _observe(request: Request, job: Job) -> None:
+    """The duration of a job that has ended (not of an attempt that goes back to the queue)."""
+    if job.status != "queued" and job.started_at is not None and job.finished_at is not None:
+        request.app.state.metrics.job_duration.labels(job.status).observe(
+            (job.finished_at - job.started_at).total_seconds()
+        )

@@ -25,10 +25,12 @@ from jinja2 import Environment, FileSystemLoader
 from sqlalchemy import select
 from sqlmodel import Session
 
+from advisor.context import ContextError, decode_json_value
 from app.analyses import RerunRefused, analysis_view, job_of, rerun_analysis
 from app.auth import Principal, authenticate
 from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep, is_owner_or_admin, require_owner_or_admin
 from app.models import Analysis
+from app.path_ids import id_or_none
 from app.queue import QueueError
 from app.routes import analyses as analyses_api
 from app.storage import UploadTooLarge
@@ -192,7 +194,7 @@ def progress(request: Request, session: SessionDep, ids: str = "") -> JSONRespon
     """{id: {status, stage, progress}} for the pages' live-progress poller."""
     if viewer(request, session) is None:
         return JSONResponse({"detail": "sign in first"}, status_code=401)
-    wanted = [int(part) for part in ids.split(",") if part.strip().isdigit()]
+    wanted = [i for part in ids.split(",")[:200] if (i := id_or_none(part)) is not None]
     return JSONResponse({str(k): v for k, v in queries.analysis_states(session, wanted).items()})
 
 
@@ -265,7 +267,7 @@ def compare_page(
     a: Annotated[str | None, Query()] = None,
     b: Annotated[str | None, Query()] = None,
 ) -> HTMLResponse:
-    ids = [int(v) if v and v.strip().isdigit() else None for v in (a, b)]
+    ids = [id_or_none(v) for v in (a, b)]
     missing = [f"#{v}" for v in ids if v is not None and session.get(Analysis, v) is None]
     first, second = (_analysis_dict(session, queue, v) if v is not None and not missing else None for v in ids)
     rows = compare_rows(first, second) if first and second else []
@@ -377,9 +379,9 @@ def fold_context(values: dict[str, str], fields: list) -> dict[str, Any]:
                 context[f.name] = int(number) if number.is_integer() and f.kind == "integer" else number
         elif f.kind == "json":
             try:
-                context[f.name] = json.loads(raw)
-            except json.JSONDecodeError:
-                problems.append({"field": f.name, "message": "not valid JSON"})
+                context[f.name] = decode_json_value(raw, field=f.name)
+            except ContextError as exc:
+                problems.extend(exc.errors)
         else:
             context[f.name] = raw
     if problems:
