@@ -6,15 +6,20 @@
         analysis = client.wait(submitted["id"], on_update=print)
         print(client.report(analysis["id"], "md"))
 
-Torch-free. Every failure is an `AdvisorError` whose message is meant for a person.
+Torch-free. Every failure is an `AdvisorError` whose message is meant for a person. A busy server's 429 /
+503 is waited out: the request is sent again after its `Retry-After` (plus a little jitter), at most
+`busy_retries` times, and `on_busy` (the CLI prints it) hears of each wait.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import time
 from collections.abc import Callable
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,10 @@ import httpx
 API = "/api/v1"
 TERMINAL_STATUSES = frozenset({"done", "failed", "cancelled"})
 TOKEN_ENV = "ADVISOR_TOKEN"
+BUSY_STATUSES = frozenset({429, 503})
+BUSY_RETRIES = 8
+BUSY_DEFAULT_WAIT_S = 2.0  # a 429 / 503 without Retry-After (a proxy's)
+BUSY_MAX_WAIT_S = 60.0
 
 
 class AdvisorError(Exception):
@@ -41,8 +50,16 @@ class AdvisorClient:
         *,
         timeout_s: float = 60.0,
         transport: httpx.BaseTransport | None = None,
+        busy_retries: int = BUSY_RETRIES,
+        on_busy: Callable[[str], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        """`busy_retries`: how many times a 429 / 503 is retried after its Retry-After; `on_busy` gets one
+        line per wait (e.g. "server busy (HTTP 503): retrying in 2 s (1/8)")."""
         self.server = server.rstrip("/")
+        self.busy_retries = busy_retries
+        self.on_busy = on_busy
+        self._sleep = sleep
         token = token if token is not None else os.environ.get(TOKEN_ENV)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout_s, transport=transport)
@@ -145,13 +162,51 @@ class AdvisorClient:
         return self._send(method, path, **kwargs).json()
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
-            raise AdvisorError(f"cannot reach the npu-advisor server at {self.server}: {exc}") from exc
+        """One request; a 429 / 503 is sent again after its Retry-After, at most `busy_retries` times (file
+        parts are read again from the start: the server refused the request before acting on it)."""
+        for retry in range(self.busy_retries + 1):
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                raise AdvisorError(f"cannot reach the npu-advisor server at {self.server}: {exc}") from exc
+            if response.status_code not in BUSY_STATUSES or retry == self.busy_retries:
+                break
+            wait = retry_after_s(response)
+            wait += random.uniform(0, min(1.0, wait / 2))  # jitter: busy clients do not come back in lockstep
+            if self.on_busy is not None:
+                self.on_busy(
+                    f"server busy (HTTP {response.status_code}): retrying in {wait:.0f} s "
+                    f"({retry + 1}/{self.busy_retries})"
+                )
+            self._sleep(wait)
+            _rewind(kwargs.get("files"))
         if response.status_code >= 400:
             raise AdvisorError(describe_error(response), status=response.status_code)
         return response
+
+
+def retry_after_s(response: httpx.Response) -> float:
+    """The wait a 429 / 503 asks for: Retry-After in seconds or as an HTTP date, within [0, BUSY_MAX_WAIT_S]."""
+    value = response.headers.get("retry-after", "").strip()
+    if not value:
+        return BUSY_DEFAULT_WAIT_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return BUSY_DEFAULT_WAIT_S
+    if math.isnan(seconds):
+        return BUSY_DEFAULT_WAIT_S
+    return min(max(seconds, 0.0), BUSY_MAX_WAIT_S)
+
+
+def _rewind(files: dict[str, Any] | None) -> None:
+    for part in (files or {}).values():
+        handle = part[1] if isinstance(part, tuple) else part
+        if hasattr(handle, "seek"):
+            handle.seek(0)
 
 
 def describe_error(response: httpx.Response) -> str:

@@ -2,7 +2,8 @@
 
 The report is rendered locally with `advisor.report.render` from the stored analysis, so it reads
 exactly like `--local`. Progress (queue position, then the worker's stage) goes to stderr; the
-report alone goes to stdout.
+report alone goes to stdout. A busy server's 429 / 503 is waited out after its Retry-After (a line on
+stderr says so) a bounded number of times (`advisor.client`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ def analyze_remote(
 
     `backends`: what the job measures (None: the server's choice); `out`: write the report there, not stdout."""
     err = Console(stderr=True)
-    with AdvisorClient(server, token) as client:
+    def busy(line: str) -> None:
+        err.print(f"[yellow]{line}[/yellow]", highlight=False)
+
+    with AdvisorClient(server, token, on_busy=busy) as client:
         try:
             submitted = client.submit(model, context, inputs=inputs, model_name=model_name, force=force,
                                       backends=backends)  # fmt: skip

@@ -192,6 +192,7 @@ class MeasurementRunModel(_Open):
     environment: EnvironmentModel | None = None
     workload: Literal["inference", "training"] | None = None
     measurements: list[MeasurementModel] | None = Field(default=None, max_length=MAX_MEASUREMENTS)
+    quality: dict[str, Any] | None = None  # advisor.noise's verdict on the run
 
 
 class CompletedResults(BaseModel):

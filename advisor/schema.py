@@ -168,6 +168,7 @@ class MeasurementRun(TypedDict):
     environment: Environment
     workload: Workload
     measurements: list[Measurement]
+    quality: NotRequired[dict]  # advisor.noise: {"noisy", "whole_run", "reasons", "noisy_rows", "unresolved", ...}
 
 
 # ---------------------------------------------------------------- recommendation (issue 4)

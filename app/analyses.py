@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, bindparam, func, inspect, or_, select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import aliased
 from sqlmodel import Session
 
+from advisor.noise import is_noisy
 from app.models import Analysis, Artifact, Job, Measurement
 from app.queue import JobQueue
+from app.results import finite_json
 from app.storage import ArtifactStore
 
 ANALYSIS_STATUS = {
@@ -28,6 +33,7 @@ ANALYSIS_STATUS = {
     "cancelled": "cancelled",
 }
 JOB_STATUS = {analysis: job for job, analysis in ANALYSIS_STATUS.items()}
+SUBMIT_ATTEMPTS = 3  # a submission's transaction, again after losing an artifact-row insert race (PostgreSQL)
 SORTABLE = {
     "created_at": Analysis.created_at,
     "updated_at": Analysis.updated_at,
@@ -82,8 +88,14 @@ def submit_analysis(
     force: bool,
     cache_window_s: float,
 ) -> Submission:
-    """Create an analysis and its job, or return a recent identical one (unless `force`)."""
-    now = queue.clock()
+    """Create an analysis and its job, or return a recent identical one (unless `force`).
+
+    One short write transaction: the artifact rows (`artifact`, `inputs`: rows to insert unless stored
+    already; their files must be in the store), the analysis and its job (`JobQueue.enqueue`, whose commit
+    is the only one) are created together or not at all. Nothing slow happens inside it: the files were
+    hashed, checked and stored before. A file whose row is never written is an orphan (`collect_orphans`).
+    Concurrent identical submissions: serialised by the write lock (SQLite) or a transaction-scoped
+    advisory lock on the dedupe key (PostgreSQL), so one creates the job and the others see it."""
     key = dedupe_key(
         artifact_sha256=artifact.sha256,
         inputs_sha256=inputs.sha256 if inputs else None,
@@ -91,8 +103,54 @@ def submit_analysis(
         target=target,
         backends=backends,
     )
+    if session.in_transaction():
+        session.commit()  # start from a fresh transaction (whatever was read before is not held across)
+    for attempt in range(SUBMIT_ATTEMPTS):
+        try:
+            return _submit_once(
+                session, queue, key, artifact=artifact, inputs=inputs, context=context, target=target,
+                model_name=model_name, backends=backends, submitted_by=submitted_by, force=force,
+                cache_window_s=cache_window_s,
+            )  # fmt: skip
+        except IntegrityError:
+            # a concurrent submission of the same file inserted its artifact row first (PostgreSQL): again
+            session.rollback()
+            if attempt + 1 == SUBMIT_ATTEMPTS:
+                raise
+        except BaseException:
+            session.rollback()
+            raise
+    raise AssertionError("unreachable")
+
+
+def _submit_once(
+    session: Session,
+    queue: JobQueue,
+    key: str,
+    *,
+    artifact: Artifact,
+    inputs: Artifact | None,
+    context: dict,
+    target: str,
+    model_name: str,
+    backends: list[str],
+    submitted_by: str,
+    force: bool,
+    cache_window_s: float,
+) -> Submission:
+    now = queue.clock()
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": int(key[:15], 16)})
     if not force and (earlier := _recent_duplicate(session, key, now - timedelta(seconds=cache_window_s))):
+        session.commit()  # ends the (read-only so far) transaction
         return Submission(analysis=earlier[0], job=earlier[1], deduplicated=True)
+    # Outside the window an identical job may still be queued or running (it holds the key's unique index):
+    # this one is measured again, as a job without the key, like a forced one.
+    job_key = None if force or _active_job(session, key) is not None else key
+    for row in (artifact, inputs):
+        if row is not None and session.get(Artifact, row.sha256) is None:
+            session.add(_new_artifact_row(row))
+    session.flush()  # the artifact rows first: the analysis refers to them (no ORM relationship orders it)
     analysis = Analysis(
         model_name=model_name,
         format=artifact.format,
@@ -107,15 +165,53 @@ def submit_analysis(
         updated_at=now,
     )
     session.add(analysis)
-    session.commit()
-    job, _ = queue.enqueue(
+    session.flush()  # the analysis id for its job; enqueue's commit below commits these rows with the job
+    job, created = queue.enqueue(
         session,
         analysis_id=analysis.id,
         device_kind=target,
         backends=backends,
-        dedupe_key=None if force else key,
+        dedupe_key=job_key,
     )
+    if not created:  # cannot happen under the locks above; never leave an analysis without a job
+        if inspect(analysis).persistent:
+            session.delete(analysis)
+            session.commit()
+        return Submission(analysis=session.get(Analysis, job.analysis_id), job=job, deduplicated=True)
     return Submission(analysis=analysis, job=job, deduplicated=False)
+
+
+def _new_artifact_row(template: Artifact) -> Artifact:
+    """A fresh row from `template` (a template may be added again after a rolled-back attempt)."""
+    return Artifact(
+        sha256=template.sha256,
+        kind=template.kind,
+        format=template.format,
+        size_bytes=template.size_bytes,
+        entries=template.entries,
+        archive_name=template.archive_name,
+        custom_op_names=list(template.custom_op_names or []),
+        created_at=template.created_at,
+    )
+
+
+def _active_job(session: Session, key: str) -> Job | None:
+    """A queued or running job with this dedupe key (the queue's unique index allows one)."""
+    return session.scalars(select(Job).where(Job.dedupe_key == key, Job.status.in_(("queued", "running")))).first()
+
+
+def collect_orphans(session: Session, store: ArtifactStore, *, min_age_s: float) -> list[str]:
+    """Remove stored files that no artifact row refers to and that were stored more than `min_age_s` ago
+    (a submission whose transaction failed after its file was stored); returns their sha256."""
+    cutoff = time.time() - min_age_s
+    candidates = list(store.stored_before(cutoff))
+    removed = []
+    for start in range(0, len(candidates), 500):
+        batch = candidates[start : start + 500]
+        known = set(session.scalars(select(Artifact.sha256).where(Artifact.sha256.in_(batch))))
+        session.commit()
+        removed += [sha for sha in batch if sha not in known and store.remove_if_before(sha, cutoff)]
+    return removed
 
 
 def rerun_analysis(
@@ -155,6 +251,8 @@ def rerun_analysis(
 
 
 def _recent_duplicate(session: Session, key: str, since: datetime) -> tuple[Analysis, Job] | None:
+    """The newest identical analysis inside the window that is queued, running or done - unless its run was
+    noisy (advisor.noise): then the new submission measures again."""
     row = session.execute(
         select(Analysis, Job)
         .join(Job, Job.analysis_id == Analysis.id)
@@ -163,15 +261,31 @@ def _recent_duplicate(session: Session, key: str, since: datetime) -> tuple[Anal
         .order_by(Analysis.id.desc())
         .limit(1)
     ).first()
-    return (row[0], row[1]) if row else None
+    if row is None:
+        return None
+    if row[1].status == "succeeded" and is_noisy(row[0].measurements):
+        return None  # a noisy run is measured again, never served as the answer to a new submission
+    return row[0], row[1]
 
 
 def job_of(session: Session, analysis_id: int) -> Job | None:
     return session.scalars(select(Job).where(Job.analysis_id == analysis_id).order_by(Job.id.desc())).first()
 
 
-def analysis_view(session: Session, queue: JobQueue, analysis: Analysis, job: Job | None) -> dict[str, Any]:
-    """The public JSON of one analysis (the `GET /api/v1/analyses/{id}` shape)."""
+def analysis_view(
+    session: Session,
+    queue: JobQueue,
+    analysis: Analysis,
+    job: Job | None,
+    *,
+    positions: dict[int, int] | None = None,
+) -> dict[str, Any]:
+    """The public JSON of one analysis (the `GET /api/v1/analyses/{id}` shape). `positions`: the queue
+    positions of a page's jobs, found at once by `queue_positions` (otherwise one query here)."""
+    if positions is not None:
+        position = positions.get(job.id) if job else None
+    else:
+        position = queue.queue_position(session, job) if job else None
     status = ANALYSIS_STATUS.get(job.status, job.status) if job else "failed"
     return {
         "id": analysis.id,
@@ -190,9 +304,28 @@ def analysis_view(session: Session, queue: JobQueue, analysis: Analysis, job: Jo
         "submitted_by": analysis.submitted_by,
         "created_at": analysis.created_at,
         "updated_at": _last_change(analysis, job),
-        "queue_position": queue.queue_position(session, job) if job else None,
+        "queue_position": position,
         "job": {"id": job.id, "attempts": job.attempts, "max_attempts": job.max_attempts} if job else None,
     }
+
+
+_AHEAD = aliased(Job)
+_QUEUE_POSITIONS = select(
+    Job.id,
+    select(func.count())
+    .select_from(_AHEAD)
+    .where(_AHEAD.status == "queued", _AHEAD.device_kind == Job.device_kind)
+    .where(or_(_AHEAD.priority > Job.priority, and_(_AHEAD.priority == Job.priority, _AHEAD.id < Job.id)))
+    .scalar_subquery(),
+).where(Job.id.in_(bindparam("ids", expanding=True)), Job.status == "queued")  # built once: a list page's statement
+
+
+def queue_positions(session: Session, jobs: list[Job | None]) -> dict[int, int]:
+    """{job id: position} for the queued ones among `jobs`, in one query (JobQueue.queue_position's numbers)."""
+    ids = [job.id for job in jobs if job is not None and job.status == "queued"]
+    if not ids:
+        return {}
+    return {job_id: int(ahead or 0) + 1 for job_id, ahead in session.execute(_QUEUE_POSITIONS, {"ids": ids})}
 
 
 def _last_change(analysis: Analysis, job: Job | None) -> datetime:
@@ -250,7 +383,7 @@ def decide_recommendation(context: dict, inspection: dict | None, measurements: 
     except Exception as exc:  # noqa: BLE001 - surfaced to the user as the analysis' error
         raise DecisionFailed(f"the decision engine failed: {type(exc).__name__}: {exc}") from exc
     recommendation.setdefault("engine_version", ENGINE_VERSION)
-    return recommendation
+    return finite_json(recommendation)  # e.g. a CI ratio over a zero lower bound is inf: stored as null
 
 
 def outcome_recorder(

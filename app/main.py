@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,8 +19,11 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from sqlmodel import Session
 
+from app.admission import AdmissionLimiter, install_busy_handlers
+from app.analyses import collect_orphans
 from app.db import create_db_engine, read_only_engine, upgrade_database
 from app.metrics import ServiceMetrics
+from app.path_ids import PathIdRangeMiddleware
 from app.queue import Clock, JobQueue, QueueError, QueuePolicy, utcnow
 from app.routes import analyses, artifacts, jobs, ops, workers
 from app.settings import Settings, auth_mode, get_settings
@@ -35,10 +39,18 @@ log = logging.getLogger("npu_advisor.server")
 def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> FastAPI:
     """A ready app: migrations applied, leftovers of interrupted uploads removed, reaper started by lifespan."""
     settings = settings or get_settings()
-    engine = create_db_engine(settings.resolved_database_url)
+    engine = create_db_engine(
+        settings.resolved_database_url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        pool_timeout_s=settings.db_pool_timeout_s,
+        write_wait_s=settings.db_write_wait_s,
+        max_write_waiting=settings.db_max_write_waiting,
+    )
     upgrade_database(engine)
     store = ArtifactStore(settings.artifacts_dir)
     store.discard_incomplete()
+    _collect_orphans(engine, store, settings)
     queue = JobQueue(
         QueuePolicy(
             lease_ttl_s=settings.lease_ttl_s,
@@ -47,6 +59,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
             backoff_cap_s=settings.backoff_cap_s,
             backoff_jitter=settings.backoff_jitter,
             worker_lost_after_s=settings.worker_lost_after_s,
+            max_releases=settings.max_releases,
         ),
         clock=clock,
     )
@@ -74,10 +87,20 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
     app.add_exception_handler(QueueError, _queue_error)
     app.add_exception_handler(UploadTooLarge, _upload_too_large)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    install_busy_handlers(app, settings.retry_after_s)
+    upload_paths = (f"{API_PREFIX}/analyze", "/analyze", "/upload")
     app.add_middleware(
         UploadLimitMiddleware,
-        paths=(f"{API_PREFIX}/analyze", "/analyze", "/upload"),
+        paths=upload_paths,
         limit_bytes=settings.max_upload_bytes + settings.max_inputs_bytes + (1 << 20),
+    )
+    app.add_middleware(PathIdRangeMiddleware)  # ids outside int64: 404, before any handler converts them
+    app.add_middleware(  # outermost: a saturated server sheds uploads before any other work (no thread, no DB)
+        AdmissionLimiter,
+        paths=upload_paths,
+        max_concurrent=settings.max_concurrent_uploads,
+        per_client=settings.max_uploads_per_client,
+        retry_after_s=settings.retry_after_s,
     )
     return app
 
@@ -111,9 +134,18 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 async def _reap_forever(app: FastAPI) -> None:
-    """Every reaper_interval_s: fail exhausted expired jobs, mark silent workers lost (queue.reap)."""
+    """Every reaper_interval_s: fail exhausted expired jobs, mark silent workers lost (queue.reap); every
+    orphan_sweep_interval_s: remove stored files no artifact row refers to (analyses.collect_orphans)."""
+    settings = app.state.settings
+    last_sweep = time.monotonic()
     while True:
-        await asyncio.sleep(app.state.settings.reaper_interval_s)
+        await asyncio.sleep(settings.reaper_interval_s)
+        if time.monotonic() - last_sweep >= settings.orphan_sweep_interval_s:
+            last_sweep = time.monotonic()
+            try:
+                await run_in_threadpool(_collect_orphans, app.state.engine, app.state.store, settings)
+            except Exception:  # noqa: BLE001 - the sweep must not stop the reaper
+                log.exception("orphan sweep failed; retrying at the next sweep")
         try:
             report = await run_in_threadpool(_reap_once, app)
             if report.failed or report.cancelled or report.lost_workers:
@@ -125,6 +157,13 @@ async def _reap_forever(app: FastAPI) -> None:
                 )
         except Exception:  # noqa: BLE001 - the reaper must survive a transient DB error
             log.exception("reaper pass failed; retrying at the next interval")
+
+
+def _collect_orphans(engine, store: ArtifactStore, settings: Settings) -> None:  # noqa: ANN001
+    with Session(read_only_engine(engine), expire_on_commit=False) as session:
+        removed = collect_orphans(session, store, min_age_s=settings.orphan_min_age_s)
+    if removed:
+        log.info("removed %d stored files no analysis refers to (submissions that failed)", len(removed))
 
 
 def _reap_once(app: FastAPI):  # noqa: ANN202

@@ -27,6 +27,10 @@ class Settings(BaseSettings):
 
     max_upload_mb: float = 4096  # the model file
     max_inputs_mb: float = 1024  # the optional inputs file
+    max_results_mb: float = 16  # a worker's results (POST /jobs/{id}/complete)
+    max_json_mb: float = 1  # every other JSON body
+    # open loopback mode answers only loopback Host names (DNS rebinding); more names, comma-separated
+    allowed_hosts: str = ""
     cache_window_s: float = 7 * 24 * 3600  # identical submissions inside it are deduplicated
 
     heartbeat_interval_s: float = 10
@@ -39,6 +43,21 @@ class Settings(BaseSettings):
     backoff_jitter: float = 0.1
     reaper_interval_s: float = 15
     worker_lost_after_s: float = 90
+    max_releases: int = 5  # the 5th graceful release of one job (its workers left) dead-letters it
+
+    # saturation (app.admission, app.db): beyond these the server answers 503/429 with Retry-After
+    max_concurrent_uploads: int = 8  # uploads received at once; more: 503
+    max_uploads_per_client: int = 4  # at once per token (or address without one); more: 429. 0: no per-client cap
+    retry_after_s: int = 2  # the Retry-After of a 503/429 (clients add jitter)
+    db_write_wait_s: float = 5  # SQLite: how long a write waits for the process's write gate; then 503
+    db_max_write_waiting: int = 16  # SQLite: writes queued for the gate beyond which a write is refused at once
+    db_pool_size: int = 10
+    db_max_overflow: int = 30
+    db_pool_timeout_s: float = 5  # no free connection within it: 503
+    # stored files no artifact row refers to (a submission that failed after storing its file) are removed
+    # once older than orphan_min_age_s, at start and every orphan_sweep_interval_s
+    orphan_min_age_s: float = 600
+    orphan_sweep_interval_s: float = 600
 
     @property
     def resolved_database_url(self) -> str:

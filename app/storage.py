@@ -13,7 +13,7 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -73,6 +73,24 @@ class ArtifactStore:
         finally:
             incoming.discard()
 
+    def stored_before(self, cutoff: float) -> Iterator[str]:
+        """The sha256 of every stored file last written before `cutoff` (a time.time() value)."""
+        for folder in self.root.iterdir():
+            if len(folder.name) != 2 or not folder.is_dir():
+                continue
+            for path in folder.iterdir():
+                if _SHA256.match(path.name) and _mtime(path) < cutoff:
+                    yield path.name
+
+    def remove_if_before(self, sha256: str, cutoff: float) -> bool:
+        """Remove the file under `sha256` if it still was last written before `cutoff` (an upload of the same
+        content since then rewrote it: keep it)."""
+        path = self.path_for(sha256)
+        if _mtime(path) >= cutoff:
+            return False
+        path.unlink(missing_ok=True)
+        return True
+
     def discard_incomplete(self) -> int:
         """Remove temp files an interrupted server left behind (called at start)."""
         removed = 0
@@ -113,6 +131,7 @@ class IncomingFile:
         final = self.store.path_for(sha)
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(self.path, final)  # atomic; the same content under the same name replaces harmlessly
+        os.utime(final)  # "stored now": the orphan sweep spares it until its artifact row is written
         return StoredFile(sha256=sha, size_bytes=self.size, path=final), checked
 
     def discard(self) -> None:
@@ -120,6 +139,13 @@ class IncomingFile:
         if not self._out.closed:
             self._out.close()
         self.path.unlink(missing_ok=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")
 
 
 def _human(size: int) -> str:

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from sqlmodel import Session
 
 from app.analyses import (
+    ANALYSIS_STATUS,
     SORTABLE,
     DecisionFailed,
     RerunRefused,
@@ -21,17 +22,19 @@ from app.analyses import (
     decide_recommendation,
     job_of,
     list_analyses,
+    queue_positions,
     report_input,
     rerun_analysis,
     store_recommendation,
     submit_analysis,
 )
 from app.auth import Principal
-from app.deps import AnyRoleDep, QueueDep, SessionDep, SettingsDep, StoreDep, UserDep
-from app.models import Analysis, AnalysisPublic, Artifact, Job
+from app.deps import AnyRoleDep, QueueDep, SessionDep, SettingsDep, StoreDep, UserDep, require_owner_or_admin
+from app.models import Analysis, AnalysisPublic, AnalysisSummaryPage, Artifact, Job
 from app.queue import JobQueue
 from app.settings import Settings
 from app.storage import ArtifactStore, IncomingFile, StoredFile
+from app.summaries import analysis_summary
 from app.upload_form import MAX_PARTS, FileLimit, ReceivedForm, receive_form
 
 router = APIRouter(tags=["analyses"])
@@ -49,13 +52,6 @@ class AnalysisAccepted(BaseModel):
     status: str
     deduplicated: bool = False
     links: AnalysisLinks
-
-
-class AnalysisPage(BaseModel):
-    items: list[AnalysisPublic]
-    total: int
-    page: int
-    per_page: int
 
 
 ANALYZE_FORM = {
@@ -92,6 +88,9 @@ ANALYZE_FORM = {
             "description": "invalid form or context: one {field, message} per problem (also: a form of more "
             "than 16 parts, or a text field over 1 MiB)"
         },
+        429: {"description": "this client already has its share of uploads in progress: retry after Retry-After"},
+        503: {"description": "the server is saturated (uploads received at once, or database writes): nothing was "
+              "submitted; retry after Retry-After"},
     },
     openapi_extra={"requestBody": ANALYZE_FORM},
     summary="Submit a model and its deployment context for analysis",
@@ -106,7 +105,7 @@ async def analyze(
 ) -> JSONResponse:
     """The upload is streamed into the artifact store while it arrives (app.upload_form)."""
     submission = await receive_and_submit(request, session, queue, store, settings, principal)
-    return _accepted(request, session, queue, submission)
+    return _accepted(request, submission)
 
 
 async def receive_and_submit(
@@ -120,10 +119,16 @@ async def receive_and_submit(
     prepare: Callable[[ReceivedForm], None] | None = None,
     max_parts: int = MAX_PARTS,
 ) -> Submission:
-    """Receive the analyze form, validate it, commit its files and submit the analysis (the API's POST
+    """Receive the analyze form, validate it, store its files and submit the analysis (the API's POST
     /analyze and the dashboard's no-script upload page). `prepare` may rewrite the received form's fields
     before validation (the page folds its `ctx.*` fields into `context`); it raises HTTPException to refuse.
-    Raises HTTPException (422, 415, 400) or UploadTooLarge; leaves no uncommitted file behind."""
+
+    The slow work (receiving, hashing, sniffing, storing) happens outside any database transaction; then the
+    artifact rows, the analysis and its job are written in one short transaction (`submit_analysis`). A file
+    stored for a submission that then fails is an orphan, removed later (`collect_orphans`).
+    Raises HTTPException (422, 415, 400), UploadTooLarge or DatabaseBusy; leaves no temp file behind."""
+    if session.in_transaction():  # e.g. the caller's sign-in lookup: hold no transaction while the body arrives
+        await run_in_threadpool(session.commit)
     limits = {
         "model": FileLimit(settings.max_upload_bytes, "the model file"),
         "inputs": FileLimit(settings.max_inputs_bytes, "the inputs file"),
@@ -135,10 +140,10 @@ async def receive_and_submit(
         fields = _form_fields(form)
         if "model" not in form.files:
             raise HTTPException(422, detail=[{"field": "model", "message": "Field required: the model file"}])
-        artifact = await run_in_threadpool(_commit_model, session, form.files["model"], queue.clock())
+        artifact = await run_in_threadpool(_store_model, form.files["model"], queue.clock())
         inputs_row = None
         if "inputs" in form.files and form.files["inputs"].size > 0:
-            inputs_row = await run_in_threadpool(_commit_inputs, session, form.files["inputs"], queue.clock())
+            inputs_row = await run_in_threadpool(_store_inputs, form.files["inputs"], queue.clock())
     finally:
         form.discard()
     return await run_in_threadpool(
@@ -165,13 +170,13 @@ _REFUSAL_STATUS = {
 }  # fmt: skip
 
 
-def _accepted(request: Request, session, queue, submission: Submission) -> JSONResponse:  # noqa: ANN001
-    """202 with the new analysis' id and links (200 for a deduplicated submission)."""
+def _accepted(request: Request, submission: Submission) -> JSONResponse:
+    """202 with the new analysis' id and links (200 for a deduplicated submission); no database access."""
     analysis_id = submission.analysis.id
     base = str(request.url_for("get_analysis", analysis_id=analysis_id))
     body = AnalysisAccepted(
         id=analysis_id,
-        status=analysis_view(session, queue, submission.analysis, submission.job)["status"],
+        status=ANALYSIS_STATUS.get(submission.job.status, submission.job.status),
         deduplicated=submission.deduplicated,
         links=AnalysisLinks(
             self=base, report_md=f"{base}/report.md", report_json=f"{base}/report.json", cancel=f"{base}/cancel"
@@ -213,46 +218,38 @@ def _check_backend_names(backends: list[str]) -> None:
 
 
 def _parse_context(raw: str) -> dict:
-    from advisor.context import ContextError, parse_context
+    """The context JSON, decoded safely (depth, size, huge integers) and validated; 422 naming the field."""
+    from advisor.context import ContextError, parse_context, parse_context_json
 
     try:
-        data = json.loads(raw or "{}")
-    except json.JSONDecodeError as exc:
-        raise HTTPException(422, detail=[{"field": "context", "message": f"not valid JSON: {exc}"}]) from None
-    if not isinstance(data, dict):
-        raise HTTPException(422, detail=[{"field": "context", "message": "must be a JSON object"}])
-    try:
-        return parse_context(data).model_dump(mode="json")
+        return parse_context(parse_context_json(raw)).model_dump(mode="json")
     except ContextError as exc:
         raise HTTPException(422, detail=exc.errors) from None
 
 
-def _commit_model(session, incoming: IncomingFile, now) -> Artifact:  # noqa: ANN001
+def _store_model(incoming: IncomingFile, now) -> Artifact:  # noqa: ANN001
+    """Check the model file (advisor.artifacts.sniff) and store it; its row (not yet added) for submit_analysis."""
     from advisor.artifacts import ArtifactRejected, sniff
 
     try:
         stored, info = incoming.commit(check=sniff)
     except ArtifactRejected as exc:
         raise HTTPException(_REFUSAL_STATUS.get(exc.code, 415), detail=str(exc)) from None
-    return _artifact_row(session, stored, now, kind="model", info=info)
+    return _artifact_row(stored, now, kind="model", info=info)
 
 
-def _commit_inputs(session, incoming: IncomingFile, now) -> Artifact:  # noqa: ANN001
+def _store_inputs(incoming: IncomingFile, now) -> Artifact:  # noqa: ANN001
     stored, _ = incoming.commit()
-    return _artifact_row(session, stored, now, kind="inputs", info=None)
+    return _artifact_row(stored, now, kind="inputs", info=None)
 
 
-def _artifact_row(session, stored: StoredFile, now, *, kind: str, info) -> Artifact:  # noqa: ANN001
-    row = session.get(Artifact, stored.sha256)
-    if row is None:
-        row = Artifact(sha256=stored.sha256, kind=kind, size_bytes=stored.size_bytes, created_at=now)
-        if info is not None:
-            row.format = info.format
-            row.entries = info.entries
-            row.archive_name = info.archive_name
-            row.custom_op_names = list(info.custom_op_names)
-        session.add(row)
-        session.commit()
+def _artifact_row(stored: StoredFile, now, *, kind: str, info) -> Artifact:  # noqa: ANN001
+    row = Artifact(sha256=stored.sha256, kind=kind, size_bytes=stored.size_bytes, created_at=now)
+    if info is not None:
+        row.format = info.format
+        row.entries = info.entries
+        row.archive_name = info.archive_name
+        row.custom_op_names = list(info.custom_op_names)
     return row
 
 
@@ -261,7 +258,7 @@ def _default_name(filename: str | None) -> str:
     return stem.rsplit(".", 1)[0] or "model"
 
 
-@router.get("/analyses", response_model=AnalysisPage, summary="List analyses (filter, sort, paginate)")
+@router.get("/analyses", response_model=AnalysisSummaryPage, summary="List analyses (filter, sort, paginate)")
 def list_route(
     session: SessionDep,
     queue: QueueDep,
@@ -273,7 +270,7 @@ def list_route(
     submitter: str | None = None,
     sort: Literal[tuple(SORTABLE)] = "created_at",  # type: ignore[valid-type]
     order: Literal["asc", "desc"] = "desc",
-    page: Annotated[int, Query(ge=1)] = 1,
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 20,
 ) -> dict:
     rows, total = list_analyses(
@@ -288,7 +285,8 @@ def list_route(
         page=page,
         per_page=per_page,
     )
-    items = [analysis_view(session, queue, analysis, job) for analysis, job in rows]
+    positions = queue_positions(session, [job for _, job in rows])
+    items = [analysis_summary(session, queue, analysis, job, positions=positions) for analysis, job in rows]
     return {"items": items, "total": total, "page": page, "per_page": per_page}
 
 
@@ -328,8 +326,9 @@ def report_json(analysis_id: int, session: SessionDep, _: UserDep) -> JSONRespon
     response_model=AnalysisPublic,
     summary="Cancel (queued: at once; running: at the next heartbeat)",
 )
-def cancel_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: UserDep) -> dict:
+def cancel_route(analysis_id: int, session: SessionDep, queue: QueueDep, principal: UserDep) -> dict:
     analysis, job = _load(session, analysis_id)
+    require_owner_or_admin(principal, analysis, "cancel")
     if job is None:
         raise HTTPException(409, detail=f"analysis {analysis_id} has no job to cancel")
     queue.cancel(session, job_id=job.id)
@@ -348,7 +347,7 @@ def redecide_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: Us
     try:
         recommendation = decide_recommendation(analysis.context, analysis.inspection, analysis.measurements)
     except DecisionFailed as exc:
-        raise HTTPException(500, detail=str(exc)) from None
+        raise HTTPException(409, detail=str(exc)) from None
     store_recommendation(analysis, recommendation, queue.clock())
     session.add(analysis)
     session.commit()
@@ -375,6 +374,9 @@ def rerun_route(
     principal: UserDep,
 ) -> JSONResponse:
     """Always measures again (like `force=true`); the earlier analysis keeps its results."""
+    earlier = session.get(Analysis, analysis_id)
+    if earlier is not None:
+        require_owner_or_admin(principal, earlier, "re-run")
     try:
         submission = rerun_analysis(
             session,
@@ -386,7 +388,7 @@ def rerun_route(
         )
     except RerunRefused as exc:
         raise HTTPException(exc.status_code, detail=str(exc)) from None
-    return _accepted(request, session, queue, submission)
+    return _accepted(request, submission)
 
 
 @router.get("/analyses/{analysis_id}/inputs", response_class=FileResponse, summary="The uploaded inputs file")

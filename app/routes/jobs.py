@@ -12,7 +12,7 @@ from app.analyses import ANALYSIS_STATUS, DecisionFailed, decide_recommendation,
 from app.deps import QueueDep, SessionDep, WorkerDep
 from app.models import Analysis, Job
 from app.queue import JobNotFound, LeaseLost
-from app.results import ERROR_CHARS, ResultsInvalid, accept_results, finite_json, truncate_text
+from app.results import ERROR_CHARS, ResultsInvalid, accept_results, truncate_text
 
 router = APIRouter(tags=["jobs"])
 LeaseToken = Annotated[str, Header(alias="X-Lease-Token", description="the lease_token from the claim")]
@@ -93,21 +93,21 @@ def complete(
         raise JobNotFound(f"job {job_id} does not exist")
     if job.status == "running" and job.lease_token != token:
         raise LeaseLost(f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it")
+    context = dict(session.get(Analysis, job.analysis_id).context)
+    session.commit()  # end the read's (write-locking, on SQLite) transaction: validating and deciding are slow
     try:
         inspection, measurements = accept_results(body.inspection, body.measurements)
     except ResultsInvalid as exc:
         failed = queue.fail(session, job_id=job_id, lease_token=token, error=exc.job_error, retryable=False)
         _observe(request, failed)
         raise HTTPException(422, detail=exc.problems) from None
-    analysis = session.get(Analysis, job.analysis_id)
     try:
-        recommendation = decide_recommendation(analysis.context, inspection, measurements)
+        recommendation = decide_recommendation(context, inspection, measurements)
     except DecisionFailed as exc:
         error = truncate_text(str(exc), ERROR_CHARS, keep="both")
         failed = queue.fail(session, job_id=job_id, lease_token=token, error=error, retryable=False)
         return CompleteResponse(analysis_id=failed.analysis_id, status=ANALYSIS_STATUS[failed.status])
-    recommendation = finite_json(recommendation)  # the engine's own Infinity (a ratio over a zero bound) as null
-    record = outcome_recorder(analysis.id, inspection, measurements, recommendation, queue.clock())
+    record = outcome_recorder(job.analysis_id, inspection, measurements, recommendation, queue.clock())
     done, newly = queue.complete(session, job_id=job_id, lease_token=token, record_outcome=record)
     if newly and done.started_at is not None:
         request.app.state.metrics.job_duration.labels("succeeded").observe(

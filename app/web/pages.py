@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader
@@ -403,7 +404,8 @@ async def login(request: Request, session: SessionDep) -> Response:
         return _render(request, "login.html", None, status_code=403, next="/", error=error)
     form = await request.form(max_files=0, max_fields=8)  # the body is capped at 16 KiB (app.upload_limit)
     token, target = str(form.get("token") or "").strip(), safe_next(str(form.get("next") or "/"))
-    principal = authenticate(session, token, now=request.app.state.queue.clock()) if token else None
+    now = request.app.state.queue.clock()
+    principal = await run_in_threadpool(authenticate, session, token, now=now) if token else None
     if principal is None:
         error = "That token is unknown or revoked. An admin creates one with `npu-advisor token create --role user`."
         return _render(request, "login.html", None, status_code=401, next=target, error=error)

@@ -441,7 +441,7 @@ def test_client_that_disconnects_mid_upload_leaves_nothing(make_app, settings):
         "raw_path": b"/api/v1/analyze",
         "query_string": b"",
         "root_path": "",
-        "headers": [(b"content-type", f"multipart/form-data; boundary={boundary}".encode()), (b"host", b"test")],
+        "headers": [(b"content-type", f"multipart/form-data; boundary={boundary}".encode()), (b"host", b"127.0.0.1")],
         "client": ("127.0.0.1", 1),
         "server": ("test", 80),
     }

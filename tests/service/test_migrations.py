@@ -7,7 +7,14 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 from sqlmodel import SQLModel
 
-from app.db import create_db_engine, current_revision, database_ready, head_revision, upgrade_database
+from app.db import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    create_db_engine,
+    current_revision,
+    database_ready,
+    head_revision,
+    upgrade_database,
+)
 
 
 def test_upgrade_from_empty_reaches_head_and_is_idempotent(tmp_path):
@@ -33,7 +40,7 @@ def test_sqlite_connections_use_wal_foreign_keys_and_a_busy_timeout(engine):
     with engine.connect() as connection:
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
-        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 15_000
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == SQLITE_BUSY_TIMEOUT_MS
 
 
 def test_unreachable_database_is_not_ready(tmp_path):

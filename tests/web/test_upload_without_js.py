@@ -124,7 +124,7 @@ def test_text_that_is_not_a_number_or_not_json_is_named(client: TestClient, db: 
     response = post_upload(client, parts)
     assert response.status_code == 422
     assert 'data-error-for="latency_target_ms">not a number<' in response.text
-    assert 'data-error-for="accuracy_tolerance">not valid JSON<' in response.text
+    assert 'data-error-for="accuracy_tolerance">not valid JSON' in response.text
     assert ">{oops</textarea>" in response.text
     assert db.all(select(Analysis)) == []
 

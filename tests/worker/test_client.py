@@ -119,7 +119,9 @@ def test_wait_gives_up_on_a_client_error():
 def _patch_client(monkeypatch: pytest.MonkeyPatch, api: FakeAnalysisApi) -> None:
     real = advisor.remote.AdvisorClient
     monkeypatch.setattr(
-        advisor.remote, "AdvisorClient", lambda server, token: real(server, token, transport=httpx.MockTransport(api))
+        advisor.remote,
+        "AdvisorClient",
+        lambda server, token, **options: real(server, token, transport=httpx.MockTransport(api), **options),
     )
 
 
