@@ -113,18 +113,21 @@ def wait_until(predicate, timeout_s: float, what: str, services: Services):  # n
 def test_queued_jobs_survive_a_server_crash_and_analyze_waits_for_the_stored_report(
     services: Services, example_model: Path
 ):
-    # 1. Jobs queued while no worker runs.
+    # 1. Five jobs queued while no worker runs.
     server = services.serve()
-    for stage in ("production", "prototype"):
-        submitted = services.analyze(example_model, "--stage", stage, "--no-wait")
+    contexts = [("--stage", "production"), ("--stage", "prototype"),
+                ("--stage", "production", "--latency-target-ms", "50"),
+                ("--stage", "production", "--expected-calls", "10"), ("--stage", "prototype", "--fleet", "mixed")]
+    for flags in contexts:
+        submitted = services.analyze(example_model, *flags, "--no-wait")
         assert submitted.returncode == 0, submitted.stderr
-    assert sorted(a["status"] for a in services.analyses()) == ["queued", "queued"]
+    assert [a["status"] for a in services.analyses()] == ["queued"] * 5
 
-    # 2. The server crashes and comes back on the same data dir: nothing is lost.
+    # 2. The server is killed (-9) and comes back on the same data dir: nothing is lost.
     server.kill()
     server.wait()
     services.serve()
-    assert sorted(a["status"] for a in services.analyses()) == ["queued", "queued"]
+    assert [a["status"] for a in services.analyses()] == ["queued"] * 5
 
     # 3. A worker joins; the user asks again and waits: the same report as --local, stored and listed.
     services.worker()
@@ -136,8 +139,10 @@ def test_queued_jobs_survive_a_server_crash_and_analyze_waits_for_the_stored_rep
         listed = services.analyses()
         return listed if all(a["status"] == "done" for a in listed) else None
 
-    listed = wait_until(all_done, 240, "every queued analysis should be processed after the restart", services)
-    assert len(listed) >= 2
+    listed = wait_until(all_done, 300, "every queued analysis should be processed after the restart", services)
+    assert len(listed) >= 5
+    completed = [job for job, kind, _ in _events(services) if kind == "completed"]
+    assert len(completed) == len(set(completed)) == len(listed), "each job finished exactly once"
     for item in listed:
         stored = httpx.get(f"{services.url}/api/v1/analyses/{item['id']}", timeout=10).json()
         assert stored["recommendation"]["backend"] == "eager"
@@ -227,3 +232,30 @@ def test_the_embedded_worker_stops_when_serve_is_killed(services: Services):
     survivors = [pid for pid in workers if Path(f"/proc/{pid}").exists()
                  and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"]  # fmt: skip
     assert not survivors, f"the embedded worker outlived serve:\n{services.log('serve.log')}"
+
+
+def _events(services: Services) -> list[tuple[int, str, str | None]]:
+    import sqlite3
+
+    with sqlite3.connect(services.data_dir / "advisor.db") as db:
+        return db.execute("SELECT job_id, type, worker_id FROM job_event ORDER BY id").fetchall()
+
+
+def test_a_worker_killed_mid_job_loses_it_to_another_that_finishes_it_once(services: Services, example_model: Path):
+    """kill -9 of the worker holding a job: after the lease expires another worker claims it and the result is
+    stored exactly once (one `completed` event), whatever the dead worker had started."""
+    services.env |= {"ADVISOR_LEASE_TTL_S": "6", "ADVISOR_HEARTBEAT_INTERVAL_S": "2", "ADVISOR_REAPER_INTERVAL_S": "2"}
+    services.serve()
+    submitted = services.analyze(example_model, "--stage", "production", "--no-wait")
+    assert submitted.returncode == 0, submitted.stderr
+    first = services.start("worker", "--server", services.url, "--backends", "eager", "--name", "first",
+                           log="worker.log")  # fmt: skip
+    wait_until(lambda: services.analyses()[0]["status"] == "running", 120, "the first worker should claim", services)
+    first.kill()
+    first.wait()
+    services.start("worker", "--server", services.url, "--backends", "eager", "--name", "second", log="worker.log")
+    wait_until(lambda: services.analyses()[0]["status"] == "done", 240, "the second worker should finish", services)
+    events = _events(services)
+    claims = [worker for _, kind, worker in events if kind == "claimed"]
+    assert len(claims) == 2 and claims[0] != claims[1], events
+    assert [kind for _, kind, _ in events].count("completed") == 1, events
