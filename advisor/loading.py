@@ -4,15 +4,20 @@ Everything that reads the upload runs with advisor.safe_unpickle armed: any pick
 that names a global other than a tensor-rebuild function is refused (`PickledObjectRefused`, sandbox status
 "rejected"), whatever the entry is called. On top of that every `torch.load` is forced to `weights_only=True`.
 ExportedProgram: custom ops this process does not know are stubbed from the archive's own op signatures
-first (see custom_op_stubs), then `torch.export.load`. TorchScript: `torch.jit.load` (TorchScript's own
-unpickler, which only builds TorchScript types), then conversion to an ExportedProgram where the installed
-torch's TS2EPConverter manages. What TorchScript code does when it runs (e.g. `torch.from_file`) only the
-OS sandbox stops (advisor.isolation).
+first (see custom_op_stubs), and container types its input/output specs name but this process does not know (a
+transformers ModelOutput, a registered dataclass or namedtuple) get stand-ins rebuilt from the spec, never by
+importing the user's library (see pytree_outputs); then `torch.export.load`, whose own failure is reported with
+the error torch only logs. Keyword inputs: the module every caller gets takes the inputs flat, in the order of
+the program's inputs, and calls the model with its keyword arguments by keyword (model_inputs.KeywordCall).
+TorchScript: `torch.jit.load` (TorchScript's own unpickler, which only builds TorchScript types), then
+conversion to an ExportedProgram where the installed torch's TS2EPConverter manages. What TorchScript code does
+when it runs (e.g. `torch.from_file`) only the OS sandbox stops (advisor.isolation).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import warnings
@@ -24,9 +29,17 @@ from typing import Any
 
 import torch
 
-from advisor import custom_op_stubs
+from advisor import custom_op_stubs, pytree_outputs
 from advisor.artifacts import ArtifactInfo, ArtifactRejected, sniff
-from advisor.model_inputs import InputsError, dtype_name, generate_tensor, load_inputs_file, tensors_from_flags
+from advisor.model_inputs import (
+    InputsError,
+    KeywordCall,
+    dtype_name,
+    generate_tensor,
+    load_inputs_file,
+    split_in_spec,
+    tensors_from_flags,
+)
 from advisor.safe_unpickle import PickledObjectRefused, refusing_pickled_objects
 from advisor.schema import DynamicDim, InputSpec
 
@@ -55,6 +68,8 @@ class LoadedModel:
     stubbed_ops: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     conversion_error: str | None = None  # TorchScript only: why TS2EPConverter failed
+    keyword_inputs: list[str] = field(default_factory=list)  # inputs the model takes by keyword (module wraps it)
+    stand_in_types: list[str] = field(default_factory=list)  # container types rebuilt from the spec (pytree_outputs)
 
 
 def load_model(path: str, *, inputs_file: str | None = None, input_shapes: list[str] | None = None) -> LoadedModel:
@@ -135,17 +150,23 @@ def _load_exported_program(
     except (ValueError, RuntimeError) as exc:
         unknown = ", ".join(missing)
         raise LoadError(f"The model uses ops unknown here ({unknown}) that could not be stubbed: {exc}") from exc
-    with warnings.catch_warnings():
+    try:
+        stand_ins = pytree_outputs.register_stand_ins(programs)
+    except pytree_outputs.SpecError as exc:
+        raise LoadError(f"torch.export.load cannot read this ExportedProgram safely: {exc}") from exc
+    with warnings.catch_warnings(), _torch_log_records() as logged:
         warnings.simplefilter("ignore")
         try:
             ep = torch.export.load(path)
         except Exception as exc:  # noqa: BLE001 - torch raises many types; the user needs one readable line
-            refused = _refused_by_weights_only(exc)
+            refused = next(filter(None, map(_refused_by_weights_only, [exc, *_logged_errors(logged)])), None)
             if refused is not None:
                 raise refused from None
-            raise LoadError(f"torch.export.load could not load this ExportedProgram: {_first_line(exc)}") from exc
+            cause = _load_cause(exc, logged)
+            raise LoadError(f"torch.export.load could not load this ExportedProgram: {cause}") from exc
     specs = _exported_input_specs(ep)
     names = [spec["name"] for spec in specs]
+    keywords = [spec["name"] for spec in specs if spec.get("keyword")]
     example_inputs, source = _exported_example_inputs(ep, specs, inputs_file, input_shapes)
     runnable: tuple[bool, str | None] = (True, None)
     if stubbed:
@@ -157,9 +178,19 @@ def _load_exported_program(
     notes = [f"example inputs: {source}"] if source else []
     if not names:
         notes.append("the program has no tensor inputs")
+    if keywords:
+        notes.append(f"keyword inputs: {', '.join(keywords)}: the model is called as model({_call_signature(specs)}), "
+                     "in eager and in every backend")  # fmt: skip
+    if stand_ins:
+        notes.append(f"container types rebuilt from the archive's spec with the same fields, not imported (an "
+                     f"upload's library never is): {', '.join(stand_ins)}")  # fmt: skip
+    module = ep.module()
+    split = split_in_spec(ep.call_spec.in_spec)
+    if split is not None and (split.keywords or not split.flat):
+        module = KeywordCall(module, split)
     return LoadedModel(
         format="exported_program",
-        module=ep.module(),
+        module=module,
         exported_program=ep,
         script_module=None,
         example_inputs=example_inputs,
@@ -169,7 +200,66 @@ def _load_exported_program(
         runnable=runnable,
         stubbed_ops=stubbed,
         warnings=notes,
+        keyword_inputs=keywords,
+        stand_in_types=stand_ins,
     )
+
+
+def _call_signature(specs: list[InputSpec]) -> str:
+    return ", ".join(f"{spec['name']}=..." if spec.get("keyword") else spec["name"] for spec in specs)
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def _torch_log_records() -> Iterator[list[logging.LogRecord]]:
+    """The warnings torch logs meanwhile (torch.export.load logs the real error, then raises "check the warnings
+    above"). torch's loggers do not all propagate, so the handler goes on each of them."""
+    handler = _Records()
+    loggers = [logging.getLogger("torch")]
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if name.startswith("torch.") and isinstance(logger, logging.Logger) and not logger.propagate:
+            loggers.append(logger)
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield handler.records
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
+def _logged_errors(records: list[logging.LogRecord]) -> list[BaseException]:
+    return [record.exc_info[1] for record in records if record.exc_info and record.exc_info[1] is not None]
+
+
+def _load_cause(exc: BaseException, records: list[logging.LogRecord]) -> str:
+    """The error torch logged while loading (its chain's innermost message), else the exception itself."""
+    logged = _logged_errors(records)
+    if not logged:
+        messages = [record.getMessage() for record in records]
+        detail = next((m for m in reversed(messages) if m.strip()), None)
+        return f"{_first_line(exc)} ({_first_line_of(detail)})" if detail else _first_line(exc)
+    cause = logged[-1]
+    innermost = cause
+    seen = {id(cause)}
+    while (nxt := innermost.__cause__ or innermost.__context__) is not None and id(nxt) not in seen:
+        seen.add(id(nxt))
+        innermost = nxt
+    if innermost is cause:
+        return _first_line(cause)
+    return f"{_first_line(cause)} (caused by {_first_line(innermost)})"
+
+
+def _first_line_of(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
 
 
 @contextlib.contextmanager
@@ -192,12 +282,18 @@ def _user_input_nodes(ep: Any) -> list[Any]:
 
 
 def _exported_input_specs(ep: Any) -> list[InputSpec]:
+    """One spec per tensor input, in the program's input order; `keyword` marks inputs passed by keyword."""
+    split = split_in_spec(ep.call_spec.in_spec)
+    positional_leaves = split.positional_leaves if split is not None else None
     specs: list[InputSpec] = []
-    for node in _user_input_nodes(ep):
+    for index, node in enumerate(_user_input_nodes(ep)):
         value = node.meta.get("val")
         if isinstance(value, torch.Tensor):
             shape = [int(dim) if isinstance(dim, int) else str(dim) for dim in value.shape]
-            specs.append({"name": node.name, "shape": shape, "dtype": dtype_name(value.dtype)})
+            spec: InputSpec = {"name": node.name, "shape": shape, "dtype": dtype_name(value.dtype)}
+            if positional_leaves is not None and split is not None and split.keywords:
+                spec["keyword"] = index >= positional_leaves  # type: ignore[typeddict-unknown-key]
+            specs.append(spec)
     return specs
 
 
@@ -209,15 +305,31 @@ def _exported_example_inputs(
         return load_inputs_file(inputs_file, names), f"from {PurePosixPath(inputs_file).name}"
     if input_shapes:
         return tensors_from_flags(input_shapes, names), "generated from --input-shape"
-    if ep.example_inputs is not None:
-        args, kwargs = ep.example_inputs
-        if not kwargs:
-            return tuple(args), "stored in the archive"
+    stored = _stored_example_leaves(ep)
+    if stored is not None:
+        return stored, "stored in the archive"
     generator = torch.Generator().manual_seed(0)
     hints = [[dim if isinstance(dim, int) else _symbol_hint(ep, dim) for dim in spec["shape"]] for spec in specs]
     dtypes = [getattr(torch, spec["dtype"]) for spec in specs]
     tensors = tuple(generate_tensor(shape, dtype, generator) for shape, dtype in zip(hints, dtypes, strict=True))
     return tensors, "generated from the input specs (no example inputs stored in the archive)"
+
+
+def _stored_example_leaves(ep: Any) -> tuple | None:
+    """The archive's example (args, kwargs), flat in the order of the program's inputs (keywords in the order the
+    program lists them); None when there are none, or keyword ones that do not fit the program's input spec."""
+    from torch.utils._pytree import tree_flatten
+
+    if ep.example_inputs is None:
+        return None
+    args, kwargs = ep.example_inputs
+    split = split_in_spec(ep.call_spec.in_spec)
+    if split is not None and set(kwargs or {}) == set(split.keywords):
+        kwargs = {name: kwargs[name] for name in split.keywords}
+    leaves, spec = tree_flatten((tuple(args), dict(kwargs or {})))
+    if spec == ep.call_spec.in_spec:
+        return tuple(leaves)
+    return None if kwargs else tuple(args)
 
 
 def _symbol_hint(ep: Any, symbol: str) -> int:

@@ -312,6 +312,7 @@ def _fill_from_child(row: Measurement, value: dict, is_baseline: bool) -> None:
         recompiles=value.get("recompiles"),
         throughput=value.get("throughput"),
         dynamic=value.get("dynamic"),
+        compile_breakdown=value.get("compile_breakdown"),
     )
     if value.get("training"):
         row["training"] = value["training"]  # type: ignore[typeddict-unknown-key]
@@ -330,7 +331,8 @@ def _empty_row(backend: Any, mode: str, device: str, workload: str, snippet: str
                        workload=workload, status="unavailable", reason=None, stderr_tail=None, compile_s_cold=None,
                        compile_s_warm=None, latency=None, eager_latency=None, speedup_vs_eager=None, speedup_ci=None,
                        peak_memory_mb=None, memory_kind=None, accuracy=None, graph_count=None, graph_breaks=None,
-                       recompiles=None, throughput=None, dynamic=None, wall_s=0.0, snippet=snippet)  # fmt: skip
+                       recompiles=None, throughput=None, dynamic=None, compile_breakdown=None, wall_s=0.0,
+                       snippet=snippet)  # fmt: skip
 
 
 def _finish(row: Measurement, notify: Progress, wall_s: float, timed_s: float | None = None) -> Measurement:

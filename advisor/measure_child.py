@@ -5,6 +5,11 @@ also writes the reference file every other child reads: the inputs (so they are 
 across backends), eager's float32 output and the float64 reference. Failures are raised as
 `StageError` with the status the row should get; the sandbox turns signals, hangs and
 out-of-memory into their own statuses. Torch is imported only after `prepare_environment`.
+
+`first_call_s` is what a user waits for before the first output: `backend.compile()` (which for export
+backends such as ONNX Runtime does the whole export and session creation) plus the first call (where
+torch.compile backends compile). A backend whose callable carries `compile_breakdown` (a dict of seconds per
+phase, e.g. ONNX Runtime's {"export_s", "session_s"}) has it passed on as the result's `compile_breakdown`.
 """
 
 from __future__ import annotations
@@ -134,18 +139,24 @@ def measure_variant(
         inputs = dev.to_device(tuple(reference["inputs"]))
         module = dev.to_device(loaded.module)
         # training: the eager copy of the model is made before the memory reset, so it is not counted
-        steps = _training_steps(backend, module, inputs, request, optimizer) if workload == "training" else None
+        compile_s = [0.0]  # seconds spent in backend.compile() (eager export + session creation for ONNX Runtime)
+        steps = None
+        if workload == "training":
+            steps = _training_steps(backend, module, inputs, request, optimizer, compile_s)
         dev.reset_peak_memory()
 
         progress("compiling")
-        compiled = steps.backend if steps else _compile(backend, module, inputs, request)
+        compiled = steps.backend if steps else _compile(backend, module, inputs, request, compile_s)
         _reset_dynamo_counters()
         try:
             first_call_s, out = dev.timer()(lambda: compiled(*inputs))
         except Exception as exc:
             raise _stage_error(exc, "the first (compiling) call") from exc
         frames_after_first = _dynamo_counter("frames", "total")
-        result.update(first_call_s=first_call_s, **_graph_stats())
+        result.update(first_call_s=compile_s[0] + first_call_s, **_graph_stats())
+        breakdown = _compile_breakdown(compiled)
+        if breakdown is not None:
+            result["compile_breakdown"] = {**breakdown, "first_call_s": first_call_s}
 
         progress("accuracy")
         from advisor.accuracy import compare_outputs
@@ -244,12 +255,14 @@ def _reference_gradients(module: Any, inputs: tuple, dev: devices.Device) -> dic
         raise _eager_failure(exc, "a training step fails in eager mode") from exc
 
 
-def _training_steps(backend: Any, module: Any, inputs: tuple, request: Any, optimizer: str) -> Any:
+def _training_steps(
+    backend: Any, module: Any, inputs: tuple, request: Any, optimizer: str, compile_s: list[float] | None = None
+) -> Any:
     """The backend's training step on `module` and an eager step on a copy (see advisor.training_step)."""
     from advisor.training_step import TrainingSetupError, build_training_steps
 
     try:
-        return build_training_steps(module, lambda m: _compile(backend, m, inputs, request), optimizer)
+        return build_training_steps(module, lambda m: _compile(backend, m, inputs, request, compile_s), optimizer)
     except TrainingSetupError as exc:
         raise StageError("runtime_error", f"the model cannot be trained: {exc}") from exc
 
@@ -277,15 +290,29 @@ def _training_details(steps: Any, optimizer: str, first_step_peak: tuple[float |
 
 
 # ------------------------------------------------------------------ compile
-def _compile(backend: Any, module: Any, inputs: tuple, request: Any) -> Callable:
+def _compile(backend: Any, module: Any, inputs: tuple, request: Any, compile_s: list[float] | None = None) -> Callable:
+    """`backend.compile(...)`; adds the seconds it took to `compile_s[0]` (export backends export here)."""
     from advisor.backends import UnsupportedRequest
 
+    started = time.perf_counter()
     try:
         return backend.compile(module, inputs, request)
     except UnsupportedRequest as exc:
         raise StageError("compile_error", f"{backend.name} cannot do this: {exc}") from exc
     except Exception as exc:
         raise _stage_error(exc, "compilation", default="compile_error") from exc
+    finally:
+        if compile_s is not None:
+            compile_s[0] += time.perf_counter() - started
+
+
+def _compile_breakdown(compiled: Any) -> dict | None:
+    """The backend's per-phase compile seconds, when its callable (or a training step's forward) carries them."""
+    for candidate in (compiled, getattr(compiled, "forward", None)):
+        breakdown = getattr(candidate, "compile_breakdown", None)
+        if isinstance(breakdown, dict) and breakdown:
+            return {str(k): v for k, v in breakdown.items() if isinstance(v, (int, float, bool, str))}
+    return None
 
 
 def _is_out_of_memory(exc: BaseException, message: str) -> bool:

@@ -2,12 +2,19 @@
 
 An inputs file is loaded with `torch.load(weights_only=True)`: tensors, tuples/lists of tensors or a dict
 name -> tensor, never arbitrary pickled objects.
+
+Example inputs are always one flat tuple, in the order of the model's inputs (an ExportedProgram's user inputs:
+positional arguments first, then keyword arguments in the order the program lists them). A model that takes
+keyword arguments (`torch.export.export(model, (ids,), kwargs={"attention_mask": mask})`) or nested inputs is
+wrapped in `KeywordCall`, which takes that flat tuple and calls the model as it was exported:
+`model(ids, attention_mask=mask)`. Eager, every backend, the accuracy references and the training step call
+the wrapper, so the keyword arguments reach the model wherever it runs.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +96,52 @@ def load_inputs_file(path: str | Path, names: list[str]) -> tuple[Any, ...]:
 
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+# ------------------------------------------------------------------ keyword inputs
+@dataclass
+class InSpecSplit:
+    """An ExportedProgram's input spec ((args...), {kwargs...}) as the harness needs it."""
+
+    in_spec: Any  # the TreeSpec itself
+    positional: int  # top-level positional arguments
+    positional_leaves: int  # input leaves (program inputs) that come from the positional arguments
+    keywords: list[str] = field(default_factory=list)  # keyword argument names, in the program's order
+    flat: bool = True  # every argument is one input (no tuple/dict/dataclass argument)
+
+
+def split_in_spec(in_spec: Any) -> InSpecSplit | None:
+    """Split an ExportedProgram's `call_spec.in_spec`; None when it is not the usual (args, kwargs) pair."""
+    from torch.utils._pytree import TreeSpec
+
+    if not isinstance(in_spec, TreeSpec) or in_spec.type is not tuple or in_spec.num_children != 2:
+        return None
+    args_spec, kwargs_spec = in_spec.children()
+    if args_spec.type is not tuple or kwargs_spec.type is not dict:
+        return None
+    keywords = [str(name) for name in kwargs_spec.context]
+    flat = all(child.is_leaf() for child in (*args_spec.children(), *kwargs_spec.children()))
+    return InSpecSplit(in_spec=in_spec, positional=args_spec.num_children, positional_leaves=args_spec.num_leaves,
+                       keywords=keywords, flat=flat)  # fmt: skip
+
+
+class KeywordCall(torch.nn.Module):
+    """`model` called the way it was exported, from the flat example inputs: `KeywordCall(m, split)(ids, mask)`
+    runs `m(ids, attention_mask=mask)`. Nested inputs are rebuilt with the program's input spec. The model is a
+    submodule, so parameters, `.to()`, deep copies and compilers see it as usual."""
+
+    def __init__(self, model: Any, split: InSpecSplit) -> None:
+        super().__init__()
+        self.model = model
+        self.positional = split.positional
+        self.keywords = tuple(split.keywords)
+        self.in_spec = None if split.flat else split.in_spec
+
+    def forward(self, *inputs: Any) -> Any:
+        if self.in_spec is None:
+            n = self.positional
+            return self.model(*inputs[:n], **dict(zip(self.keywords, inputs[n:], strict=True)))
+        from torch.utils._pytree import tree_unflatten
+
+        args, kwargs = tree_unflatten(list(inputs), self.in_spec)
+        return self.model(*args, **kwargs)

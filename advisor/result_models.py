@@ -63,6 +63,7 @@ class InputSpecModel(_Open):
     name: Name | None = None
     shape: list[Int | Name] | None = Field(default=None, max_length=MAX_SHAPE_DIMS)
     dtype: Label | None = None
+    keyword: bool | None = None
 
 
 class DynamicDimModel(_Open):

@@ -47,6 +47,7 @@ class InputSpec(TypedDict):
     name: str
     shape: list[int | str]  # symbolic dims appear as their symbol, e.g. "s77"
     dtype: str  # "float32", "int64", ...
+    keyword: NotRequired[bool]  # passed by keyword: model(..., name=tensor)
 
 
 class DynamicDim(TypedDict):
@@ -143,7 +144,7 @@ class Measurement(TypedDict, total=False):
     status: MeasurementStatus
     reason: str | None  # readable, for every status other than ok
     stderr_tail: str | None
-    compile_s_cold: float | None  # first call - steady median, empty cache
+    compile_s_cold: float | None  # backend.compile() + first call - steady median, empty cache
     compile_s_warm: float | None  # same, second process, same cache dir
     latency: LatencyStats | None  # this backend, steady state
     eager_latency: LatencyStats | None  # eager, interleaved in the same process
@@ -157,6 +158,7 @@ class Measurement(TypedDict, total=False):
     recompiles: int | None
     throughput: dict | None  # {"samples_per_s": float, "tokens_per_s": float | None}
     dynamic: list[dict] | None  # one row per measured shape: {"shape": ..., "median_ms": ..., "recompiles": ...}
+    compile_breakdown: dict | None  # export backends: {"export_s", "session_s", "cached", "first_call_s"}
     wall_s: float
     snippet: str
     # workload="training" only: {optimizer, loss, train_mode_note, state_mb: {parameters, gradients,

@@ -139,6 +139,13 @@ def test_onnxruntime_matches_eager_and_serves_other_batch_sizes(tmp_path) -> Non
         for args in (inputs, bigger):
             torch.testing.assert_close(run(*args), model(*args), rtol=1e-4, atol=1e-5)
     assert (tmp_path / "model.onnx").exists()
+    cold = run.compile_breakdown
+    assert cold["cached"] is False and cold["export_s"] > cold["session_s"] > 0
+    # the same model again (a warm-cache run): the session comes from the saved file, no export
+    again = get_backend("onnxruntime").compile(model, inputs, request)
+    assert again.compile_breakdown["cached"] is True and again.compile_breakdown["export_s"] == 0.0
+    with torch.no_grad():
+        torch.testing.assert_close(again(*inputs), model(*inputs), rtol=1e-4, atol=1e-5)
     with pytest.raises(UnsupportedRequest, match="inference only"):
         get_backend("onnxruntime").compile(model, inputs, CompileRequest(mode="default", device="cpu",
                                                                          workload="training"))

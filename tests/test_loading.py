@@ -131,3 +131,92 @@ def test_unregistered_custom_op_is_stubbed_and_reported_not_runnable(npu_file_fr
     assert "npu.loading_rms_norm.default" in targets
     with pytest.raises(NotImplementedError), torch.no_grad():  # the runnable=False claim is true
         loaded.module(*loaded.example_inputs)
+
+
+# ---------------------------------------------------------------- output containers unknown where the file loads
+def _export_with_uploader_containers(path: Path) -> str:
+    """A model returning a registered dataclass (one field None) and a namedtuple, both named after a library the
+    loading process does not have; deregistered again after saving, as if loaded elsewhere."""
+    import collections
+    import dataclasses
+
+    import torch.utils._pytree as pytree
+
+    @dataclasses.dataclass
+    class Pair:
+        a: torch.Tensor
+        b: torch.Tensor | None
+
+    Two = collections.namedtuple("Two", ["x", "y"])
+    torch.export.register_dataclass(Pair, serialized_type_name="uploaders_lib.outputs.Pair")
+    pytree._register_namedtuple(Two, serialized_type_name="uploaders_lib.outputs.Two")
+
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple:
+            return Pair(x + 1, None), Two(x * 2, x - 1)
+
+    try:
+        return models.export_to(path, Model(), (torch.arange(4.0),))
+    finally:
+        pytree._deregister_pytree_node(Pair)
+        pytree._deregister_pytree_node(Two)
+
+
+def test_output_containers_unknown_here_are_rebuilt_and_other_load_failures_name_their_cause(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from advisor import pytree_outputs
+
+    path = _export_with_uploader_containers(folder / "containers.pt2")
+    # without the stand-ins torch only logs the cause and raises "check the warnings above": the message names it
+    with monkeypatch.context() as patched:
+        patched.setattr(pytree_outputs, "register_stand_ins", lambda programs: [])
+        with pytest.raises(LoadError) as failure:
+            load_model(path)
+    message = str(failure.value)
+    assert "uploaders_lib.outputs.Pair in pytree is not registered" in message
+    assert "warnings above" not in message
+    loaded = load_model(path)
+    pair, two = loaded.module(*loaded.example_inputs)
+    x = torch.arange(4.0)
+    assert torch.equal(pair.a, x + 1) and pair["b"] is None and pair[0] is pair.a
+    assert two._fields == ("x", "y") and torch.equal(two.x, x * 2) and torch.equal(two.y, x - 1)
+    assert type(pair).serialized_type_name == "uploaders_lib.outputs.Pair"
+    assert loaded.stand_in_types == ["uploaders_lib.outputs.Pair", "uploaders_lib.outputs.Two"]
+    assert "uploaders_lib" not in sys.modules  # the type names are data: nothing was imported
+
+
+def test_a_spec_that_would_import_a_module_is_refused() -> None:
+    """torch reads an enum dict key by importing the module it names; an upload must not import anything."""
+    import json
+
+    from advisor import pytree_outputs
+
+    leaf = {"type": None, "context": None, "children_spec": []}
+    key = {"__enum__": True, "fqn": "uploaders_enum_module:Color", "name": "RED"}
+    spec = [1, {"type": "builtins.dict", "context": json.dumps([key]), "children_spec": [leaf]}]
+    program = {"graph_module": {"module_call_graph": [{"fqn": "", "signature": {"in_spec": json.dumps(spec)}}]}}
+    with pytest.raises(pytree_outputs.SpecError, match="uploaders_enum_module"):
+        pytree_outputs.register_stand_ins([program])
+    assert "uploaders_enum_module" not in sys.modules
+
+
+def test_keyword_and_nested_inputs_are_flat_example_inputs_the_module_passes_on_as_exported(folder: Path) -> None:
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor, pair: tuple, *, scale: torch.Tensor) -> torch.Tensor:
+            return (x + pair[0] * pair[1]) * scale
+
+    x, a, b, scale = (torch.full((2, 3), float(v)) for v in (1, 2, 3, 4))
+    with torch.no_grad():
+        ep = torch.export.export(Model(), (x, (a, b)), kwargs={"scale": scale})
+    path = str(folder / "nested.pt2")
+    torch.export.save(ep, path)
+    loaded = load_model(path)
+    assert [(s["name"], s["keyword"]) for s in loaded.input_specs] == [
+        ("x", False), ("pair_0", False), ("pair_1", False), ("scale", True)]  # fmt: skip
+    assert loaded.keyword_inputs == ["scale"] and len(loaded.example_inputs) == 4
+    assert any("model(x, pair_0, pair_1, scale=...)" in note for note in loaded.warnings)
+    expected = Model()(x, (a, b), scale=scale)
+    torch.testing.assert_close(loaded.module(*loaded.example_inputs), expected)
+    compiled = torch.compile(loaded.module, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(*loaded.example_inputs), expected)

@@ -9,6 +9,8 @@ from advisor.backends.base import Backend, CompileRequest, UnsupportedRequest, d
 
 
 class EagerBackend(Backend):
+    """Compile time: none (`compile_s_cold` = `compile_s_warm` = 0); the baseline every speedup divides by."""
+
     name = "eager"
     family = "baseline"
     devices = ("cpu", "cuda", "npu")

@@ -13,6 +13,11 @@ CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
 
 class InductorBackend(Backend):
+    """Compile time: `torch.compile` is lazy, so `compile_s_cold` is the first call (Dynamo tracing, AOTAutograd,
+    Inductor code generation and the C++/Triton compiler) with an empty `TORCHINDUCTOR_CACHE_DIR`;
+    `compile_s_warm` is the first call in a new process with the same cache directory (FX-graph cache hit:
+    tracing again plus loading the compiled kernels)."""
+
     name = "inductor"
     family = "generic"
     devices = ("cpu", "cuda", "npu")

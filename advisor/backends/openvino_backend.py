@@ -18,6 +18,10 @@ DEFAULT_OPTIONS: dict[str, Any] = {"aot_autograd": True, "config": {"INFERENCE_P
 
 
 class OpenVinoBackend(Backend):
+    """Compile time: `torch.compile(backend="openvino")` is lazy, so `compile_s_cold` is the first call (Dynamo
+    tracing, conversion to an OpenVINO model, OpenVINO's compile for the CPU). `compile_s_warm` is the same in a
+    new process: nothing is cached between processes unless the user passes OpenVINO's `model_caching` options."""
+
     name = "openvino"
     family = "vendor"
     devices = ("cpu",)

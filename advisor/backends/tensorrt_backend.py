@@ -13,6 +13,10 @@ from advisor.backends.base import Backend, CompileRequest, UnsupportedRequest, d
 
 
 class TensorRtBackend(Backend):
+    """Compile time: `torch.compile(backend="tensorrt")` is lazy, so `compile_s_cold` is the first call (Dynamo
+    tracing, partitioning and the TensorRT engine build); `compile_s_warm` is the same in a new process (engines
+    are rebuilt unless Torch-TensorRT's engine cache options are given)."""
+
     name = "tensorrt"
     family = "vendor"
     devices = ("cuda",)

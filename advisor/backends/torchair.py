@@ -15,6 +15,11 @@ from advisor.backends.torchair_options import GE_MODE, NPUGRAPH_EX_MODE, validat
 
 
 class TorchAirBackend(Backend):
+    """Compile time: `compile_s_cold` is `compile()` plus the first call (Dynamo tracing, TorchAir's conversion
+    to a GE graph or an ACL graph, and the graph compile on the NPU). `compile_s_warm`: in GE mode the graph is
+    written to and read back from the variant's cache directory (`torchair.inference.cache_compile`), so the
+    warm first call loads the compiled graph; npugraph_ex compiles again in a new process."""
+
     name = "torchair"
     family = "vendor"
     devices = ("npu",)
