@@ -27,7 +27,14 @@ case "$cmd" in
     setup
     mkdir -p data
     "$VENV/bin/npu-advisor" example mlp data/example-mlp.pt2 >/dev/null
-    echo "example model to try: data/example-mlp.pt2 (upload it at /upload, or: npu-advisor analyze data/example-mlp.pt2 --server http://127.0.0.1:8000)"
+    port=8000
+    previous=""
+    for argument in "$@"; do  # the hint names the port serve will use (--port N or --port=N)
+      case "$previous" in --port) port=$argument ;; esac
+      case "$argument" in --port=*) port=${argument#--port=} ;; esac
+      previous=$argument
+    done
+    echo "example model to try: data/example-mlp.pt2 (upload it at /upload, or: npu-advisor analyze data/example-mlp.pt2 --server http://127.0.0.1:$port)"
     exec "$VENV/bin/npu-advisor" serve "$@"
     ;;
   test)

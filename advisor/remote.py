@@ -56,7 +56,8 @@ def analyze_remote(
         err.print(f"analysis {analysis_id}: {submitted.get('status')}{note if submitted.get('deduplicated') else ''}")
         if not wait:
             links = submitted.get("links", {})
-            err.print(f"follow it: {server.rstrip('/')}{links.get('self', f'/api/v1/analyses/{analysis_id}')}")
+            link = links.get("self") or f"/api/v1/analyses/{analysis_id}"  # the server's own links are absolute
+            err.print(f"follow it: {link if '://' in link else server.rstrip('/') + link}")
             print(analysis_id)
             return EXIT_OK
         try:

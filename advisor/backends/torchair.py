@@ -13,6 +13,8 @@ from typing import Any
 from advisor.backends.base import Backend, CompileRequest, UnsupportedRequest, npu_usable, run_for_workload
 from advisor.backends.torchair_options import GE_MODE, NPUGRAPH_EX_MODE, validate_options
 
+SNIPPET_CACHE_DIR = "./torchair_cache"  # the snippet names a place of the user's, never the measurement's temp dir
+
 
 class TorchAirBackend(Backend):
     """Compile time: `compile_s_cold` is `compile()` plus the first call (Dynamo tracing, TorchAir's conversion
@@ -98,9 +100,9 @@ class TorchAirBackend(Backend):
         if request.cache_dir and request.workload == "inference":
             lines += [
                 "# Compile once; later processes load the compiled graph from cache_dir (skips guards: a recompile",
-                "# invalidates the cache; keep the same CANN version).",
+                "# invalidates the cache; keep the same CANN version). Pick a directory that outlives the process.",
                 "model.forward = torchair.inference.cache_compile(model.forward, config=config, "
-                f"dynamic={dynamic}, cache_dir={request.cache_dir!r})",
+                f"dynamic={dynamic}, cache_dir={SNIPPET_CACHE_DIR!r})",
             ]
         else:
             lines += [

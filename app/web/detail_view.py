@@ -212,7 +212,8 @@ def not_npu_note(measured_on: str | None, has_measurements: bool) -> str | None:
 def reproduce_command(analysis: Mapping, rows: list[MeasurementRow], device: str | None = None) -> str:
     """Shell lines that re-run this analysis locally (`npu-advisor analyze`) on a machine of the same kind."""
     suffix = "pt" if analysis.get("format") == "torchscript" else "pt2"
-    model = f"{analysis.get('model_name') or 'model'}.{suffix}"
+    name = str(analysis.get("model_name") or "model")
+    model = name if name.endswith(f".{suffix}") else f"{name}.{suffix}"  # "example-mlp.pt2" stays as it is
     context = json.dumps(analysis.get("context") or {}, sort_keys=True, separators=(",", ":"))
     device = device or str(analysis.get("target") or "cpu")
     command = ["npu-advisor", "analyze", model, "--context", "context.json", "--device", device]

@@ -101,3 +101,8 @@ def test_reproduce_command_is_shell_safe_for_any_model_name():
 def test_queued_analysis_has_no_charts_and_no_tree():
     view = detail_view(synthetic.analysis_dict(status="queued"))
     assert view.rows == [] and view.charts == {} and view.tree is None and not view.terminal
+
+
+def test_reproduce_command_names_the_file_once_when_the_model_name_is_a_file_name():
+    run = detail_view(synthetic.analysis_dict(model_name="example-mlp.pt2")).reproduce_command.splitlines()[1]
+    assert shlex.split(run)[2] == "example-mlp.pt2"

@@ -37,7 +37,8 @@ class FakeAnalysisApi:
             return httpx.Response(fault, json={"detail": "injected"})
         if request.method == "POST" and request.url.path == "/api/v1/analyze":
             self.uploads.append(request)
-            links = {"self": "/api/v1/analyses/7", "report_md": "/api/v1/analyses/7/report.md"}
+            base = "http://advisor.test/api/v1/analyses/7"  # absolute, as the real server's url_for makes them
+            links = {"self": base, "report_md": f"{base}/report.md"}
             return httpx.Response(202, json={"id": 7, "status": "queued", "links": links})
         if request.method == "GET" and request.url.path == "/api/v1/analyses/7":
             state = self.states[min(self.gets, len(self.states) - 1)]
@@ -132,7 +133,7 @@ def test_analyze_remote_without_wait_prints_the_id(monkeypatch, model_file: Path
     )
     captured = capsys.readouterr()
     assert code == 0 and captured.out.strip() == "7"
-    assert "http://advisor.test/api/v1/analyses/7" in captured.err
+    assert "follow it: http://advisor.test/api/v1/analyses/7\n" in captured.err  # not the server's URL twice
 
 
 def test_analyze_remote_reports_a_failed_analysis(monkeypatch, model_file: Path, capsys):
