@@ -24,6 +24,7 @@ Emit = Callable[[str, float], None]
 StagesFunction = Callable[[dict[str, Any], Emit], dict[str, Any]]
 
 DEFAULT_STAGES = "workers.stages:run_stages"
+STDERR_IN_ERROR_CHARS = 2000  # the error is capped at 8 KiB by the server; keep room for the reason
 
 # Set by SIGTERM from the agent: the sandbox then kills the running stage's process group itself.
 CANCEL = threading.Event()
@@ -51,7 +52,10 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
         if inspected.status == "rejected":
             return failure(f"rejected: {inspected.reason}", retryable=False)
         if inspected.status != "ok":
-            reason = inspected.reason or inspected.stderr_tail or "no reason given"
+            reason = inspected.reason or "no reason given"
+            tail = (inspected.stderr_tail or "").strip()
+            if tail and tail not in reason:  # the child's last words belong with the failure (the page shows them)
+                reason += "\n--- last lines of the child's stderr ---\n" + tail[-STDERR_IN_ERROR_CHARS:]
             return failure(f"inspection failed ({inspected.status}): {reason}", retryable=False)
         return measure_stage(spec, emit, inspected.value, zygote)
 

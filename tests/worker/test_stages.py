@@ -48,3 +48,21 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
     assert RecordingZygote.forked == ["advisor.inspect:inspect_model", "advisor.measure_child:measure_variant"]
     assert started[0]._proc is None  # closed when the job's stages end
     assert stages[0] == "inspect" and stages[-1] == "measure:eager:default"
+
+
+def test_a_failed_inspection_carries_the_childs_last_stderr_lines(tmp_path: Path, monkeypatch) -> None:
+    """The user sees why a child died (e.g. the interpreter's own segfault report), not only its status."""
+    import advisor.isolated_inspection
+    from advisor.sandbox import SandboxResult
+    from workers.stages import run_stages
+
+    tail = "Fatal Python error: Segmentation fault\n  File model.py, line 3 in forward"
+    crashed = SandboxResult("crashed", None, "inspection crashed: the process was killed by SIGSEGV", tail, 1.0)
+    monkeypatch.setattr(advisor.isolated_inspection, "inspect_isolated", lambda *a, **k: crashed)
+    model = tmp_path / "m.pt2"
+    model.write_bytes(b"stand-in: never loaded")
+    spec = {"artifact_path": str(model), "device": "cpu", "backends": ["eager"], "workload": "inference",
+            "optimizer": "sgd", "job": {}}  # fmt: skip
+    result = run_stages(spec, lambda stage, progress: None)
+    assert result["error"].startswith("inspection failed (crashed): inspection crashed: the process was killed by")
+    assert "Fatal Python error: Segmentation fault" in result["error"] and result["retryable"] is False
