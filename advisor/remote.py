@@ -87,7 +87,13 @@ def _follow(client: AdvisorClient, analysis_id: Any, err: Console) -> dict[str, 
     with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as bar:
         task = bar.add_task("submitted", total=1.0)
 
+        said: set[str] = set()
+
         def update(analysis: dict[str, Any]) -> None:
+            note = analysis.get("waiting_for_worker")
+            if note and note not in said:  # e.g. target npu and no NPU worker yet: say so once, keep waiting
+                said.add(note)
+                bar.console.print(f"[yellow]{note}[/yellow]", highlight=False)
             bar.update(task, description=describe_progress(analysis), completed=float(analysis.get("progress") or 0))
 
         return client.wait(analysis_id, on_update=update)

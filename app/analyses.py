@@ -305,6 +305,7 @@ def analysis_view(
         "created_at": analysis.created_at,
         "updated_at": _last_change(analysis, job),
         "queue_position": position,
+        "waiting_for_worker": queue.waiting_for_worker(session, job) if job else None,
         "job": {"id": job.id, "attempts": job.attempts, "max_attempts": job.max_attempts} if job else None,
     }
 

@@ -91,6 +91,7 @@ class AnalysisPublic(AnalysisBase):
     created_at: datetime
     updated_at: datetime
     queue_position: int | None  # 1 = next for its device kind; None when not waiting
+    waiting_for_worker: str | None = None  # queued and no worker can claim it now: why (no worker of its kind seen)
     job: dict[str, Any] | None  # {"id", "attempts", "max_attempts"}
 
 

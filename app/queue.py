@@ -428,6 +428,26 @@ class JobQueue:
         return report
 
     # ------------------------------------------------------------ reads
+    def waiting_for_worker(self, session: Session, job: Job) -> str | None:
+        """Why a queued job cannot be claimed by anyone now: no worker of its device kind was seen lately, or
+        none of them offers every backend it needs. None when some worker could claim it (or it is not queued)."""
+        if job.status != "queued":
+            return None
+        seen_since = self.clock() - timedelta(seconds=self.policy.worker_lost_after_s)
+        offers = session.scalars(
+            select(Worker.backends).where(
+                Worker.device_kind == job.device_kind, Worker.state == "active", Worker.last_seen_at >= seen_since
+            )
+        ).all()
+        if not offers:
+            return (f"no worker for {job.device_kind} has been seen; the analysis waits in the queue until one "
+                    f"joins (`npu-advisor worker --device {job.device_kind}` on such a node)")  # fmt: skip
+        needed = set(job.backends or ())
+        if needed and not any(needed <= set(offered or ()) for offered in offers):
+            return (f"no {job.device_kind} worker offers every backend this analysis asked for "
+                    f"({', '.join(sorted(needed))}); it waits until one does")  # fmt: skip
+        return None
+
     def queue_position(self, session: Session, job: Job) -> int | None:
         """1 = next for its device kind; None when the job is not waiting."""
         if job.status != "queued":
@@ -454,7 +474,12 @@ class JobQueue:
         ):
             created = _aware(created)
             oldest[kind] = {"created_at": created, "waiting_s": round((now - created).total_seconds(), 3)}
-        return {"by_state": by_state, "oldest_waiting": oldest}
+        seen_since = now - timedelta(seconds=self.policy.worker_lost_after_s)
+        served = set(session.scalars(
+            select(Worker.device_kind).where(Worker.state == "active", Worker.last_seen_at >= seen_since).distinct()
+        ).all())  # fmt: skip
+        unserved = sorted(kind for kind in oldest if kind not in served)  # queued work no worker can take
+        return {"by_state": by_state, "oldest_waiting": oldest, "no_worker_for": unserved}
 
     def backoff_s(self, attempt: int) -> float:
         """Delay before retry number `attempt`: min(cap, base * 2^(attempt-1)) * (1 + jitter * U[0,1))."""

@@ -179,3 +179,20 @@ def test_analyze_remote_sends_the_backends_and_writes_the_report_to_out(monkeypa
     assert out.read_text().startswith("# npu-advisor report: model.pt2")
     captured = capsys.readouterr()
     assert captured.out == "" and f"report written to {out}" in captured.err
+
+
+def test_analyze_remote_says_once_why_the_analysis_waits(monkeypatch, model_file: Path, capsys):
+    note = "no worker for npu has been seen; the analysis waits in the queue until one joins"
+    waiting = {"status": "queued", "waiting_for_worker": note}
+    states = [waiting, waiting, {"status": "failed", "error": "cancelled by the test"}]
+    _patch_client(monkeypatch, FakeAnalysisApi(states))
+    monkeypatch.setattr(AdvisorClient, "wait", _fast_wait(AdvisorClient.wait))
+    analyze_remote(model=model_file, context={}, server="http://advisor.test", token=None, wait=True, fmt="text")
+    assert capsys.readouterr().err.count(note) == 1
+
+
+def _fast_wait(wait):  # noqa: ANN001, ANN202 - the real polling loop without its one-second sleeps
+    def fast(self, analysis_id, **options):  # noqa: ANN001, ANN003, ANN202
+        return wait(self, analysis_id, **{**options, "sleep": lambda _s: None})
+
+    return fast
