@@ -282,31 +282,44 @@ def analysis_view(
 ) -> dict[str, Any]:
     """The public JSON of one analysis (the `GET /api/v1/analyses/{id}` shape). `positions`: the queue
     positions of a page's jobs, found at once by `queue_positions` (otherwise one query here)."""
-    if positions is not None:
-        position = positions.get(job.id) if job else None
-    else:
-        position = queue.queue_position(session, job) if job else None
-    status = ANALYSIS_STATUS.get(job.status, job.status) if job else "failed"
-    return {
-        "id": analysis.id,
-        "status": status,
-        "stage": job.stage if job else None,
-        "progress": job.progress if job else None,
-        "model_name": analysis.model_name,
-        "format": analysis.format,
-        "target": analysis.target,
+    view = analysis_core(session, queue, analysis, job, positions=positions)
+    return view | {
         "context": analysis.context,
         "backends": analysis.backends,
         "inspection": analysis.inspection,
         "measurements": analysis.measurements,
         "recommendation": analysis.recommendation,
-        "error": job.last_error if job and status == "failed" else None,
+        "error": job.last_error if job and view["status"] == "failed" else None,
+        "waiting_for_worker": queue.waiting_for_worker(session, job) if job else None,
+        "job": {"id": job.id, "attempts": job.attempts, "max_attempts": job.max_attempts} if job else None,
+    }
+
+
+def analysis_core(
+    session: Session,
+    queue: JobQueue,
+    analysis: Analysis,
+    job: Job | None,
+    *,
+    positions: dict[int, int] | None = None,
+) -> dict[str, Any]:
+    """What the full view and the list summary (app.summaries) share: columns of the analysis and its job only."""
+    if positions is not None:
+        position = positions.get(job.id) if job else None
+    else:
+        position = queue.queue_position(session, job) if job else None
+    return {
+        "id": analysis.id,
+        "status": ANALYSIS_STATUS.get(job.status, job.status) if job else "failed",
+        "stage": job.stage if job else None,
+        "progress": job.progress if job else None,
+        "model_name": analysis.model_name,
+        "format": analysis.format,
+        "target": analysis.target,
         "submitted_by": analysis.submitted_by,
         "created_at": analysis.created_at,
         "updated_at": _last_change(analysis, job),
         "queue_position": position,
-        "waiting_for_worker": queue.waiting_for_worker(session, job) if job else None,
-        "job": {"id": job.id, "attempts": job.attempts, "max_attempts": job.max_attempts} if job else None,
     }
 
 
