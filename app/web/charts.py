@@ -16,7 +16,8 @@ _LABEL_W = 190  # room for "inductor:reduce-overhead"
 _ROW_H = 34
 _PLOT_W = 460
 _PAD = 14
-_AXIS_H = 34
+_AXIS_H = 38
+_CLIP_LABEL_W = 96  # room right of the latency axis for "p99 1,234" of a clipped p99
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,101 @@ def nice_ticks(max_value: float, count: int = 5) -> list[float]:
     return [round(i * step, 10) for i in range(n + 1)]
 
 
+def integer_ticks(max_value: float, count: int = 5) -> list[int]:
+    """Whole-number ticks from 0 to at least max_value in 1-2-5 steps of at least 1: axes of counts (calls)."""
+    if not math.isfinite(max_value) or max_value <= 0:
+        return [0, 1]
+    raw = max(max_value / count, 1.0)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    n = math.ceil(max_value / step - 1e-9)
+    return [i * step for i in range(n + 1)]
+
+
+def log_ticks(low: float, high: float, max_ticks: int = 9) -> list[float]:
+    """Powers of ten from low to high (both powers of ten), every second or third one when there are many."""
+    first, last = round(math.log10(low)), round(math.log10(high))
+    every = 1
+    while (last - first) // every + 1 > max_ticks:
+        every += 1
+    return [10.0**e for e in range(first, last + 1, every)]
+
+
+def format_tick(value: float) -> str:
+    """An axis value as short as it can be said exactly: 0, 2.5, 0.005, 1,500."""
+    if value == 0 or not math.isfinite(value):
+        return "0"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) >= 1e-4 else f"{value:.0e}"
+
+
+def format_count(value: float, *, compact: bool = False) -> str:
+    """A whole number of calls: 6,071; compact for axes where room is short: 10k, 2.5M."""
+    n = max(1, round(value)) if value > 0 else 0  # a crossing at 0.4 calls is reached by the first call
+    if compact:
+        for size, suffix in ((1_000_000_000, "G"), (1_000_000, "M"), (10_000, "k")):
+            if n >= size:
+                divisor = size if suffix != "k" else 1000
+                return f"{n / divisor:.3g}{suffix}"
+    return f"{n:,}"
+
+
+# ------------------------------------------------------------------ text boxes (labels must never collide)
+_FONT_PX = 12.0  # svg.chart's font-size; tick labels are 11 px, so their boxes here are generous
+_CHAR_EM = 0.68  # advance of a character in em: DejaVu Sans digits are 0.64 em, bold ones 0.7; kept generous
+
+
+@dataclass(frozen=True)
+class Box:
+    """The rectangle a label (or a marker) occupies, in SVG user units."""
+
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+    def intersects(self, other: Box) -> bool:
+        return self.x0 < other.x1 and other.x0 < self.x1 and self.y0 < other.y1 and other.y0 < self.y1
+
+    def inside(self, outer: Box) -> bool:
+        return self.x0 >= outer.x0 and self.x1 <= outer.x1 and self.y0 >= outer.y0 and self.y1 <= outer.y1
+
+
+def text_box(text: str, x: float, y: float, anchor: str = "start", size: float = _FONT_PX) -> Box:
+    """The box of one line of text whose baseline starts (anchor start), centres or ends at (x, y)."""
+    width = len(text) * size * _CHAR_EM
+    left = x if anchor == "start" else x - width if anchor == "end" else x - width / 2
+    return Box(left, y - size, left + width, y + size * 0.25)
+
+
+def _place(text: str, candidates: Sequence[tuple[float, float, str]], taken: list[Box], area: Box) -> tuple | None:
+    """The first candidate (x, y, anchor) whose box stays in `area` and clear of `taken` (which it joins)."""
+    for x, y, anchor in candidates:
+        box = text_box(text, x, y, anchor)
+        if box.inside(area) and not any(box.intersects(other) for other in taken):
+            taken.append(box)
+            return x, y, anchor
+    return None
+
+
+def _dodge(wanted: Sequence[float], gap: float, low: float, high: float) -> list[float]:
+    """Positions as close as possible to `wanted` (any order), at least `gap` apart, kept in [low, high] when
+    they fit there (pushed below `high` when they do not)."""
+    order = sorted(range(len(wanted)), key=lambda i: wanted[i])
+    placed = [min(max(wanted[i], low), high) for i in order]
+    for k in range(1, len(placed)):
+        placed[k] = max(placed[k], placed[k - 1] + gap)
+    if placed and placed[-1] > high:
+        placed[-1] = max(high, low + gap * (len(placed) - 1))
+        for k in range(len(placed) - 2, -1, -1):
+            placed[k] = min(placed[k], placed[k + 1] - gap)
+    result = [0.0] * len(wanted)
+    for k, i in enumerate(order):
+        result[i] = placed[k]
+    return result
+
+
 def _svg_open(width: float, height: float, title: str, desc: str, css_class: str) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart {css_class}" role="img" '
@@ -106,10 +202,10 @@ def _x_axis(ticks: list[float], scale: float, x0: float, y: float, unit: str) ->
         x = x0 + tick * scale
         parts.append(f'<line class="grid" x1="{_num(x)}" y1="{_PAD}" x2="{_num(x)}" y2="{_num(y + 4)}"/>')
         parts.append(
-            f'<text class="tick" x="{_num(x)}" y="{_num(y + 16)}" text-anchor="middle">{format_quantity(tick)}</text>'
+            f'<text class="tick" x="{_num(x)}" y="{_num(y + 16)}" text-anchor="middle">{format_tick(tick)}</text>'
         )
     parts.append(
-        f'<text class="unit" x="{_num(x0 + ticks[-1] * scale)}" y="{_num(y + 30)}" text-anchor="end">'
+        f'<text class="unit" x="{_num(x0 + ticks[-1] * scale)}" y="{_num(y + 33)}" text-anchor="end">'
         f"{_text(unit)}</text>"
     )
     return parts
@@ -131,21 +227,39 @@ def _empty(title: str, message: str, css_class: str) -> str:
     )
 
 
-def latency_chart(bars: Sequence[LatencyBar], title: str = "Steady-state latency per backend") -> str:
-    """Horizontal bars of the median latency, a whisker for its 95% CI and a tick for p99."""
+P99_CLIP_RATIO = 3.0  # the latency axis ends near 3x the largest median; p99s and CIs beyond it are clipped
+
+
+def latency_chart(
+    bars: Sequence[LatencyBar], title: str = "Steady-state latency per backend", *, clip_ratio: float = P99_CLIP_RATIO
+) -> str:
+    """Horizontal bars of the median latency, a whisker for its 95% CI and a tick for p99.
+
+    The axis is sized by the medians, not the tails: it ends at the first round tick at or above the largest
+    value within `clip_ratio` x the largest median. A p99 (or CI end) beyond it is drawn as an arrow at the
+    axis end with its value written next to it, so one 100x outlier cannot squash every median to a sliver.
+    """
     if not bars:
         return _empty(title, "No backend produced a latency measurement.", "latency-chart")
-    top = max(max(b.p99_ms, b.ci_high_ms, b.median_ms) for b in bars)
+    largest_median = max(b.median_ms for b in bars)
+    cap = clip_ratio * largest_median
+    top = max(largest_median, *(min(max(b.p99_ms, b.ci_high_ms), cap) for b in bars))
     ticks = nice_ticks(top)
-    scale = _PLOT_W / ticks[-1]
+    axis_end = ticks[-1]
+    scale = _PLOT_W / axis_end
+    clipped_any = any(max(b.p99_ms, b.ci_high_ms) > axis_end for b in bars)
     x0 = _LABEL_W
+    right = _PAD * 3 + (_CLIP_LABEL_W if clipped_any else 0)
     height = _PAD + len(bars) * _ROW_H + _AXIS_H
     desc = "; ".join(
         f"{b.label}: median {format_quantity(b.median_ms)} ms (95% CI {format_quantity(b.ci_low_ms)}–"
         f"{format_quantity(b.ci_high_ms)}), p99 {format_quantity(b.p99_ms)} ms"
         for b in bars
     )
-    parts = [_svg_open(x0 + _PLOT_W + _PAD * 3, height, title, desc, "latency-chart")]
+    if clipped_any:
+        desc += f". The axis ends at {format_tick(axis_end)} ms; values beyond it are marked at its end."
+    end_x = x0 + axis_end * scale
+    parts = [_svg_open(x0 + _PLOT_W + right, height, title, desc, "latency-chart")]
     for i, bar in enumerate(bars):
         y = _PAD + i * _ROW_H
         mid = y + _ROW_H / 2 - 3
@@ -154,22 +268,37 @@ def latency_chart(bars: Sequence[LatencyBar], title: str = "Steady-state latency
         parts.append(_row_label(bar.label, x0, mid + 4))
         parts.append(
             f'<rect class="bar latency-bar{state}" data-backend="{_text(bar.label)}" x="{x0}" y="{_num(y + 4)}" '
-            f'width="{_num(max(bar.median_ms * scale, 1))}" height="{_ROW_H - 14}">'
+            f'width="{_num(max(min(bar.median_ms, axis_end) * scale, 1))}" height="{_ROW_H - 14}">'
             f"<title>{_text(bar.label)}: median {format_quantity(bar.median_ms)} ms</title></rect>"
         )
-        lo, hi = x0 + bar.ci_low_ms * scale, x0 + bar.ci_high_ms * scale
+        lo = x0 + min(bar.ci_low_ms, axis_end) * scale
+        ci_clipped = bar.ci_high_ms > axis_end
+        hi = x0 + min(bar.ci_high_ms, axis_end) * scale
+        high_end = (f"M{_num(hi - 6)} {_num(mid - 4)}L{_num(hi)} {_num(mid)}L{_num(hi - 6)} {_num(mid + 4)}"
+                    if ci_clipped else f"M{_num(hi)} {_num(mid - 5)}V{_num(mid + 5)}")  # fmt: skip
         parts.append(
-            f'<path class="whisker" d="M{_num(lo)} {_num(mid)}H{_num(hi)}M{_num(lo)} {_num(mid - 5)}V{_num(mid + 5)}'
-            f'M{_num(hi)} {_num(mid - 5)}V{_num(mid + 5)}"><title>95% CI of the median: '
+            f'<path class="whisker{" clipped" if ci_clipped else ""}" d="M{_num(lo)} {_num(mid)}H{_num(hi)}'
+            f'M{_num(lo)} {_num(mid - 5)}V{_num(mid + 5)}{high_end}"><title>95% CI of the median: '
             f"{format_quantity(bar.ci_low_ms)}–{format_quantity(bar.ci_high_ms)} ms</title></path>"
         )
-        p99 = x0 + bar.p99_ms * scale
-        parts.append(
-            f'<path class="p99" d="M{_num(p99)} {_num(mid - 8)}L{_num(p99 + 5)} {_num(mid)}L{_num(p99)} {_num(mid + 8)}'
-            f'L{_num(p99 - 5)} {_num(mid)}Z"><title>p99 {format_quantity(bar.p99_ms)} ms</title></path>'
-        )
+        if bar.p99_ms > axis_end:
+            parts.append(
+                f'<path class="p99 clipped" d="M{_num(end_x)} {_num(mid - 8)}L{_num(end_x + 9)} {_num(mid)}'
+                f'L{_num(end_x)} {_num(mid + 8)}Z"><title>p99 {format_quantity(bar.p99_ms)} ms, beyond the axis '
+                f"(which ends at {format_tick(axis_end)} ms)</title></path>"
+                f'<text class="clip-label" x="{_num(end_x + 13)}" y="{_num(mid + 4)}">'
+                f"p99 {format_quantity(bar.p99_ms)}</text>"
+            )
+        else:
+            p99 = x0 + bar.p99_ms * scale
+            parts.append(
+                f'<path class="p99" d="M{_num(p99)} {_num(mid - 8)}L{_num(p99 + 5)} {_num(mid)}L{_num(p99)} '
+                f'{_num(mid + 8)}L{_num(p99 - 5)} {_num(mid)}Z"><title>p99 {format_quantity(bar.p99_ms)} ms</title>'
+                "</path>"
+            )
         parts.append("</g>")
-    parts += _x_axis(ticks, scale, x0, _PAD + len(bars) * _ROW_H, "ms (bar = median, whisker = 95% CI, ◆ = p99)")
+    unit = "ms (bar = median, whisker = 95% CI, ◆ = p99" + (", ▶ = beyond the axis)" if clipped_any else ")")
+    parts += _x_axis(ticks, scale, x0, _PAD + len(bars) * _ROW_H, unit)
     parts.append("</svg>")
     return "".join(parts)
 
@@ -231,6 +360,45 @@ def crossings(lines: Sequence[CostLine]) -> list[Crossing]:
     return sorted(found, key=lambda c: c.calls)
 
 
+LOG_SPREAD = 25.0  # crossings (and the expected calls) further apart than this ratio get log axes
+_SERIES_LABEL_W = 190  # the column right of the break-even plot that names each line
+_SERIES_CHARS = int((_SERIES_LABEL_W - 14) / (_FONT_PX * _CHAR_EM))
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """Value -> pixel along one axis, linear from `low` or logarithmic (low > 0)."""
+
+    low: float
+    high: float
+    start_px: float
+    end_px: float
+    log: bool = False
+
+    def __call__(self, value: float) -> float:
+        if self.log:
+            value = min(max(value, self.low), self.high)
+            t = (math.log10(value) - math.log10(self.low)) / (math.log10(self.high) - math.log10(self.low))
+        else:
+            t = (value - self.low) / (self.high - self.low)
+        return self.start_px + t * (self.end_px - self.start_px)
+
+
+def _decade_floor(value: float) -> float:
+    return 10.0 ** math.floor(math.log10(value) + 1e-9)
+
+
+def _decade_ceil(value: float) -> float:
+    return 10.0 ** math.ceil(math.log10(value) - 1e-9)
+
+
+def break_even_uses_log(meets: Sequence[Crossing], expected_calls: float | None = None) -> bool:
+    """Log axes when the points that matter (crossings, the expected calls) are too far apart for a linear axis:
+    a crossing at 5 calls next to one at 50,000 would sit on the y axis."""
+    points = [max(c.calls, 1.0) for c in meets] + ([expected_calls] if expected_calls and expected_calls >= 1 else [])
+    return len(points) >= 2 and max(points) / min(points) > LOG_SPREAD
+
+
 def break_even_chart(
     lines: Sequence[CostLine],
     *,
@@ -238,82 +406,123 @@ def break_even_chart(
     unit: str = "call",
     title: str = "Break-even: total time (compile + calls) vs number of calls",
 ) -> str:
-    """Cumulative time per backend as straight lines; each crossing is marked and labelled.
+    """Cumulative time per backend; each crossing is marked, the ones that matter labelled.
 
-    The x range covers twice the furthest crossing (so the lines visibly cross) and the
-    context's expected calls per compile when that is given.
+    The x range covers twice the furthest crossing (so the lines visibly cross) and the context's expected
+    calls per compile when that is given. Calls are whole numbers: the x ticks are integers. When the
+    crossings lie orders of magnitude apart both axes are logarithmic (the cost lines then bend). Labels are
+    placed so that their boxes never overlap; a crossing label that has no free spot is left out (the circle's
+    tooltip and the list under the chart still give it).
     """
     if not lines:
         return _empty(title, "Needs at least one backend with latency and compile time.", "break-even-chart")
     meets = crossings(lines)
-    x_max = max([c.calls * 2 for c in meets] + [expected_calls or 0, 10.0])
-    y_max = max(line.seconds_after(x_max) for line in lines)
-    x_ticks, y_ticks = nice_ticks(x_max), nice_ticks(y_max, 4)
-    x_max, y_max = x_ticks[-1], y_ticks[-1]
-    left, top, plot_h = 70, _PAD, 240
-    width, height = left + _PLOT_W + 160, top + plot_h + 60
-    sx, sy = _PLOT_W / x_max, plot_h / y_max
+    log = break_even_uses_log(meets, expected_calls)
+    left, top, plot_h = 70, 28, 240
+    width = left + _PLOT_W + _SERIES_LABEL_W
+    x_high = max([c.calls * 2 for c in meets] + [expected_calls or 0, 10.0])
+    if log:
+        x_low = 1.0
+        x_ticks = log_ticks(x_low, _decade_ceil(x_high))
+        x_high = x_ticks[-1]
+        y_values = [line.seconds_after(n) for line in lines for n in (x_low, x_high)]
+        positive = [v for v in y_values if v > 0]
+        y_low = _decade_floor(max(min(positive), 1e-9)) if positive else 1e-3
+        y_ticks = log_ticks(y_low, _decade_ceil(max(max(y_values), y_low * 10)), max_ticks=8)
+    else:
+        x_low, y_low = 0.0, 0.0
+        x_ticks = [float(t) for t in integer_ticks(x_high)]
+        x_high = x_ticks[-1]
+        y_ticks = nice_ticks(max(line.seconds_after(x_high) for line in lines), 4)
+    sx = _Axis(x_low, x_high, left, left + _PLOT_W, log)
+    sy = _Axis(y_low, y_ticks[-1], top + plot_h, top, log)
+    plot = Box(left, top, left + _PLOT_W, top + plot_h)
 
     def point(calls: float, seconds: float) -> str:
-        return f"{_num(left + calls * sx)} {_num(top + plot_h - seconds * sy)}"
+        return f"{_num(sx(calls))} {_num(sy(seconds))}"
 
     desc = (
-        "; ".join(f"{c.first} and {c.second} cost the same after {format_quantity(c.calls)} {unit}s" for c in meets)
+        "; ".join(f"{c.first} and {c.second} cost the same after {format_count(c.calls)} {unit}s" for c in meets)
         or f"No crossing: one backend is cheaper at every number of {unit}s."
     )
-    parts = [_svg_open(width, height, title, desc, "break-even-chart")]
+    if log:
+        desc += ". Both axes are logarithmic."
+    ends = [sy(line.seconds_after(x_high)) for line in lines]
+    label_ys = _dodge([y + 4 for y in ends], _FONT_PX + 3, top + 10, top + plot_h)  # the names right of the plot
+    height = max(top + plot_h + 46, max(label_ys) + 6)
+    parts = [_svg_open(width, height, title, desc, "break-even-chart" + (" log" if log else ""))]
     for tick in y_ticks:
-        y = top + plot_h - tick * sy
+        y = sy(tick)
         parts.append(f'<line class="grid" x1="{left}" y1="{_num(y)}" x2="{left + _PLOT_W}" y2="{_num(y)}"/>')
         parts.append(
-            f'<text class="tick" x="{left - 6}" y="{_num(y + 4)}" text-anchor="end">{format_quantity(tick)}</text>'
+            f'<text class="tick" x="{left - 6}" y="{_num(y + 4)}" text-anchor="end">{format_tick(tick)}</text>'
         )
-    parts.append(f'<text class="unit" x="{left - 6}" y="{top - 2 + 8}" text-anchor="end">s</text>')
+    y_unit = "total seconds" + (" (log)" if log else "")
+    parts.append(f'<text class="unit" x="8" y="{top - 14}">{y_unit}</text>')
     for tick in x_ticks:
-        x = left + tick * sx
+        x = sx(tick)
         parts.append(f'<line class="grid" x1="{_num(x)}" y1="{top}" x2="{_num(x)}" y2="{top + plot_h + 4}"/>')
         parts.append(
-            f'<text class="tick" x="{_num(x)}" y="{top + plot_h + 18}" text-anchor="middle">'
-            f"{format_quantity(tick)}</text>"
+            f'<text class="tick x-tick" data-value="{round(tick)}" x="{_num(x)}" y="{top + plot_h + 18}" '
+            f'text-anchor="middle">{format_count(tick, compact=log or tick >= 10_000_000)}</text>'
         )
     parts.append(
-        f'<text class="unit" x="{left + _PLOT_W}" y="{top + plot_h + 34}" text-anchor="end">{_text(unit)}s</text>'
+        f'<text class="unit" x="{left + _PLOT_W}" y="{top + plot_h + 34}" text-anchor="end">'
+        f"{_text(unit)}s{' (log)' if log else ''}</text>"
     )
     parts.append(f'<path class="axis" d="M{left} {top}V{top + plot_h}H{left + _PLOT_W}"/>')
-    if expected_calls and expected_calls <= x_max:
-        x = left + expected_calls * sx
+    taken: list[Box] = []  # label boxes (and crossing markers) already on the plot
+    if expected_calls and x_low < expected_calls <= x_high:
+        x = sx(expected_calls)
+        text = f"expected {unit}s"
         parts.append(
             f'<line class="expected" x1="{_num(x)}" y1="{top}" x2="{_num(x)}" y2="{top + plot_h}">'
-            f"<title>expected {_text(unit)}s per compile: {format_quantity(expected_calls)}</title></line>"
-            f'<text class="expected-label" x="{_num(x + 4)}" y="{top + 12}">expected {_text(unit)}s</text>'
+            f"<title>expected {_text(unit)}s per compile: {format_count(expected_calls)}</title></line>"
         )
+        spot = _place(text, [(x + 4, top + 13, "start"), (x - 4, top + 13, "end")], taken, plot)
+        if spot:
+            parts.append(f'<text class="expected-label" x="{_num(spot[0])}" y="{_num(spot[1])}" '
+                         f'text-anchor="{spot[2]}">{_text(text)}</text>')  # fmt: skip
+    samples = [x_low, x_high] if not log else [x_low * (x_high / x_low) ** (k / 48) for k in range(49)]
     for i, line in enumerate(lines):
         state = " highlighted" if line.highlighted else ""
-        end = line.seconds_after(x_max)
+        path = "M" + "L".join(point(n, line.seconds_after(n)) for n in samples)
         parts.append(
             f'<path class="cost-line series-{i % 6}{state}" data-backend="{_text(line.label)}" '
-            f'd="M{point(0, line.compile_s)}L{point(x_max, end)}"><title>{_text(line.label)}: '
+            f'd="{path}"><title>{_text(line.label)}: '
             f"{format_quantity(line.compile_s)} s compile + {format_quantity(line.latency_ms)} ms per {_text(unit)}"
             "</title></path>"
         )
-        label_y = top + plot_h - end * sy
+        label_x = left + _PLOT_W + 10
+        if abs(label_ys[i] - 4 - ends[i]) > 1:  # moved off its line's end: a leader shows whose it is
+            parts.append(f'<path class="leader series-{i % 6}" d="M{left + _PLOT_W} {_num(ends[i])}'
+                         f'L{label_x - 2} {_num(label_ys[i] - 4)}"/>')  # fmt: skip
         parts.append(
-            f'<text class="series-label series-{i % 6}{state}" x="{left + _PLOT_W + 6}" '
-            f'y="{_num(min(max(label_y, top + 8), top + plot_h) + 4)}">{_text(line.label)}</text>'
+            f'<text class="series-label series-{i % 6}{state}" x="{label_x}" y="{_num(label_ys[i])}">'
+            f"{_text(_shorten(line.label, _SERIES_CHARS))}<title>{_text(line.label)}</title></text>"
         )
-    highlighted = {line.label for line in lines if line.highlighted}
-    for c in meets:
-        if c.calls > x_max:
-            continue
-        cx, cy = left + c.calls * sx, top + plot_h - c.seconds * sy
+    shown = [c for c in meets if x_low <= c.calls <= x_high]
+    for c in shown:
+        cx, cy = sx(c.calls), sy(c.seconds)
+        taken.append(Box(cx - 6, cy - 6, cx + 6, cy + 6))
         parts.append(
             f'<circle class="crossing" cx="{_num(cx)}" cy="{_num(cy)}" r="5">'
-            f"<title>{_text(c.first)} = {_text(c.second)} after {format_quantity(c.calls)} calls</title></circle>"
+            f"<title>{_text(c.first)} = {_text(c.second)} after {format_count(c.calls)} {_text(unit)}s</title></circle>"
         )
-        if not highlighted or {c.first, c.second} & highlighted:  # label the crossings that matter, not all
-            parts.append(
-                f'<text class="crossing-label" x="{_num(cx + 7)}" y="{_num(cy - 7)}">'
-                f"{format_quantity(c.calls)} calls</text>"
-            )
+    highlighted = {line.label for line in lines if line.highlighted}
+    wanted = [c for c in shown if not highlighted or {c.first, c.second} & highlighted]  # the ones that matter
+    said: set[tuple[int, int, str]] = set()
+    for c in wanted:
+        cx, cy = sx(c.calls), sy(c.seconds)
+        text = f"{format_count(c.calls)} {unit}s"
+        if (round(cx / 4), round(cy / 4), text) in said:  # three lines meeting in one point: one label
+            continue
+        said.add((round(cx / 4), round(cy / 4), text))
+        candidates = [(cx + dx, cy + dy, "start" if dx > 0 else "end")
+                      for dy in (-8, 16, -22, 30, -36, 44) for dx in (8, -8)]  # fmt: skip
+        spot = _place(text, candidates, taken, plot)
+        if spot:
+            parts.append(f'<text class="crossing-label" x="{_num(spot[0])}" y="{_num(spot[1])}" '
+                         f'text-anchor="{spot[2]}">{_text(text)}</text>')  # fmt: skip
     parts.append("</svg>")
     return "".join(parts)

@@ -8,12 +8,13 @@ so it is tested with synthetic dicts; the templates only lay the result out.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor import decision_rules
+from advisor import decision_rules, noise
 from app.web.charts import (
     CompileBar,
     CostLine,
@@ -64,6 +65,26 @@ class MeasurementRow:
     accuracy: Mapping | None
     graph_breaks: int | None
     recommended: bool
+    noise: str | None = None  # why advisor.noise calls this row's timings noisy; None when they are not
+    unresolved: bool = False  # its CI is too wide for its speed to be called faster than anything
+
+
+@dataclass
+class Answer:
+    """The detail page's first card: what to use, how much faster, how sure, each said once."""
+
+    label: str  # "inductor:max-autotune"; "no backend qualifies"
+    mode_note: str | None  # "default mode" when the label does not name the mode
+    speedup: float | None  # the chosen row's side-by-side speedup vs eager
+    speedup_ci: tuple[float, float] | None
+    speedup_note: str | None  # why there is no speedup to show ("eager is the baseline", "not measured")
+    confidence: str
+    measured: bool
+    tie: bool
+    noisy: bool  # the run's quality says noisy (advisor.noise)
+    noisy_text: str | None
+    unresolved: bool  # the chosen row's CI is too wide to call it faster (advisor.noise)
+    summary: str  # the engine's summary without the sentences the card already states
 
 
 @dataclass
@@ -95,6 +116,8 @@ class DetailView:
     context_json: str = ""
     terminal: bool = False
     training: bool = False  # a training run: times are per step, accuracy is the gradients'
+    quality: Mapping[str, Any] | None = None  # advisor.noise.quality_of(run): noisy, noisy_rows, unresolved, ...
+    answer: Answer | None = None
 
     @property
     def unit(self) -> str:
@@ -112,9 +135,14 @@ def _pair(value: Any) -> tuple[float, float] | None:
     return None
 
 
-def measurement_rows(run: Mapping | None, recommendation: Mapping | None) -> list[MeasurementRow]:
-    """One row per (backend, mode) measured, in the order the worker ran them."""
+def measurement_rows(
+    run: Mapping | None, recommendation: Mapping | None, quality: Mapping[str, Any] | None = None
+) -> list[MeasurementRow]:
+    """One row per (backend, mode) measured, in the order the worker ran them, marked noisy / unresolved as the
+    run's quality says (its labels are advisor.noise's "backend:mode")."""
     chosen = backend_label(recommendation.get("backend"), recommendation.get("mode")) if recommendation else None
+    noisy_rows = (quality or {}).get("noisy_rows") or {}
+    unresolved = set((quality or {}).get("unresolved") or ())
     rows = []
     for m in (run or {}).get("measurements") or []:
         latency = m.get("latency") or {}
@@ -139,6 +167,8 @@ def measurement_rows(run: Mapping | None, recommendation: Mapping | None) -> lis
                 accuracy=m.get("accuracy"),
                 graph_breaks=m.get("graph_breaks"),
                 recommended=label == chosen,
+                noise=noisy_rows.get(noise.label(m)),
+                unresolved=noise.label(m) in unresolved,
             )
         )
     return rows
@@ -226,7 +256,8 @@ def reproduce_command(analysis: Mapping, rows: list[MeasurementRow], device: str
 def detail_view(analysis: Mapping[str, Any]) -> DetailView:
     recommendation = analysis.get("recommendation") or None
     run = analysis.get("measurements") or {}
-    rows = measurement_rows(run, recommendation)
+    quality = run_quality(run)
+    rows = measurement_rows(run, recommendation, quality)
     environment = run.get("environment") or {}
     measured_on = environment.get("measured_on")
     context = analysis.get("context") or {}
@@ -245,21 +276,102 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
         context_json=json.dumps(context, indent=2, sort_keys=True),
         terminal=analysis.get("status") in TERMINAL_STATUSES,
         training=(run.get("workload") or context.get("workload")) == "training",
+        quality=quality,
     )
+    if recommendation:
+        view.answer = answer(recommendation, rows, quality)
     if rows:
         lines = cost_lines(rows)
         view.charts = {
             "latency": latency_chart(latency_bars(rows)),
             "compile": compile_chart(compile_bars(rows)),
             "break_even": break_even_chart(
-                lines, expected_calls=_number(context.get("expected_calls_per_compile")), unit=view.unit,
+                lines,
+                expected_calls=_number(context.get("expected_calls_per_compile")),
+                unit=view.unit,
                 title=f"Break-even: total time (compile + {view.unit}s) vs number of {view.unit}s",
             ),
         }
         view.crossings = crossings(lines)
     if recommendation:
-        view.tree = tree_svg(recommendation)
+        # the tree shows the path; the summary is in the answer card and the reasons in the why-not table
+        why_not = dict.fromkeys(recommendation.get("why_not") or {}, "")
+        view.tree = tree_svg({**recommendation, "summary": "", "why_not": why_not})
     return view
+
+
+def run_quality(run: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """advisor.noise's verdict on the run (None before anything was measured, or for a shape it cannot read)."""
+    if not run or not run.get("measurements"):
+        return None
+    try:
+        return noise.quality_of(run)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, ZeroDivisionError):
+        return None
+
+
+def answer(recommendation: Mapping[str, Any], rows: list[MeasurementRow], quality: Mapping | None) -> Answer:
+    backend, mode = recommendation.get("backend"), recommendation.get("mode")
+    label = backend_label(backend, mode)
+    chosen = next((r for r in rows if r.recommended), None)
+    speedup = speedup_ci = None
+    if not backend:
+        note = None
+    elif backend == "eager":
+        note = "eager is the baseline (1×)"
+    elif chosen is None or chosen.speedup is None:
+        note = "not measured"
+    else:
+        note, speedup, speedup_ci = None, chosen.speedup, chosen.speedup_ci
+    quality = quality or {}
+    noisy, noisy_text = bool(quality.get("noisy")), None
+    if noisy and quality.get("whole_run"):
+        noisy_text = "; ".join(quality.get("run_reasons") or quality.get("reasons") or ())
+        noisy_text += ". Treat the speeds as rough and re-measure on a quiet node"
+    elif noisy and quality.get("noisy_rows"):
+        noisy_text = f"noisy timings for {', '.join(quality['noisy_rows'])} (marked in the measurements table)"
+    elif noisy:
+        noisy_text = "; ".join(quality.get("reasons") or ())
+    confidence = str(recommendation.get("confidence") or "unknown")
+    return Answer(
+        label=label,
+        mode_note="default mode" if backend and backend != "eager" and (mode or "default") == "default" else None,
+        speedup=speedup,
+        speedup_ci=speedup_ci,
+        speedup_note=note,
+        confidence=confidence,
+        measured=recommendation.get("measured") is not False,
+        tie=bool(recommendation.get("tie")),
+        noisy=noisy,
+        noisy_text=noisy_text,
+        unresolved=bool(chosen and chosen.unresolved),
+        summary=answer_summary(str(recommendation.get("summary") or ""), confidence, quality),
+    )
+
+
+_USE_SENTENCE = re.compile(r"^Use .+? on [A-Za-z0-9_-]+\.\s*")
+_SPEEDUP_CLAUSE = re.compile(
+    r"It ran \d+(?:\.\d+)?x as fast as eager side by side in the same process \(95% CI [\d.]+-[\d.]+x"
+    r"(?:; too wide an interval to call it faster)?\), "
+)
+_WHOLE_RUN_NOISY = (
+    "The measurement run was noisy (the machine's speed changed or it was loaded): treat the speeds as rough and "
+    "re-measure on a quiet node."
+)
+
+
+def answer_summary(summary: str, confidence: str, quality: Mapping[str, Any] | None = None) -> str:
+    """The engine's summary less what the answer card states right above it: the opening "Use X on Y.", the
+    side-by-side speedup and its CI, the noisy-run sentence and "Confidence: high." Only those exact phrasings
+    (advisor.decide's) are taken out; anything else stays as the engine wrote it."""
+    text = _USE_SENTENCE.sub("", summary, count=1)
+    text = _SPEEDUP_CLAUSE.sub("It ran at ", text, count=1)
+    drop = [f"Confidence: {confidence}.", _WHOLE_RUN_NOISY]
+    if (quality or {}).get("noisy_rows"):
+        drop.append(f"Noisy timings for {', '.join(quality['noisy_rows'])}.")  # type: ignore[index]
+    for sentence in drop:
+        text = text.replace(f" {sentence}", "").replace(sentence, "")
+    return text.strip()
 
 
 def _number(value: Any) -> float | None:

@@ -66,10 +66,33 @@ def test_hostile_model_name_renders_as_text_and_fires_no_dialog(page, seeded_ser
     assert dialogs == []
 
 
+OVERLAPPING_TEXTS = """svg => {
+  const boxes = [...svg.querySelectorAll("text")].map(t => [t.textContent, t.getBBox()]);
+  const hits = [];
+  boxes.forEach(([a, p], i) => boxes.slice(i + 1).forEach(([b, q]) => {
+    if (p.x < q.x + q.width && q.x < p.x + p.width && p.y < q.y + q.height && q.y < p.y + p.height) hits.push([a, b]);
+  }));
+  return hits;
+}"""
+
+
 def test_detail_page_shows_recommendation_charts_and_coverage(page, seeded_server, shot):
     analysis = first_done(seeded_server.engine)
     page.goto(f"{seeded_server.url}/analyses/{analysis.id}")
-    assert page.get_by_test_id("recommended-backend").inner_text() == "inductor:max-autotune"
+    first_card = page.locator("main .card").first
+    assert first_card.get_attribute("id") == "answer"  # the page leads with the answer
+    assert first_card.get_by_test_id("recommended-backend").inner_text() == "inductor:max-autotune"
+    speedup = first_card.get_by_test_id("answer-speedup").inner_text()
+    assert re.fullmatch(r"\d+\.\d\d× 95% CI \d+\.\d\d–\d+\.\d\d×", speedup), speedup
+    assert first_card.get_by_test_id("answer-confidence").inner_text().split()[0] in ("high", "medium", "low")
+    wrap = page.locator("#measurements .table-wrap")  # every column visible on a laptop screen, no scrolling
+    assert wrap.evaluate("el => el.scrollWidth <= el.clientWidth + 1")
+    last_header = page.locator("#measurements thead th").last.bounding_box()
+    assert last_header["x"] + last_header["width"] <= wrap.bounding_box()["x"] + wrap.bounding_box()["width"] + 1
+    for chart in ("svg.latency-chart", "svg.break-even-chart", "svg.compile-chart"):  # real fonts, real boxes
+        assert page.locator(chart).evaluate(OVERLAPPING_TEXTS) == [], chart
+    ticks = page.locator("svg.break-even-chart text.x-tick").evaluate_all("els => els.map(e => e.dataset.value)")
+    assert ticks and all(float(t).is_integer() for t in ticks)
     measured = [m for m in analysis.measurements["measurements"] if m["status"] == "ok"]
     bars = page.locator("svg.latency-chart rect.latency-bar")
     assert bars.count() == len(measured)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import xml.etree.ElementTree as ET
 
@@ -106,3 +107,139 @@ def test_queued_analysis_has_no_charts_and_no_tree():
 def test_reproduce_command_names_the_file_once_when_the_model_name_is_a_file_name():
     run = detail_view(synthetic.analysis_dict(model_name="example-mlp.pt2")).reproduce_command.splitlines()[1]
     assert shlex.split(run)[2] == "example-mlp.pt2"
+
+
+# ------------------------------------------------------------------ the answer first, said once (issue 13)
+def decided(analysis: dict) -> dict:
+    """The analysis with the real engine's recommendation for its synthetic numbers (its real summary text)."""
+    from advisor.decide import decide
+
+    analysis["recommendation"] = decide(analysis["context"], analysis["inspection"], analysis["measurements"])
+    return analysis
+
+
+def test_answer_states_backend_mode_speedup_ci_and_confidence_and_the_summary_drops_what_it_says():
+    analysis = decided(synthetic.analysis_dict())
+    rec = analysis["recommendation"]
+    assert rec["summary"].startswith("Use ") and "as fast as eager side by side" in rec["summary"]
+    answer = detail_view(analysis).answer
+    assert (answer.label, answer.speedup, answer.speedup_ci) == ("inductor:max-autotune", 2.0, (1.9, 2.1))
+    assert answer.confidence == rec["confidence"] and not answer.noisy and not answer.unresolved
+    assert not answer.summary.startswith("Use ") and "Confidence:" not in answer.summary
+    assert "as fast as eager" not in answer.summary and "95% CI" not in answer.summary
+    assert "It ran at 2.19 ms per call (median), compiling in 14 s." in answer.summary  # the rest stays
+
+
+def test_default_mode_and_eager_say_what_they_are():
+    analysis = synthetic.analysis_dict()
+    analysis["recommendation"] = synthetic.recommendation("inductor", "default")
+    answer = detail_view(analysis).answer
+    assert (answer.label, answer.mode_note, answer.speedup) == ("inductor", "default mode", 1.6)
+    analysis["recommendation"] = synthetic.recommendation("eager", "default")
+    answer = detail_view(analysis).answer
+    assert answer.speedup is None and "baseline" in answer.speedup_note and answer.mode_note is None
+
+
+def test_noisy_and_unresolved_rows_are_marked_and_the_answer_says_noisy_run():
+    analysis = decided(synthetic.analysis_dict() | {"measurements": synthetic.noisy_run()})
+    view = detail_view(analysis)
+    assert view.quality["noisy"] and not view.quality["whole_run"]
+    marks = {r.label: (r.noise is not None, r.unresolved) for r in view.rows}
+    assert marks == {"eager": (False, False), "inductor": (False, False), "inductor:max-autotune": (True, True)}
+    assert "spans 3x" in view.rows[2].noise
+    assert view.answer.noisy and "inductor:max-autotune" in view.answer.noisy_text
+    assert "Noisy timings for" not in view.answer.summary  # said once, by the card's noise line
+
+    whole = detail_view(decided(synthetic.analysis_dict() | {"measurements": synthetic.noisy_run(whole_run=True)}))
+    assert whole.answer.noisy and "eager's median moved 2.00x" in whole.answer.noisy_text
+    assert "The measurement run was noisy" not in whole.answer.summary
+
+    quiet = detail_view(synthetic.analysis_dict())
+    assert not quiet.answer.noisy and all(r.noise is None and not r.unresolved for r in quiet.rows)
+
+
+def test_tree_leaves_the_summary_and_the_why_not_reasons_to_the_page():
+    view = detail_view(decided(synthetic.analysis_dict()))
+    rec = view.recommendation
+    assert rec["why_not"] and rec["summary"]
+    root = ET.fromstring(view.tree)
+    leaves = [g for g in root.iter(f"{SVG}g") if g.get("class") in ("node chosen", "node rejected")]
+    assert len(leaves) == 1 + len(rec["why_not"])
+    for leaf in leaves:  # the names only: the reasons are in the why-not table, the summary in the answer card
+        assert [t for t in leaf.iter(f"{SVG}tspan") if t.get("class") == "detail"] == [], leaf.get("data-node")
+
+
+# ------------------------------------------------------------------ the rendered page
+HOSTILE = "<script>alert(1)</script>"
+MEASUREMENT_HEADERS = ["backend", "status", "median (95% CI)", "p99", "speedup vs eager (95% CI)",
+                       "compile cold / warm", "peak memory", "graph breaks", "timing quality"]  # fmt: skip
+
+
+def page_of(client, seeded, measurements: dict) -> tuple[str, str]:  # noqa: ANN001
+    """The detail page of a finished analysis holding `measurements` and the engine's decision on them, and its
+    first card."""
+    from sqlalchemy import select
+
+    from app.models import Analysis
+
+    done = seeded.first(select(Analysis).where(Analysis.recommendation.is_not(None)))
+    analysis = decided(synthetic.analysis_dict() | {"measurements": measurements})
+    seeded.update(Analysis, done.id, context=analysis["context"], measurements=measurements,
+                  recommendation=analysis["recommendation"])  # fmt: skip
+    html = client.get(f"/analyses/{done.id}").text
+    main = html[html.index("<main") :]
+    first = main.index('class="card')
+    return html, main[first : main.index("</section>", first)]
+
+
+def plain_text(fragment: str) -> str:
+    from html import unescape
+
+    return unescape(re.sub(r"<[^>]+>", " ", fragment))
+
+
+def test_detail_page_leads_with_the_answer_and_does_not_repeat_the_summary(client, seeded):  # noqa: ANN001
+    html, card = page_of(client, seeded, synthetic.run())
+    assert card.startswith('class="card answer"')
+    assert 'data-testid="recommended-backend">inductor:max-autotune<' in card
+    text = " ".join(plain_text(card).split())
+    assert "speedup vs eager 2.00× 95% CI 1.90–2.10×" in text
+    confidence = re.search(r'data-testid="answer-confidence"><span class="badge (\w+)">\1<', card)
+    assert confidence, "the confidence badge is in the first card"
+    summary = re.search(r'data-testid="answer-summary">([^<]+)<', card).group(1)
+    assert len(summary) > 40 and html.count(summary) == 1  # said once, in the first card
+    assert "Confidence:" not in summary and "as fast as eager" not in summary
+    rest = html[html.index(card) + len(card) :]
+    assert "2.00×" not in rest.split('id="latency"')[0]  # the recommendation card does not say it again
+    for sentence in re.split(r"(?<=\.) ", plain_text(summary)):
+        assert sentence not in " ".join(plain_text(rest).split()), sentence
+    assert "noisy-run" not in html
+
+
+def test_noisy_run_is_said_in_the_answer_and_its_rows_are_marked(client, seeded):  # noqa: ANN001
+    run = synthetic.noisy_run()
+    run["measurements"][-1]["backend"] = HOSTILE  # a worker-supplied name goes through escaping everywhere
+    html, card = page_of(client, seeded, run)
+    assert HOSTILE not in html
+    assert 'data-testid="noisy-run">noisy run<' in card
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;:max-autotune (marked in the measurements table)" in card
+    table = html[html.index('id="measurements"') :]
+    rows = dict(re.findall(r'<tr data-backend="([^"]*)"(?: class="([^"]*)")?>', table))
+    assert "noisy" not in rows["eager"] + rows["inductor"] and "unresolved" not in rows["eager"] + rows["inductor"]
+    assert rows["&lt;script&gt;alert(1)&lt;/script&gt;:max-autotune"] == "noisy unresolved"
+    assert table.count('data-testid="noisy-row"') == 1 and table.count('data-testid="unresolved-row"') == 1
+    assert "spans 3x (more than 1.5x): unresolved" in table
+
+
+def test_measurements_table_keeps_every_column_inside_a_scroll_container(client, seeded):  # noqa: ANN001
+    html, _ = page_of(client, seeded, synthetic.run())
+    section = html[html.index('id="measurements"') : html.index('id="accuracy"')]
+    assert re.search(r'<div class="table-wrap" role="region"[^>]*tabindex="0"><table class="measurements">', section)
+    head = section[section.index("<thead>") : section.index("</thead>")]
+    assert [" ".join(plain_text(h).split()) for h in re.findall(r"<th scope=\"col\"[^>]*>(.*?)</th>", head)] == (
+        MEASUREMENT_HEADERS
+    )
+    body = section[section.index("<tbody>") : section.index("</tbody>")]
+    for row in re.findall(r"<tr .*?</tr>", body, flags=re.S):
+        assert len(re.findall(r"<t[hd][ >]", row)) == len(MEASUREMENT_HEADERS)
+    assert section.index("</table></div>") > section.index("</tbody>")
