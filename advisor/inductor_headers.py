@@ -67,10 +67,12 @@ def build_into(out_dir: str) -> int:
     import torch
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
-    def kernel(x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(x @ x.T).sin().sum(dim=1)
+    def kernels(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # pointwise, reductions over either dim and a matmul: Inductor builds one header per kernel build command
+        return torch.relu(x @ x.T).sin().sum(dim=1), (x * 3).cos().sum(dim=0)
 
-    torch.compile(kernel)(torch.randn(8, 16))
+    torch.compile(kernels)(torch.randn(8, 16))
+    torch.compile(lambda x: (x * 3).cos().sum(dim=0))(torch.randn(4, 32))
     source = os.path.join(default_cache_dir(), _HEADERS)
     shutil.copytree(source, os.path.join(out_dir, _HEADERS), ignore=shutil.ignore_patterns("locks"))
     return sum(len(files) for _, _, files in os.walk(out_dir))

@@ -10,6 +10,7 @@ import json
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,7 +68,9 @@ def drive(app, method: str, path: str, headers: dict[str, str], *, body_limit: i
         "server": ("127.0.0.1", 8000),
         "state": {},
     }
-    anyio.run(app, scope, receive, send)
+    # a thread of its own: another test (the browser tests' Playwright) may leave a loop running in this one
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(anyio.run, app, scope, receive, send).result()
     return exchange
 
 

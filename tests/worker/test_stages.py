@@ -45,7 +45,10 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
     assert result["inspection"]["format"] == "exported_program"
     assert result["measurements"]["measurements"][0]["status"] == "ok"
     assert len(started) == 1  # one `import torch` for the whole job
-    assert RecordingZygote.forked == ["advisor.inspect:inspect_model", "advisor.measure_child:measure_variant"]
+    # inspection, then eager's measurement (timed once more when the run was noisy: advisor.noise)
+    assert RecordingZygote.forked[0] == "advisor.inspect:inspect_model"
+    assert set(RecordingZygote.forked[1:]) == {"advisor.measure_child:measure_variant"}
+    assert len(RecordingZygote.forked) in (2, 3)
     assert started[0]._proc is None  # closed when the job's stages end
     assert stages[0] == "inspect" and stages[-1] == "measure:eager:default"
 
