@@ -103,15 +103,12 @@ def submit_analysis(
         target=target,
         backends=backends,
     )
+    fields = _NewAnalysis(artifact, inputs, context, target, model_name, backends, submitted_by)
     if session.in_transaction():
         session.commit()  # start from a fresh transaction (whatever was read before is not held across)
     for attempt in range(SUBMIT_ATTEMPTS):
         try:
-            return _submit_once(
-                session, queue, key, artifact=artifact, inputs=inputs, context=context, target=target,
-                model_name=model_name, backends=backends, submitted_by=submitted_by, force=force,
-                cache_window_s=cache_window_s,
-            )  # fmt: skip
+            return _submit_once(session, queue, key, fields, force=force, cache_window_s=cache_window_s)
         except IntegrityError:
             # a concurrent submission of the same file inserted its artifact row first (PostgreSQL): again
             session.rollback()
@@ -123,22 +120,24 @@ def submit_analysis(
     raise AssertionError("unreachable")
 
 
+@dataclass(frozen=True)
+class _NewAnalysis:
+    """What one submission stores: its files' rows and the analysis' own fields."""
+
+    artifact: Artifact
+    inputs: Artifact | None
+    context: dict
+    target: str
+    model_name: str
+    backends: list[str]
+    submitted_by: str
+
+
 def _submit_once(
-    session: Session,
-    queue: JobQueue,
-    key: str,
-    *,
-    artifact: Artifact,
-    inputs: Artifact | None,
-    context: dict,
-    target: str,
-    model_name: str,
-    backends: list[str],
-    submitted_by: str,
-    force: bool,
-    cache_window_s: float,
+    session: Session, queue: JobQueue, key: str, fields: _NewAnalysis, *, force: bool, cache_window_s: float
 ) -> Submission:
     now = queue.clock()
+    artifact, inputs, target, backends = fields.artifact, fields.inputs, fields.target, fields.backends
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": int(key[:15], 16)})
     if not force and (earlier := _recent_duplicate(session, key, now - timedelta(seconds=cache_window_s))):
@@ -152,13 +151,13 @@ def _submit_once(
             session.add(_new_artifact_row(row))
     session.flush()  # the artifact rows first: the analysis refers to them (no ORM relationship orders it)
     analysis = Analysis(
-        model_name=model_name,
+        model_name=fields.model_name,
         format=artifact.format,
         target=target,
-        submitted_by=submitted_by,
+        submitted_by=fields.submitted_by,
         artifact_sha256=artifact.sha256,
         inputs_sha256=inputs.sha256 if inputs else None,
-        context=context,
+        context=fields.context,
         backends=backends,
         dedupe_key=key,
         created_at=now,
