@@ -30,6 +30,7 @@ from advisor.isolation import Isolation
 CACHE_ENV = "ADVISOR_INDUCTOR_HEADER_CACHE"  # where the trusted headers are kept (default ~/.cache/npu-advisor/…)
 BUILD_TIMEOUT_S = 600.0
 BUILD_MEMORY_MB = 16384
+BUILD_RECIPE = 2  # bump when build_into compiles other kernels: caches built before are not reused
 _COMPLETE = ".complete"
 _HEADERS = "precompiled_headers"
 log = logging.getLogger("npu_advisor.inductor_headers")
@@ -111,7 +112,7 @@ def _cache_root() -> Path:
 
 
 def _version_key() -> str:
-    """torch, Python and C++ compiler versions: a header built by another of them is never offered."""
+    """Build recipe, torch, Python and C++ compiler versions: a header built by another of them is never offered."""
     try:
         torch_version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
@@ -121,5 +122,6 @@ def _version_key() -> str:
         compiler_version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         compiler_version = "unknown"
-    digest = hashlib.sha256(f"{torch_version}|{sys.version}|{compiler_version}".encode()).hexdigest()[:16]
+    versions = f"{BUILD_RECIPE}|{torch_version}|{sys.version}|{compiler_version}"
+    digest = hashlib.sha256(versions.encode()).hexdigest()[:16]
     return f"torch-{torch_version}-{digest}"

@@ -86,6 +86,19 @@ class WrongNumbersBackend(_TestBackend):
         return wrong
 
 
+class SlowToCompileWrongNumbersBackend(WrongNumbersBackend):
+    """WrongNumbersBackend whose compile takes 3 s: a test that starts load when this row starts can be sure the
+    load runs before the row is timed (progress reaches the parent by polling)."""
+
+    name = "test-slow-wrong"
+
+    def compile(self, module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> Callable:
+        import time
+
+        time.sleep(3.0)
+        return super().compile(module, example_inputs, request)
+
+
 class MissingPackageBackend(_TestBackend):
     """Needs a vendor package that is not installed anywhere."""
 

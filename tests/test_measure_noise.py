@@ -97,7 +97,8 @@ def test_load_injected_mid_run_makes_the_run_noisy_not_confident(mlp_file: str) 
 
     policy = measure.TimingPolicy(min_iters=10, min_time_s=0.3, max_time_s=0.6, warmup_iters=2, warm_cache=False)
     try:
-        result = measure.measure_model(mlp_file, backends=["backends_for_tests:WrongNumbersBackend"], timing=policy,
+        slow_wrong = "backends_for_tests:SlowToCompileWrongNumbersBackend"
+        result = measure.measure_model(mlp_file, backends=[slow_wrong], timing=policy,
                                        accuracy_tolerance={"atol": 1.5, "rtol": None}, progress=progress,
                                        timeout_s=120)  # fmt: skip
     finally:
