@@ -30,8 +30,9 @@ from advisor.isolation import Isolation
 CACHE_ENV = "ADVISOR_INDUCTOR_HEADER_CACHE"  # where the trusted headers are kept (default ~/.cache/npu-advisor/…)
 BUILD_TIMEOUT_S = 600.0
 BUILD_MEMORY_MB = 16384
-BUILD_RECIPE = 2  # bump when build_into compiles other kernels: caches built before are not reused
+BUILD_RECIPE = 3  # bump when build_into compiles other kernels: caches built before are not reused
 _COMPLETE = ".complete"
+VEC_ISA_FILE = ".vec-isa"  # the vector ISA Inductor picked for the build: a job that picks another needs another header
 _HEADERS = "precompiled_headers"
 log = logging.getLogger("npu_advisor.inductor_headers")
 
@@ -59,7 +60,7 @@ def install(source: str | None) -> None:
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     destination = os.path.join(default_cache_dir(), _HEADERS)
-    shutil.copytree(source, destination, dirs_exist_ok=True, ignore=shutil.ignore_patterns("locks"))
+    shutil.copytree(source, destination, dirs_exist_ok=True, ignore=shutil.ignore_patterns("locks", VEC_ISA_FILE))
 
 
 def build_into(out_dir: str) -> int:
@@ -74,8 +75,11 @@ def build_into(out_dir: str) -> int:
 
     torch.compile(kernels)(torch.randn(8, 16))
     torch.compile(lambda x: (x * 3).cos().sum(dim=0))(torch.randn(4, 32))
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
     source = os.path.join(default_cache_dir(), _HEADERS)
     shutil.copytree(source, os.path.join(out_dir, _HEADERS), ignore=shutil.ignore_patterns("locks"))
+    Path(out_dir, _HEADERS, VEC_ISA_FILE).write_text(str(pick_vec_isa()))
     return sum(len(files) for _, _, files in os.walk(out_dir))
 
 

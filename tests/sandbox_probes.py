@@ -59,11 +59,15 @@ def compile_with_inductor_headers() -> dict:
     folder = Path(default_cache_dir()) / "precompiled_headers"
 
     def listing() -> list[str]:
-        return sorted(p.name for p in folder.glob("*") if p.name != "locks") if folder.is_dir() else []
+        if not folder.is_dir():
+            return []
+        return sorted(p.name for p in folder.glob("*") if p.name != "locks" and not p.name.startswith("."))
 
     before = listing()
     torch.compile(lambda x: (x * 3).cos().sum(dim=0))(torch.randn(4, 32))
-    return {"before": before, "after": listing()}
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    return {"before": before, "after": listing(), "vec_isa": str(pick_vec_isa())}
 
 
 def overwrite_file(path: str) -> str:

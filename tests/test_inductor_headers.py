@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.inductor_headers import trusted_headers
+from advisor.inductor_headers import CACHE_ENV, VEC_ISA_FILE, trusted_headers
 from advisor.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
 from advisor.sandbox import Zygote, run_in_sandbox
 
@@ -18,7 +18,11 @@ def test_unconfined_children_use_the_hosts_own_cache() -> None:
     assert trusted_headers(NO_ISOLATION) is None
 
 
-def test_a_sandboxed_job_compiles_against_the_trusted_header_and_cannot_change_it() -> None:
+def test_a_sandboxed_job_compiles_against_the_trusted_header_and_cannot_change_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cache of this test's own, built here: a shared one may hold a header another process built earlier.
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "header-cache"))
     try:
         isolation = probe_bubblewrap()
     except IsolationUnavailable as exc:
@@ -39,6 +43,8 @@ def test_a_sandboxed_job_compiles_against_the_trusted_header_and_cannot_change_i
                                 memory_limit_mb=None, zygote=zygote, readable=[headers])  # fmt: skip
     assert seen.status == "ok", seen
     assert seen.value["before"] == [name for name in built if not name.startswith(".")], "copied in before compiling"
+    built_for = (Path(headers) / VEC_ISA_FILE).read_text()
+    assert seen.value["vec_isa"] == built_for, "the job's compiler flags differ from the trusted build's"
     assert seen.value["after"] == seen.value["before"], "the compile reused the copy instead of building another"
     assert poison.status == "ok" and poison.value.startswith("refused"), poison
     assert {p: p.read_bytes()[:4096] for p in snapshot} == snapshot
