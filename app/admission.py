@@ -5,7 +5,7 @@ most `per_client` of them from one client (its bearer token, else its address); 
 is refused before a byte of its body is read: 503 when the server is full, 429 when this client holds its
 share. The exception handlers map a database that is busy (`app.db.DatabaseBusy`: the SQLite write gate
 could not be had in time; sqlalchemy's OperationalError, e.g. "database is locked"; the pool's
-TimeoutError) to 503 with Retry-After. The CLI, the SDK (advisor.client) and workers wait and retry.
+TimeoutError) to 503 with Retry-After. The CLI, the SDK (advisor.cli.client) and workers wait and retry.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Analyses: submission (with dedupe), the public view, storing a worker's results, re-deciding.
 
 An analysis has exactly one job; its status, stage and progress are the job's (no second copy to
-keep in sync). Decisions come from `advisor.decide`, reports from `advisor.report`, both torch-free.
+keep in sync). Decisions come from `advisor.core.decision.engine`, reports from `advisor.core.report`, both torch-free.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlmodel import Session
 
-from advisor.noise import is_noisy
+from advisor.core.noise import is_noisy
+from app.job_queue import JobQueue
 from app.models import Analysis, Artifact, Job, Measurement
-from app.queue import JobQueue
 from app.results import finite_json
 from app.storage import ArtifactStore
 
@@ -251,7 +251,7 @@ def rerun_analysis(
 
 def _recent_duplicate(session: Session, key: str, since: datetime) -> tuple[Analysis, Job] | None:
     """The newest identical analysis inside the window that is queued, running or done - unless its run was
-    noisy (advisor.noise): then the new submission measures again."""
+    noisy (advisor.core.noise): then the new submission measures again."""
     row = session.execute(
         select(Analysis, Job)
         .join(Job, Job.analysis_id == Analysis.id)
@@ -389,8 +389,8 @@ def list_analyses(
 def decide_recommendation(context: dict, inspection: dict | None, measurements: dict | None) -> dict:
     """Run the decision engine on stored data; the result carries `engine_version`."""
     try:
-        from advisor.context import parse_context
-        from advisor.decide import ENGINE_VERSION, decide
+        from advisor.core.context import parse_context
+        from advisor.core.decision.engine import ENGINE_VERSION, decide
 
         recommendation = dict(decide(parse_context(context), inspection, measurements))
     except Exception as exc:  # noqa: BLE001 - surfaced to the user as the analysis' error
@@ -458,7 +458,7 @@ def measurement_row(analysis_id: int, row: dict) -> Measurement:
 
 
 def report_input(analysis: Analysis) -> dict:
-    """The dict `advisor.report.render` takes."""
+    """The dict `advisor.core.report.render` takes."""
     return {
         "model_name": analysis.model_name,
         "context": analysis.context,

@@ -16,8 +16,8 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from app.auth import ANONYMOUS, Principal, authenticate
+from app.job_queue import Actor, JobQueue
 from app.models import Job, Worker
-from app.queue import Actor, JobQueue
 from app.settings import Settings
 from app.storage import ArtifactStore
 from app.web.cookie_auth import cookie_principal, same_origin_request

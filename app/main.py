@@ -22,9 +22,9 @@ from sqlmodel import Session
 from app.admission import AdmissionLimiter, install_busy_handlers
 from app.analyses import collect_orphans
 from app.db import create_db_engine, read_only_engine, upgrade_database
+from app.job_queue import Clock, JobQueue, QueueError, QueuePolicy, utcnow
 from app.metrics import ServiceMetrics
 from app.path_ids import PathIdRangeMiddleware
-from app.queue import Clock, JobQueue, QueueError, QueuePolicy, utcnow
 from app.routes import analyses, artifacts, jobs, ops, workers
 from app.settings import Settings, auth_mode, get_settings
 from app.storage import ArtifactStore, UploadTooLarge

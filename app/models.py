@@ -1,7 +1,7 @@
 """Database tables and their API shapes (SQLModel: Base -> table / Create / Public per entity).
 
 Timestamps are timezone-aware UTC datetimes (the server clock is the only clock). JSON payloads (context,
-inspection, measurements, recommendation) are stored as JSON columns in the shapes of advisor.schema.
+inspection, measurements, recommendation) are stored as JSON columns in the shapes of advisor.core.schema.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class Analysis(AnalysisBase, table=True):
     backends: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     dedupe_key: str = Field(max_length=64, index=True)
     inspection: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
-    # the MeasurementRun the worker posted (advisor.schema.MeasurementRun)
+    # the MeasurementRun the worker posted (advisor.core.schema.MeasurementRun)
     measurements: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     recommendation: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     # Denormalised from `recommendation` (app.analyses.store_recommendation) so the list sorts on indexes:
@@ -159,7 +159,7 @@ class JobBase(SQLModel):
 
 
 class Job(JobBase, table=True):
-    """A unit of queue work. Every transition is made by app.queue."""
+    """A unit of queue work. Every transition is made by app.job_queue."""
 
     __table_args__ = (
         Index("ix_job_claim", "status", "priority", "id"),

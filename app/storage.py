@@ -2,7 +2,7 @@
 
 An upload is written chunk by chunk into a temp file under the store's own `.incoming/` folder while
 its sha256 and size are computed (never whole in memory), checked (size cap, then an optional content
-check such as `advisor.artifacts.sniff`), and only then moved into place with `os.replace`, which is
+check such as `advisor.core.artifacts.sniff`), and only then moved into place with `os.replace`, which is
 atomic on one filesystem. So a file under its hash is always complete, and a refused or interrupted
 upload leaves nothing behind.
 """

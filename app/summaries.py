@@ -7,8 +7,8 @@ from typing import Any
 from sqlmodel import Session
 
 from app.analyses import analysis_core
+from app.job_queue import JobQueue
 from app.models import SUMMARY_ERROR_CHARS, Analysis, Job
-from app.queue import JobQueue
 from app.results import truncate_text
 
 

@@ -280,8 +280,9 @@ async def _send_refusal(send: Send, exc: HTTPException, *, close: bool) -> None:
 async def _send_json(
     send: Send, status: int, payload: dict, extra: dict[str, str] | None = None, *, close: bool = False
 ) -> None:
-    await _send(send, status, json.dumps(payload).encode(), {"content-type": "application/json", **(extra or {})},
-                close=close)  # fmt: skip
+    await _send(
+        send, status, json.dumps(payload).encode(), {"content-type": "application/json", **(extra or {})}, close=close
+    )
 
 
 async def _send(send: Send, status: int, body: bytes, extra: dict[str, str], *, close: bool) -> None:

@@ -5,7 +5,7 @@ Run it on a node with a CUDA GPU (a session lent the GPU machine runs exactly th
     .venv/bin/python benchmarks/cuda_check.py --out "$OUT"
 
 It exports the tiny CNN example, then measures eager, Inductor (default) and Inductor
-reduce-overhead (CUDA graphs) with the normal harness (`advisor.measure.measure_model`, one
+reduce-overhead (CUDA graphs) with the normal harness (`advisor.harness.measure.measure_model`, one
 sandboxed child per variant, CUDA events for timing, eager interleaved side by side), and writes
 `cuda_check.json` (the full MeasurementRun) and `cuda_check.md` (a table for benchmarks/RESULTS.md).
 Without a usable CUDA device it says so and exits 3; the test suite never needs it.
@@ -67,8 +67,8 @@ def main() -> int:
         print("no usable CUDA device (torch.cuda.is_available() is False): run this on a GPU node", file=sys.stderr)
         return 3
 
-    from advisor.examples import export_example
-    from advisor.measure import measure_model
+    from advisor.harness.examples import export_example
+    from advisor.harness.measure import measure_model
 
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:

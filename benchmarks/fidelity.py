@@ -47,10 +47,10 @@ def compare_in_one_process(model_path: str, repeats: int = 11, bracket_s: float 
     import torch
     import torch.utils.benchmark as tb
 
-    from advisor.devices import open_device
-    from advisor.loading import load_model
-    from advisor.measure_child import TimingPolicy, _time_side_by_side
-    from advisor.stats import ci_relative_half_width, median_ci, summarize
+    from advisor.core.stats import ci_relative_half_width, median_ci, summarize
+    from advisor.harness.devices import open_device
+    from advisor.harness.loading import load_model
+    from advisor.harness.measure_child import TimingPolicy, _time_side_by_side
 
     dev = open_device("cpu")
     torch.manual_seed(0)
@@ -62,8 +62,10 @@ def compare_in_one_process(model_path: str, repeats: int = 11, bracket_s: float 
         compiled = torch.compile(module)
         compiled(*inputs)
         callables = {"eager": module, "inductor": compiled}
-        timers = {name: tb.Timer(stmt="f(*x)", globals={"f": fn, "x": inputs}, num_threads=torch.get_num_threads())
-                  for name, fn in callables.items()}  # fmt: skip
+        timers = {
+            name: tb.Timer(stmt="f(*x)", globals={"f": fn, "x": inputs}, num_threads=torch.get_num_threads())
+            for name, fn in callables.items()
+        }
 
         def blocked(name: str) -> float:
             return timers[name].blocked_autorange(min_run_time=bracket_s).median * 1e3
@@ -77,10 +79,14 @@ def compare_in_one_process(model_path: str, repeats: int = 11, bracket_s: float 
             for name, key in (("eager", "eager"), ("inductor", "backend")):
                 stats = summarize(samples[key], calls_per_sample=calls_per_sample[key])
                 bracket = (before[name] + after[name]) / 2
-                entry[name] = {"harness_median_ms": stats["median_ms"], "harness_n": stats["n"],
-                               "calls_per_sample": calls_per_sample[key],
-                               "harness_ci_half_width": ci_relative_half_width(samples[key]),
-                               "blocked_median_ms": bracket, "paired_ratio": stats["median_ms"] / bracket}  # fmt: skip
+                entry[name] = {
+                    "harness_median_ms": stats["median_ms"],
+                    "harness_n": stats["n"],
+                    "calls_per_sample": calls_per_sample[key],
+                    "harness_ci_half_width": ci_relative_half_width(samples[key]),
+                    "blocked_median_ms": bracket,
+                    "paired_ratio": stats["median_ms"] / bracket,
+                }
             per_repeat.append(entry)
         result: dict = {"repeats": per_repeat, "ci_target": policy.ci_target, "loadavg": os.getloadavg()}
         for name, timer in timers.items():
@@ -105,7 +111,7 @@ def compare_in_one_process(model_path: str, repeats: int = 11, bracket_s: float 
 
 def measure_overhead(model_path: str) -> dict:
     """Whole `measure_model` wall time vs the time it spends compiling and in timed windows."""
-    from advisor.measure import measure_model
+    from advisor.harness.measure import measure_model
 
     timed: dict[str, float] = {}
 
@@ -149,16 +155,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=11, help="A-B-A bracketed harness windows per model")
     parser.add_argument("--no-overhead", action="store_true", help="skip the whole-measure overhead part")
     args = parser.parse_args()
-    from advisor.sandbox import run_in_sandbox
+    from advisor.harness.sandbox import run_in_sandbox
 
     results = {}
     with tempfile.TemporaryDirectory(prefix="advisor-fidelity-") as tmp:
         for name in args.models.split(","):
             path = export_model(name, Path(tmp))
             print(f"[{name}] harness vs torch.utils.benchmark in one process ...", file=sys.stderr)
-            same = run_in_sandbox("benchmarks.fidelity:compare_in_one_process",
-                                  {"model_path": path, "repeats": args.repeats}, timeout_s=900,
-                                  memory_limit_mb=16384, stage=f"fidelity {name}")  # fmt: skip
+            same = run_in_sandbox(
+                "benchmarks.fidelity:compare_in_one_process",
+                {"model_path": path, "repeats": args.repeats},
+                timeout_s=900,
+                memory_limit_mb=16384,
+                stage=f"fidelity {name}",
+            )
             if same.status != "ok":
                 raise SystemExit(f"{name}: {same.status}: {same.reason}\n{same.stderr_tail}")
             results[name] = {"same_process": same.value, "overhead": None}
@@ -190,16 +200,22 @@ def markdown(results: dict) -> str:
                 f"{v['harness_median_ms'] / v['blocked_median_ms']:.3f} | {same['harness_wall_s']:.2f} | "
                 f"{v['adaptive_wall_s']:.2f} ({v['adaptive_median_ms']:.4g}) | {same['loadavg'][0]:.1f} |"
             )
-    lines += ["", "| model | measure wall s | compile s (cold + warm) | timed windows s | overhead ratio | "
-              "Inductor speedup [CI] |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "",
+        "| model | measure wall s | compile s (cold + warm) | timed windows s | overhead ratio | "
+        "Inductor speedup [CI] |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, res in results.items():
         o = res["overhead"]
         if o is None:
             continue
         ci = o["speedup_ci"] or [float("nan")] * 2
         speedup = f"{o['speedup']:.2f}x [{ci[0]:.2f}-{ci[1]:.2f}]" if o["speedup"] else o["status"]
-        lines.append(f"| {name} | {o['wall_s']:.1f} | {o['compile_s']:.1f} ({o['compile_s_cold'] or 0:.1f} + "
-                     f"{o['compile_s_warm'] or 0:.1f}) | {o['timed_s']:.1f} | {o['overhead_ratio']:.2f} | {speedup} |")
+        lines.append(
+            f"| {name} | {o['wall_s']:.1f} | {o['compile_s']:.1f} ({o['compile_s_cold'] or 0:.1f} + "
+            f"{o['compile_s_warm'] or 0:.1f}) | {o['timed_s']:.1f} | {o['overhead_ratio']:.2f} | {speedup} |"
+        )
     return "\n".join(lines)
 
 

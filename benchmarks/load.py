@@ -52,7 +52,7 @@ HEALTHZ_MAX_LIMIT_MS = 1000
 
 
 def model_bytes(seed: int, size: int = 8 * 1024) -> bytes:
-    """A distinct ~8 KiB zip shaped like torch.export.save output (passes advisor.artifacts.sniff)."""
+    """A distinct ~8 KiB zip shaped like torch.export.save output (passes advisor.core.artifacts.sniff)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         archive.writestr("archive/models/model.json", json.dumps({"seed": seed}))
@@ -73,7 +73,7 @@ def prepare_database(url: str, clients: int) -> list[str]:
 
     from app.auth import create_token
     from app.db import create_db_engine, upgrade_database
-    from app.queue import utcnow
+    from app.job_queue import utcnow
 
     engine = create_db_engine(url)
     if url.startswith("postgresql"):
@@ -88,8 +88,19 @@ def prepare_database(url: str, clients: int) -> list[str]:
 
 def start_server(data_dir: Path, url: str, port: int, log: Path) -> subprocess.Popen:
     env = dict(os.environ, ADVISOR_DATA_DIR=str(data_dir), ADVISOR_DATABASE_URL=url, ADVISOR_REQUIRE_AUTH="true")
-    command = [sys.executable, "-m", "uvicorn", "--factory", "app.main:create_app", "--host", "127.0.0.1",
-               "--port", str(port), "--log-level", "warning"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--factory",
+        "app.main:create_app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     server = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -293,8 +304,10 @@ def run(name: str, url: str, uploads: int, readers: int, clients: int, workdir: 
         "other 5xx or no answer": other_5xx,
         "dashboard requests": len(reads),
         "dashboard statuses": dict(seen.read_statuses),
-        **{f"{path} p50 / p95 / max": f"{percentile(ms, 0.5):.0f} / {percentile(ms, 0.95):.0f} / {max(ms):.0f} ms"
-           for path, ms in seen.reads.items()},  # fmt: skip
+        **{
+            f"{path} p50 / p95 / max": f"{percentile(ms, 0.5):.0f} / {percentile(ms, 0.95):.0f} / {max(ms):.0f} ms"
+            for path, ms in seen.reads.items()
+        },
         "dashboard p95": round(percentile(reads, 0.95)),
         "/healthz polls": len(seen.healthz_ms),
         "/healthz p50": round(percentile(seen.healthz_ms, 0.5)),
@@ -323,8 +336,11 @@ def main() -> int:
     parser.add_argument("--uploads", type=int, default=100)
     parser.add_argument("--readers", type=int, default=8)
     parser.add_argument("--clients", type=int, default=4, help="user tokens the uploads are spread over")
-    parser.add_argument("--postgres-url", default=os.environ.get("ADVISOR_TEST_POSTGRES_URL"),
-                        help="also run on this PostgreSQL database (its public schema is dropped first)")  # fmt: skip
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("ADVISOR_TEST_POSTGRES_URL"),
+        help="also run on this PostgreSQL database (its public schema is dropped first)",
+    )
     parser.add_argument("--skip-sqlite", action="store_true")
     parser.add_argument("--json", type=Path, help="write the results here too")
     parser.add_argument("--workdir", type=Path, help="keep data and server logs here (default: a temp dir)")

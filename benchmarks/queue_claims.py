@@ -20,8 +20,8 @@ from pathlib import Path
 from sqlmodel import Session  # noqa: E402
 
 from app.db import create_db_engine, upgrade_database  # noqa: E402
+from app.job_queue import JobQueue, QueuePolicy  # noqa: E402
 from app.models import Analysis, Artifact  # noqa: E402
-from app.queue import JobQueue, QueuePolicy  # noqa: E402
 
 
 def seed(engine, queue: JobQueue, jobs: int) -> None:  # noqa: ANN001

@@ -1,4 +1,4 @@
-"""Training vs inference throughput per model: eager and Inductor, timed side by side (advisor.measure).
+"""Training vs inference throughput per model: eager and Inductor, timed side by side (advisor.harness.measure).
 
 `.venv/bin/python benchmarks/training.py [--optimizer sgd|adamw]` exports the test MLP and the tiny BERT
 (tests/models.py), measures each for inference and for training with `inductor:default` (eager is timed
@@ -46,10 +46,12 @@ def main() -> None:
 
     from models import export_to, mlp, tiny_bert
 
-    from advisor.measure import measure_model
+    from advisor.harness.measure import measure_model
 
-    print("| model | workload | eager samples/s (side by side) | Inductor samples/s | Inductor vs eager [95% CI] "
-          "| Inductor compile cold / warm | peak MiB eager / Inductor | accuracy |")  # fmt: skip
+    print(
+        "| model | workload | eager samples/s (side by side) | Inductor samples/s | Inductor vs eager [95% CI] "
+        "| Inductor compile cold / warm | peak MiB eager / Inductor | accuracy |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name, build in (("MLP (batch 4)", mlp), ("tiny BERT (2x16 tokens)", tiny_bert)):
@@ -57,10 +59,14 @@ def main() -> None:
             path = export_to(Path(tmp) / "model.pt2", model, inputs)
             for workload in ("inference", "training"):
                 started = time.perf_counter()
-                run = measure_model(path, backends=["inductor:default"], workload=workload,
-                                    optimizer=args.optimizer, timeout_s=900)  # fmt: skip
-                print(_row(name, workload, run, inputs[0].shape[0]), f"<!-- {time.perf_counter() - started:.0f} s -->",
-                      flush=True)  # fmt: skip
+                run = measure_model(
+                    path, backends=["inductor:default"], workload=workload, optimizer=args.optimizer, timeout_s=900
+                )
+                print(
+                    _row(name, workload, run, inputs[0].shape[0]),
+                    f"<!-- {time.perf_counter() - started:.0f} s -->",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Generate advisor/data/torchair_coverage.json: which ops TorchAir's GE mode can convert, per torch_npu release.
+"""Generate advisor/harness/data/torchair_coverage.json: which ops TorchAir's GE mode converts, per torch_npu release.
 
     python scripts/gen_torchair_coverage.py                      # downloads torch_npu 2.14.0 (~44 MB, not installed)
     python scripts/gen_torchair_coverage.py --version 2.13.0
@@ -14,7 +14,7 @@ the call form `register_fx_node_ge_converter(target)(fn)`. Targets are written a
 `lite/` (only active in the lite export mode) and `mkldnn/` (never imported by torchair) are skipped. When a
 target is registered twice, the module torchair imports last wins (its import order is mirrored below).
 
-Status of each converter (`advisor.coverage.classify_converter`, shared with the live-registry reader):
+Status of each converter (`advisor.harness.coverage.classify_converter`, shared with the live-registry reader):
 - stub: the body (after the docstring) is a single `raise`, e.g. `raise NotImplementedError("torch.ops.aten.amax
   .default ge_converter is not implemented!")` or the `.out` variants' `raise RuntimeError("... is not supported!")`;
 - partial: converts some cases but raises `NotImplementedError` for others (torchair's own partial marker in
@@ -51,16 +51,26 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from advisor.coverage import classify_converter  # noqa: E402 - needs the repo root on sys.path
+from advisor.harness.coverage import classify_converter  # noqa: E402 - needs the repo root on sys.path
 
 DEFAULT_VERSION = "2.14.0"
-DEFAULT_OUTPUT = REPO_ROOT / "advisor" / "data" / "torchair_coverage.json"
+DEFAULT_OUTPUT = REPO_ROOT / "advisor" / "harness" / "data" / "torchair_coverage.json"
 CONVERTER_DIR = "torch_npu/dynamo/torchair/_ge_concrete_graph/ge_converter/"
 META_DIR = "torch_npu/op_plugin/meta/"
 SKIPPED_CONVERTER_DIRS = ("lite/", "mkldnn/")
 # torchair's import order (ge_converter/__init__.py, then custom on first use, experimental from torchair/__init__).
-IMPORT_ORDER = ("prim/", "higher_order/", "quantized/", "rngprims/", "c10d_functional/", "builtin_converters.py",
-                "prims/", "aten/", "custom/", "experimental/")
+IMPORT_ORDER = (
+    "prim/",
+    "higher_order/",
+    "quantized/",
+    "rngprims/",
+    "c10d_functional/",
+    "builtin_converters.py",
+    "prims/",
+    "aten/",
+    "custom/",
+    "experimental/",
+)
 REGISTER = "register_fx_node_ge_converter"
 SourceFile = tuple[str, str]  # (path relative to its directory, source text)
 
@@ -102,7 +112,7 @@ def _registered_target(call: ast.expr, imported: dict[str, str]) -> str | None:
 
 
 def target_name(expr: ast.expr, imported: dict[str, str] | None = None) -> str | None:
-    """"aten.amax.default" for `torch.ops.aten.amax.default`, `getattr(torch.ops.aten.amax, "default", None)`;
+    """ "aten.amax.default" for `torch.ops.aten.amax.default`, `getattr(torch.ops.aten.amax, "default", None)`;
     "operator.add" for `operator.add`; None for an expression that names no op."""
     if isinstance(expr, ast.Call) and _dotted(expr.func) == "getattr" and len(expr.args) >= 2:
         packet, overload = target_name(expr.args[0], imported), expr.args[1]
@@ -238,8 +248,21 @@ def _wheel_version(wheel: zipfile.ZipFile) -> tuple[str | None, str | None]:
 
 def download_wheel(version: str, directory: Path) -> Path:
     """`pip download` the cp311 manylinux torch_npu wheel (no dependencies, nothing installed)."""
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", f"torch_npu=={version}", "--python-version",
-               "3.11", "--platform", "manylinux_2_28_x86_64", "--only-binary=:all:", "--dest", str(directory)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        f"torch_npu=={version}",
+        "--python-version",
+        "3.11",
+        "--platform",
+        "manylinux_2_28_x86_64",
+        "--only-binary=:all:",
+        "--dest",
+        str(directory),
+    ]
     result = subprocess.run(command, check=False)
     wheels = sorted(directory.glob("torch_npu-*.whl"))
     if result.returncode != 0 or not wheels:

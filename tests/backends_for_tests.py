@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from advisor.backends.base import Backend, CompileRequest
-from advisor.sandbox import StageError, report_progress
+from advisor.harness.backends.base import Backend, CompileRequest
+from advisor.harness.sandbox import StageError, report_progress
 
 
 class _TestBackend(Backend):
@@ -207,7 +207,7 @@ def spawn_grandchild_and_hang(pid_file: str, tag: str = "") -> None:
 
 def autoload_after_prepare(kind: str) -> dict:
     """What `prepare_environment` decides in a fresh interpreter (before torch is imported)."""
-    from advisor.devices import AUTOLOAD_ENV, prepare_environment
+    from advisor.harness.devices import AUTOLOAD_ENV, prepare_environment
 
     prepare_environment(kind)
     return {"autoload": os.environ.get(AUTOLOAD_ENV), "torch_imported": "torch" in sys.modules}

@@ -98,17 +98,30 @@ def _rewrite(
     return target
 
 
-def _with_pickled_constant(source: Path, target: Path, marker: Path, *, program: str = "model",
-                           prefix: str = "opaque_obj", pad: int = 0, compression: int = zipfile.ZIP_STORED,
-                           data: bytes | None = None) -> Path:  # fmt: skip
+def _with_pickled_constant(
+    source: Path,
+    target: Path,
+    marker: Path,
+    *,
+    program: str = "model",
+    prefix: str = "opaque_obj",
+    pad: int = 0,
+    compression: int = zipfile.ZIP_STORED,
+    data: bytes | None = None,
+) -> Path:
     config_name = f"m/data/constants/{program}_constants_config.json"
     with zipfile.ZipFile(source) as src:
         config = json.loads(src.read("m/data/constants/model_constants_config.json"))
     config["config"]["evil"] = {"path_name": f"{prefix}_0", "is_param": False, "use_pickle": True, "tensor_meta": None}
     text = json.dumps(config).encode() + b" " * pad
-    return _rewrite(source, target, rename=program if program != "model" else None, replace={config_name: text},
-                    add={f"m/data/constants/{prefix}_0": data if data is not None else payload(marker)},
-                    compression=compression)  # fmt: skip
+    return _rewrite(
+        source,
+        target,
+        rename=program if program != "model" else None,
+        replace={config_name: text},
+        add={f"m/data/constants/{prefix}_0": data if data is not None else payload(marker)},
+        compression=compression,
+    )
 
 
 def _with_pickled_payload(source: Path, target: Path, marker: Path, folder: str) -> Path:
@@ -120,15 +133,22 @@ def _with_pickled_payload(source: Path, target: Path, marker: Path, folder: str)
     first["use_pickle"] = True
     evil = io.BytesIO()
     _torch_save(RunsCode(marker), evil)
-    return _rewrite(source, target, replace={config_name: json.dumps(config).encode(),
-                                             f"m/data/{folder}/{first['path_name']}": evil.getvalue()})  # fmt: skip
+    return _rewrite(
+        source,
+        target,
+        replace={config_name: json.dumps(config).encode(), f"m/data/{folder}/{first['path_name']}": evil.getvalue()},
+    )
 
 
 def _with_sample_inputs(source: Path, target: Path, marker: Path, program: str = "model") -> Path:
     evil = io.BytesIO()
     _torch_save(((RunsCode(marker),), {}), evil)
-    return _rewrite(source, target, rename=program if program != "model" else None,
-                    replace={f"m/data/sample_inputs/{program}.pt": evil.getvalue()})  # fmt: skip
+    return _rewrite(
+        source,
+        target,
+        rename=program if program != "model" else None,
+        replace={f"m/data/sample_inputs/{program}.pt": evil.getvalue()},
+    )
 
 
 def _torch_save(obj: Any, fh: Any) -> None:
@@ -200,83 +220,201 @@ def build_corpus(out: Path, marker: Path, decoy: Path) -> list[Case]:
     ep = _exported_program(out)
     cases: list[Case] = []
 
-    def add(name: str, builder: Callable[[Path], Path], expect: str, detail: str | None = None,
-            input_shapes: tuple[str, ...] = ()) -> None:  # fmt: skip
+    def add(
+        name: str,
+        builder: Callable[[Path], Path],
+        expect: str,
+        detail: str | None = None,
+        input_shapes: tuple[str, ...] = (),
+    ) -> None:
         cases.append(Case(name, builder(out / name), expect, detail, input_shapes))
 
     # pickles at every place torch.export.load reads one, under renamed programs, padded, stored and deflated
     opaque = "data/constants/opaque_obj_0"
     add("opaque_constant.pt2", lambda p: _with_pickled_constant(ep, p, marker), "rejected", opaque)
-    add("opaque_constant_renamed.pt2", lambda p: _with_pickled_constant(ep, p, marker, program="evil"), "rejected",
-        opaque)  # fmt: skip
-    add("opaque_constant_padded_8mib.pt2", lambda p: _with_pickled_constant(ep, p, marker, pad=8 << 20), "rejected",
-        opaque)  # fmt: skip
-    add("opaque_constant_renamed_padded.pt2",
-        lambda p: _with_pickled_constant(ep, p, marker, program="x", pad=8 << 20), "rejected", opaque)  # fmt: skip
-    add("opaque_constant_deflated.pt2",
-        lambda p: _with_pickled_constant(ep, p, marker, compression=zipfile.ZIP_DEFLATED), "rejected",
-        opaque)  # fmt: skip
-    add("opaque_constant_protocol0.pt2",
-        lambda p: _with_pickled_constant(ep, p, marker, data=text_payload(marker)), "rejected", None)  # fmt: skip
-    add("opaque_constant_protocol2.pt2",
-        lambda p: _with_pickled_constant(ep, p, marker, data=payload(marker, 2)), "rejected", opaque)  # fmt: skip
-    add("custom_object_constant.pt2", lambda p: _with_pickled_constant(ep, p, marker, prefix="custom_obj"),
-        "rejected", None)  # fmt: skip
+    add(
+        "opaque_constant_renamed.pt2",
+        lambda p: _with_pickled_constant(ep, p, marker, program="evil"),
+        "rejected",
+        opaque,
+    )
+    add(
+        "opaque_constant_padded_8mib.pt2",
+        lambda p: _with_pickled_constant(ep, p, marker, pad=8 << 20),
+        "rejected",
+        opaque,
+    )
+    add(
+        "opaque_constant_renamed_padded.pt2",
+        lambda p: _with_pickled_constant(ep, p, marker, program="x", pad=8 << 20),
+        "rejected",
+        opaque,
+    )
+    add(
+        "opaque_constant_deflated.pt2",
+        lambda p: _with_pickled_constant(ep, p, marker, compression=zipfile.ZIP_DEFLATED),
+        "rejected",
+        opaque,
+    )
+    add(
+        "opaque_constant_protocol0.pt2",
+        lambda p: _with_pickled_constant(ep, p, marker, data=text_payload(marker)),
+        "rejected",
+        None,
+    )
+    add(
+        "opaque_constant_protocol2.pt2",
+        lambda p: _with_pickled_constant(ep, p, marker, data=payload(marker, 2)),
+        "rejected",
+        opaque,
+    )
+    add(
+        "custom_object_constant.pt2",
+        lambda p: _with_pickled_constant(ep, p, marker, prefix="custom_obj"),
+        "rejected",
+        None,
+    )
     add("pickled_weight.pt2", lambda p: _with_pickled_payload(ep, p, marker, "weights"), "rejected", None)
     add("pickled_tensor_constant.pt2", lambda p: _with_pickled_payload(ep, p, marker, "constants"), "rejected", None)
     add("pickled_sample_inputs.pt2", lambda p: _with_sample_inputs(ep, p, marker), "rejected", None)
-    add("pickled_sample_inputs_renamed.pt2", lambda p: _with_sample_inputs(ep, p, marker, "other"), "rejected",
-        None)  # fmt: skip
+    add("pickled_sample_inputs_renamed.pt2", lambda p: _with_sample_inputs(ep, p, marker, "other"), "rejected", None)
     # TorchScript: data.pkl / constants.pkl / extra files
     plain = _script(out, "plain_script", "        return x + 1\n")
-    add("script_data_pkl.pt", lambda p: _script_with_entry(plain, p, "data.pkl", payload(marker, 2)), "load_error",
-        input_shapes=tuple(TS_INPUT_SHAPES))  # fmt: skip
-    add("script_constants_pkl.pt", lambda p: _script_with_entry(plain, p, "constants.pkl", payload(marker, 2)),
-        "load_error", input_shapes=tuple(TS_INPUT_SHAPES))  # fmt: skip
-    add("script_extra_file_pickle.pt", lambda p: _rewrite(plain, p, add={"plain_script/extra/evil.pkl":
-        payload(marker)}), "confined", input_shapes=tuple(TS_INPUT_SHAPES))  # fmt: skip
+    add(
+        "script_data_pkl.pt",
+        lambda p: _script_with_entry(plain, p, "data.pkl", payload(marker, 2)),
+        "load_error",
+        input_shapes=tuple(TS_INPUT_SHAPES),
+    )
+    add(
+        "script_constants_pkl.pt",
+        lambda p: _script_with_entry(plain, p, "constants.pkl", payload(marker, 2)),
+        "load_error",
+        input_shapes=tuple(TS_INPUT_SHAPES),
+    )
+    add(
+        "script_extra_file_pickle.pt",
+        lambda p: _rewrite(plain, p, add={"plain_script/extra/evil.pkl": payload(marker)}),
+        "confined",
+        input_shapes=tuple(TS_INPUT_SHAPES),
+    )
     # TorchScript that reaches for the host without any pickle, loops forever, or eats memory
-    add("script_writes_host_file.pt", lambda p: _script(out, "writes", (
-        f"        t = torch.from_file({str(decoy)!r}, True, 8, dtype=torch.uint8)\n"
-        "        t.fill_(65)\n        return x + 1\n")).rename(p), "confined",
-        input_shapes=tuple(TS_INPUT_SHAPES))  # fmt: skip
-    add("script_reads_host_file.pt", lambda p: _script(out, "reads", (
-        f"        t = torch.from_file({str(decoy)!r}, False, 8, dtype=torch.uint8)\n"
-        "        return x + t.sum().float()\n")).rename(p), "confined",
-        input_shapes=tuple(TS_INPUT_SHAPES))  # fmt: skip
-    add("script_reads_proc.pt", lambda p: _script(out, "proc", (
-        "        t = torch.from_file('/proc/1/environ', False, 64, dtype=torch.uint8)\n"
-        "        return x + t.sum().float()\n")).rename(p), "confined",
-        input_shapes=tuple(TS_INPUT_SHAPES))  # fmt: skip
-    add("script_endless_loop.pt", lambda p: _script(out, "loop", (
-        "        i = 0\n        while i >= 0:\n            x = x * 1.0\n            i = i + 1 - 1\n"
-        "        return x\n")).rename(p), "timeout", input_shapes=tuple(TS_INPUT_SHAPES))  # fmt: skip
-    add("script_allocates_without_bound.pt", lambda p: _script(out, "hog", (
-        "        y = torch.ones(1 << 20)\n        for _ in range(40):\n            y = torch.cat([y, y])\n"
-        "        return x + y[0]\n")).rename(p), "oom", input_shapes=tuple(TS_INPUT_SHAPES))  # fmt: skip
-    add("script_one_huge_allocation.pt", lambda p: _script(out, "huge", (
-        "        y = torch.ones(1 << 40)\n        return x + y[0]\n")).rename(p), "oom",
-        input_shapes=tuple(TS_INPUT_SHAPES))  # fmt: skip
-    add("script_segfaults.pt", lambda p: _script(out, "segv", (
-        "        index = torch.tensor([[1 << 40], [0]])\n"
-        "        sparse = torch.ops.aten._sparse_coo_tensor_unsafe(index, torch.ones(1), [2, 2])\n"
-        "        return x + sparse.to_dense().sum()\n")).rename(p), "crashed",
-        input_shapes=tuple(TS_INPUT_SHAPES))  # fmt: skip  -- an unchecked out-of-bounds write: SIGSEGV
+    add(
+        "script_writes_host_file.pt",
+        lambda p: _script(
+            out,
+            "writes",
+            (
+                f"        t = torch.from_file({str(decoy)!r}, True, 8, dtype=torch.uint8)\n"
+                "        t.fill_(65)\n        return x + 1\n"
+            ),
+        ).rename(p),
+        "confined",
+        input_shapes=tuple(TS_INPUT_SHAPES),
+    )
+    add(
+        "script_reads_host_file.pt",
+        lambda p: _script(
+            out,
+            "reads",
+            (
+                f"        t = torch.from_file({str(decoy)!r}, False, 8, dtype=torch.uint8)\n"
+                "        return x + t.sum().float()\n"
+            ),
+        ).rename(p),
+        "confined",
+        input_shapes=tuple(TS_INPUT_SHAPES),
+    )
+    add(
+        "script_reads_proc.pt",
+        lambda p: _script(
+            out,
+            "proc",
+            (
+                "        t = torch.from_file('/proc/1/environ', False, 64, dtype=torch.uint8)\n"
+                "        return x + t.sum().float()\n"
+            ),
+        ).rename(p),
+        "confined",
+        input_shapes=tuple(TS_INPUT_SHAPES),
+    )
+    add(
+        "script_endless_loop.pt",
+        lambda p: _script(
+            out,
+            "loop",
+            (
+                "        i = 0\n        while i >= 0:\n            x = x * 1.0\n            i = i + 1 - 1\n"
+                "        return x\n"
+            ),
+        ).rename(p),
+        "timeout",
+        input_shapes=tuple(TS_INPUT_SHAPES),
+    )
+    add(
+        "script_allocates_without_bound.pt",
+        lambda p: _script(
+            out,
+            "hog",
+            (
+                "        y = torch.ones(1 << 20)\n        for _ in range(40):\n            y = torch.cat([y, y])\n"
+                "        return x + y[0]\n"
+            ),
+        ).rename(p),
+        "oom",
+        input_shapes=tuple(TS_INPUT_SHAPES),
+    )
+    add(
+        "script_one_huge_allocation.pt",
+        lambda p: _script(out, "huge", ("        y = torch.ones(1 << 40)\n        return x + y[0]\n")).rename(p),
+        "oom",
+        input_shapes=tuple(TS_INPUT_SHAPES),
+    )
+    add(
+        "script_segfaults.pt",
+        lambda p: _script(
+            out,
+            "segv",
+            (
+                "        index = torch.tensor([[1 << 40], [0]])\n"
+                "        sparse = torch.ops.aten._sparse_coo_tensor_unsafe(index, torch.ones(1), [2, 2])\n"
+                "        return x + sparse.to_dense().sum()\n"
+            ),
+        ).rename(p),
+        "crashed",
+        input_shapes=tuple(TS_INPUT_SHAPES),
+    )  # an unchecked out-of-bounds write: SIGSEGV
     # archive-level attacks, refused by the server before anything is stored
     add("json_spaces_bomb.pt2", lambda p: _spaces_json(p, 256 << 20), "upload", "metadata_too_large")
-    add("deflated_zero_weights.pt2", lambda p: _zip(p, {"m/models/model.json": b"{}",
-        "m/data/weights/weight_0": b"\0" * (64 << 20)}), "upload", "compression_ratio")  # fmt: skip
+    add(
+        "deflated_zero_weights.pt2",
+        lambda p: _zip(p, {"m/models/model.json": b"{}", "m/data/weights/weight_0": b"\0" * (64 << 20)}),
+        "upload",
+        "compression_ratio",
+    )
     add("forged_count_small.pt2", lambda p: _forged_count(p, 15_000, 5), "upload", "forged_directory")
     add("forged_count_large.pt2", lambda p: _forged_count(p, 10, 9), "upload", "forged_directory")
     add("too_many_entries.pt2", lambda p: _forged_count(p, 25_000, 25_000 & 0xFFFF), "upload", "zip_bomb")
-    add("traversal_name.pt2", lambda p: _zip(p, {"m/models/model.json": b"{}", "m/../../etc/cron.d/x": b"x"}),
-        "upload", "unsafe_path")  # fmt: skip
-    add("absolute_name.pt2", lambda p: _zip(p, {"m/models/model.json": b"{}", "/etc/passwd": b"x"}), "upload",
-        "unsafe_path")  # fmt: skip
+    add(
+        "traversal_name.pt2",
+        lambda p: _zip(p, {"m/models/model.json": b"{}", "m/../../etc/cron.d/x": b"x"}),
+        "upload",
+        "unsafe_path",
+    )
+    add(
+        "absolute_name.pt2",
+        lambda p: _zip(p, {"m/models/model.json": b"{}", "/etc/passwd": b"x"}),
+        "upload",
+        "unsafe_path",
+    )
     add("plain_pickle.pt", lambda p: _write(p, payload(marker, 2)), "upload", "pickled_checkpoint")
     add("torch_save_checkpoint.pt", lambda p: _saved(p, {"state": RunsCode(marker)}), "upload", "pickled_checkpoint")
-    add("pickle_in_zip_without_code.pt", lambda p: _zip(p, {"m/data.pkl": payload(marker, 2)}), "upload",
-        "pickled_checkpoint")  # fmt: skip
+    add(
+        "pickle_in_zip_without_code.pt",
+        lambda p: _zip(p, {"m/data.pkl": payload(marker, 2)}),
+        "upload",
+        "pickled_checkpoint",
+    )
     add("not_a_zip.pt2", lambda p: _write(p, b"GIF89a" + bytes(4096)), "upload", "not_a_zip")
     add("empty.pt2", lambda p: _write(p, b""), "upload", "empty")
     add("truncated.pt2", lambda p: _write(p, ep.read_bytes()[: ep.stat().st_size // 2]), "upload", "truncated")

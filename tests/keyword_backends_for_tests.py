@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from advisor.backends.base import Backend, CompileRequest
+from advisor.harness.backends.base import Backend, CompileRequest
 
 
 class MaskOnesBackend(Backend):

@@ -52,7 +52,7 @@ def probe_host(secret_file: str, readable_file: str, scratch_file: str, project_
 
 def compile_with_inductor_headers() -> dict:
     """Which precompiled headers this sandbox holds before and after one Inductor compile, and whether it can
-    write to the trusted copy it was handed (advisor.inductor_headers)."""
+    write to the trusted copy it was handed (advisor.harness.inductor_headers)."""
     import torch
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 

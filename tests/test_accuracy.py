@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from advisor.accuracy import compare_outputs, tolerance_for  # noqa: E402
+from advisor.harness.accuracy import compare_outputs, tolerance_for  # noqa: E402
 
 
 def _reference(n: int = 4096):

@@ -1,4 +1,4 @@
-"""Telling a model file's format from its zip container alone (advisor.artifacts.sniff)."""
+"""Telling a model file's format from its zip container alone (advisor.core.artifacts.sniff)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor import artifacts
-from advisor.artifacts import ArtifactRejected, sniff
+from advisor.core import artifacts
+from advisor.core.artifacts import ArtifactRejected, sniff
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -124,7 +124,8 @@ def test_limits_are_parameters(model_files: dict[str, Path]) -> None:
 
 def test_sniff_imports_no_torch(model_files: dict[str, Path]) -> None:
     script = (
-        "import sys\nfrom advisor.artifacts import sniff\nprint(sniff(sys.argv[1]).format, 'torch' in sys.modules)\n"
+        "import sys\nfrom advisor.core.artifacts import sniff\n"
+        "print(sniff(sys.argv[1]).format, 'torch' in sys.modules)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", script, str(model_files["exported"])],

@@ -11,11 +11,16 @@ from typing import Any
 
 import pytest
 
-from advisor.backends import UnknownBackend, all_backends, get_backend, split_backend_spec
-from advisor.backends.base import Backend, CompileRequest, UnsupportedRequest, device_usable
+from advisor.harness.backends import UnknownBackend, all_backends, get_backend, split_backend_spec
+from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, device_usable
 
-INVENTED_FIELDS = ["optimization" + ".level", "memory" + ".", "cache" + ".enable_disk_cache", "cache" + ".cache_dir",
-                   "dynamic_shape" + "."]
+INVENTED_FIELDS = [
+    "optimization" + ".level",
+    "memory" + ".",
+    "cache" + ".enable_disk_cache",
+    "cache" + ".cache_dir",
+    "dynamic_shape" + ".",
+]
 
 
 class RecordingBackend(Backend):
@@ -39,8 +44,14 @@ class RecordingBackend(Backend):
 # ---------------------------------------------------------------- registry
 def test_registry_lists_every_backend_with_its_family() -> None:
     families = {backend.name: backend.family for backend in all_backends()}
-    assert families == {"eager": "baseline", "inductor": "generic", "torchair": "vendor", "onnxruntime": "export",
-                        "openvino": "vendor", "tensorrt": "vendor"}
+    assert families == {
+        "eager": "baseline",
+        "inductor": "generic",
+        "torchair": "vendor",
+        "onnxruntime": "export",
+        "openvino": "vendor",
+        "tensorrt": "vendor",
+    }
 
 
 def test_registry_loads_a_module_class_path() -> None:
@@ -54,20 +65,25 @@ def test_registry_resolves_name_mode_specs() -> None:
     assert get_backend("torchair:npugraph_ex").name == "torchair"
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("tvm", "known: eager, inductor, torchair"),
-    ("no_such_module_xyz:Backend", "cannot load backend"),
-    ("advisor.backends.base:CompileRequest", "not a Backend subclass"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("tvm", "known: eager, inductor, torchair"),
+        ("no_such_module_xyz:Backend", "cannot load backend"),
+        ("advisor.harness.backends.base:CompileRequest", "not a Backend subclass"),
+    ],
+)
 def test_registry_rejects_what_is_not_a_backend(spec: str, message: str) -> None:
     with pytest.raises(UnknownBackend, match=message):
         get_backend(spec)
 
 
 def test_listing_and_cpu_availability_do_not_import_torch() -> None:
-    code = ("import sys, advisor.backends as b\n"
-            "[x.available('cpu') for x in b.all_backends()]\n"
-            "print('torch' in sys.modules, 'onnxruntime' in sys.modules)")
+    code = (
+        "import sys, advisor.harness.backends as b\n"
+        "[x.available('cpu') for x in b.all_backends()]\n"
+        "print('torch' in sys.modules, 'onnxruntime' in sys.modules)"
+    )
     repo_root = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo_root).stdout
     assert out.split() == ["False", "False"]
@@ -91,8 +107,10 @@ def test_openvino_and_tensorrt_say_why_they_are_unavailable() -> None:
     ok, reason = get_backend("openvino").available("cpu")
     if importlib.util.find_spec("openvino") is None:
         assert not ok and "openvino package is not installed" in reason
-    assert get_backend("openvino").available("cuda") == (False, "the OpenVINO backend is measured on cpu only, "
-                                                                "not on cuda")
+    assert get_backend("openvino").available("cuda") == (
+        False,
+        "the OpenVINO backend is measured on cpu only, not on cuda",
+    )
     ok, reason = get_backend("tensorrt").available("cpu")
     assert not ok and "NVIDIA" in reason
     ok, reason = get_backend("tensorrt").available("cuda")
@@ -113,8 +131,9 @@ def _mlp():
 def test_eager_runs_inference_without_grad_and_training_with_it() -> None:
     model, inputs = _mlp()
     infer = get_backend("eager").compile(model, inputs, CompileRequest(mode="default", device="cpu"))
-    train = get_backend("eager").compile(model, inputs, CompileRequest(mode="default", device="cpu",
-                                                                       workload="training"))
+    train = get_backend("eager").compile(
+        model, inputs, CompileRequest(mode="default", device="cpu", workload="training")
+    )
     assert not infer(*inputs).requires_grad and train(*inputs).requires_grad
 
 
@@ -147,8 +166,9 @@ def test_onnxruntime_matches_eager_and_serves_other_batch_sizes(tmp_path) -> Non
     with torch.no_grad():
         torch.testing.assert_close(again(*inputs), model(*inputs), rtol=1e-4, atol=1e-5)
     with pytest.raises(UnsupportedRequest, match="inference only"):
-        get_backend("onnxruntime").compile(model, inputs, CompileRequest(mode="default", device="cpu",
-                                                                         workload="training"))
+        get_backend("onnxruntime").compile(
+            model, inputs, CompileRequest(mode="default", device="cpu", workload="training")
+        )
 
 
 @pytest.mark.slow
@@ -167,17 +187,20 @@ def test_inductor_matches_eager_and_uses_the_requests_cache_dir(tmp_path, monkey
 
 
 # ---------------------------------------------------------------- snippets
-@pytest.mark.parametrize("name, mode, options", [
-    ("eager", "default", None),
-    ("inductor", "default", None),
-    ("inductor", "max-autotune", None),
-    ("inductor", "default", {"freezing": True}),
-    ("torchair", "max-autotune", {"ge_config.oo_level": "O1"}),
-    ("torchair", "npugraph_ex", {"clone_input": False}),
-    ("onnxruntime", "default", None),
-    ("openvino", "default", None),
-    ("tensorrt", "default", None),
-])
+@pytest.mark.parametrize(
+    "name, mode, options",
+    [
+        ("eager", "default", None),
+        ("inductor", "default", None),
+        ("inductor", "max-autotune", None),
+        ("inductor", "default", {"freezing": True}),
+        ("torchair", "max-autotune", {"ge_config.oo_level": "O1"}),
+        ("torchair", "npugraph_ex", {"clone_input": False}),
+        ("onnxruntime", "default", None),
+        ("openvino", "default", None),
+        ("tensorrt", "default", None),
+    ],
+)
 def test_snippets_are_python_with_only_real_api_names(name: str, mode: str, options: dict | None) -> None:
     snippet = get_backend(name).snippet(mode, options)
     compile(snippet, f"<{name} snippet>", "exec")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from fixtures_decide import blog_run, inspection
 
-from advisor.break_even import break_even_calls, format_calls, total_cost_s
-from advisor.decide import decide
+from advisor.core.decision.break_even import break_even_calls, format_calls, total_cost_s
+from advisor.core.decision.engine import decide
 
 
 def test_blog_figures_give_about_6071_calls() -> None:

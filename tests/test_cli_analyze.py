@@ -16,7 +16,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def mlp_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from advisor.examples import export_example
+    from advisor.harness.examples import export_example
 
     return export_example("mlp", tmp_path_factory.mktemp("models") / "mlp.pt2")
 
@@ -42,16 +42,34 @@ def test_context_file_is_overridden_by_flags(tmp_path: Path, monkeypatch: pytest
         seen.update(kwargs)
         return 0
 
-    import advisor.remote
+    import advisor.cli.remote
 
-    monkeypatch.setattr(advisor.remote, "analyze_remote", fake_remote)
+    monkeypatch.setattr(advisor.cli.remote, "analyze_remote", fake_remote)
     token_file = tmp_path / "token"
     token_file.write_text("t0k\n")
     token_file.chmod(0o600)
-    result = runner.invoke(app, ["analyze", str(model), "--context", str(context_file), "--stage", "production",
-                                 "--server", "http://advisor.example:8000", "--token-file", str(token_file),
-                                 "--format", "markdown",
-                                 "--backends", "eager,inductor", "--force", "--out", str(tmp_path / "r.md")])
+    result = runner.invoke(
+        app,
+        [
+            "analyze",
+            str(model),
+            "--context",
+            str(context_file),
+            "--stage",
+            "production",
+            "--server",
+            "http://advisor.example:8000",
+            "--token-file",
+            str(token_file),
+            "--format",
+            "markdown",
+            "--backends",
+            "eager,inductor",
+            "--force",
+            "--out",
+            str(tmp_path / "r.md"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert seen["backends"] == ["eager", "inductor"] and seen["force"] is True and seen["out"] == tmp_path / "r.md"
     assert seen["context"]["stage"] == "production"  # the flag wins
@@ -63,8 +81,9 @@ def test_context_file_is_overridden_by_flags(tmp_path: Path, monkeypatch: pytest
 def test_flags_that_only_mean_something_in_one_mode_are_refused_in_the_other(tmp_path: Path) -> None:
     model = tmp_path / "m.pt2"
     model.write_bytes(b"x")
-    on_server = runner.invoke(app, ["analyze", str(model), "--server", "http://advisor.example:8000", "--device", "cpu",
-                                    "--skip-measure"])  # fmt: skip
+    on_server = runner.invoke(
+        app, ["analyze", str(model), "--server", "http://advisor.example:8000", "--device", "cpu", "--skip-measure"]
+    )
     assert on_server.exit_code == 2 and "--device, --skip-measure apply to --local only" in on_server.output
     local = runner.invoke(app, ["analyze", str(model), "--force"])
     assert local.exit_code == 2 and "--force applies to --server only" in local.output
@@ -88,8 +107,9 @@ def test_a_file_that_is_not_a_model_is_refused_before_loading(tmp_path: Path) ->
 
 
 def test_inspection_only_gives_an_unmeasured_report(mlp_file: Path) -> None:
-    result = runner.invoke(app, ["analyze", str(mlp_file), "--local", "--target", "npu", "--skip-measure",
-                                 "--format", "json"])
+    result = runner.invoke(
+        app, ["analyze", str(mlp_file), "--local", "--target", "npu", "--skip-measure", "--format", "json"]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["recommendation"]["measured"] is False
@@ -100,8 +120,24 @@ def test_inspection_only_gives_an_unmeasured_report(mlp_file: Path) -> None:
 @pytest.mark.slow
 def test_local_analysis_of_the_example_mlp_prints_a_readable_report(mlp_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.md"
-    result = runner.invoke(app, ["analyze", str(mlp_file), "--local", "--target", "cpu", "--stage", "production",
-                                 "--backends", "inductor:default", "--format", "markdown", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "analyze",
+            str(mlp_file),
+            "--local",
+            "--target",
+            "cpu",
+            "--stage",
+            "production",
+            "--backends",
+            "inductor:default",
+            "--format",
+            "markdown",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     md = out.read_text()
     assert md.startswith(f"# npu-advisor report: {mlp_file.name}")
@@ -115,8 +151,25 @@ def test_local_analysis_of_the_example_mlp_prints_a_readable_report(mlp_file: Pa
 
 def test_a_training_analysis_measures_the_optimizer_asked_for(mlp_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.json"
-    result = runner.invoke(app, ["analyze", str(mlp_file), "--target", "cpu", "--workload", "training",
-                                 "--optimizer", "adamw", "--backends", "eager", "--format", "json", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "analyze",
+            str(mlp_file),
+            "--target",
+            "cpu",
+            "--workload",
+            "training",
+            "--optimizer",
+            "adamw",
+            "--backends",
+            "eager",
+            "--format",
+            "json",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     analysis = json.loads(out.read_text())
     assert analysis["context"]["optimizer"] == "adamw"

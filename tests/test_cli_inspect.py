@@ -12,8 +12,8 @@ import torch
 from typer.testing import CliRunner
 
 from advisor.cli import app
-from advisor.decide import decide
-from advisor.decision_rules import InspectionFacts
+from advisor.core.decision.engine import decide
+from advisor.core.decision.rules import InspectionFacts
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "250"}  # no wrapping inside table cells

@@ -16,8 +16,11 @@ runner = CliRunner()
 
 
 def test_table_shows_each_row_with_status_and_the_failure_reason(mlp_file):
-    result = runner.invoke(app, ["measure", mlp_file, "-b", "backends_for_tests:WrongNumbersBackend",
-                                 "--max-time", "0.2", "--timeout", "120"], env={"COLUMNS": "200"})  # fmt: skip
+    result = runner.invoke(
+        app,
+        ["measure", mlp_file, "-b", "backends_for_tests:WrongNumbersBackend", "--max-time", "0.2", "--timeout", "120"],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 0, result.output
     out = result.output
     assert "Measured on cpu" in out
@@ -28,16 +31,32 @@ def test_table_shows_each_row_with_status_and_the_failure_reason(mlp_file):
 
 
 def test_atol_on_the_command_line_replaces_the_default_tolerance(mlp_file):
-    result = runner.invoke(app, ["measure", mlp_file, "-b", "backends_for_tests:WrongNumbersBackend", "--atol", "1.5",
-                                 "--json", "--max-time", "0.2", "--timeout", "120"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "measure",
+            mlp_file,
+            "-b",
+            "backends_for_tests:WrongNumbersBackend",
+            "--atol",
+            "1.5",
+            "--json",
+            "--max-time",
+            "0.2",
+            "--timeout",
+            "120",
+        ],
+    )
     assert result.exit_code == 0, result.output
     wrong = next(row for row in json.loads(result.stdout)["measurements"] if row["backend"] == "test-wrong")
     assert wrong["status"] == "ok" and wrong["accuracy"]["atol"] == 1.5  # its +1.0 error is within 1.5
 
 
 def test_json_output_is_a_measurement_run(mlp_file):
-    result = runner.invoke(app, ["measure", mlp_file, "--backends", "torchair:max-autotune", "--json",
-                                 "--max-time", "0.2", "--timeout", "120"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        ["measure", mlp_file, "--backends", "torchair:max-autotune", "--json", "--max-time", "0.2", "--timeout", "120"],
+    )
     assert result.exit_code == 0, result.output
     run = json.loads(result.stdout)
     assert run["workload"] == "inference" and run["environment"]["measured_on"] == "cpu"

@@ -14,7 +14,7 @@ runner = CliRunner()
 
 @pytest.fixture
 def no_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> None:
-    import advisor.isolation as isolation
+    import advisor.harness.isolation as isolation
 
     monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
 
@@ -49,8 +49,9 @@ def test_no_isolation_is_registered_with_the_server(no_bubblewrap, monkeypatch) 
     monkeypatch.setattr(workers.capabilities, "detect_capabilities", lambda device, only: caps)
     monkeypatch.setattr(workers.agent, "WorkerAgent", StopAfterConfig)
     monkeypatch.setenv("ADVISOR_ISOLATION", "auto")
-    result = runner.invoke(app, ["worker", "--server", "http://127.0.0.1:9", "--no-isolation"],
-                           env={"ADVISOR_TOKEN": "t"})  # fmt: skip
+    result = runner.invoke(
+        app, ["worker", "--server", "http://127.0.0.1:9", "--no-isolation"], env={"ADVISOR_TOKEN": "t"}
+    )
     assert result.exit_code == 0, result.output
     assert seen["environment"]["isolation"]["kind"] == "none"
     assert "isolation: none" in result.output

@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-import advisor.remote
-from advisor.client import AdvisorClient, AdvisorError, retry_after_s
+import advisor.cli.remote
+from advisor.cli.client import AdvisorClient, AdvisorError, retry_after_s
 
 ACCEPTED = {"id": 7, "status": "queued", "deduplicated": False, "links": {"self": "/api/v1/analyses/7"}}
 
@@ -87,8 +87,8 @@ def test_the_cli_says_it_waits_for_a_busy_server(model, monkeypatch, capsys):
     transport = busy_then_accepted([httpx.Response(503, headers={"Retry-After": "1"}, json={"detail": "busy"})], seen)
     waits: list[float] = []
     client = functools.partial(AdvisorClient, transport=transport, sleep=waits.append)
-    monkeypatch.setattr(advisor.remote, "AdvisorClient", client)
-    code = advisor.remote.analyze_remote(
+    monkeypatch.setattr(advisor.cli.remote, "AdvisorClient", client)
+    code = advisor.cli.remote.analyze_remote(
         model=model, context={"target": "cpu"}, server="http://s", token=None, wait=False, fmt="md"
     )
     captured = capsys.readouterr()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.context import ContextError, DeploymentContext, context_field_help, parse_context
+from advisor.core.context import ContextError, DeploymentContext, context_field_help, parse_context
 
 
 def test_empty_context_gets_documented_defaults() -> None:
@@ -57,8 +57,14 @@ def test_every_problem_is_reported_with_its_field() -> None:
             }
         )
     errors = {e["field"]: e["message"] for e in info.value.errors}
-    assert set(errors) == {"stage", "expected_calls_per_compile", "latency_target_ms", "colour", "optimizer",
-                           "shape_ranges.0"}
+    assert set(errors) == {
+        "stage",
+        "expected_calls_per_compile",
+        "latency_target_ms",
+        "colour",
+        "optimizer",
+        "shape_ranges.0",
+    }
     assert errors["colour"] == "unknown field"
     assert "prototype" in errors["stage"] and "edge" in errors["stage"]
     assert "min (8) is larger than max (2)" in errors["shape_ranges.0"]
@@ -85,8 +91,8 @@ def test_call_unit_follows_the_workload() -> None:
 def test_decision_modules_import_without_torch() -> None:
     code = (
         "import sys\n"
-        "import advisor.context, advisor.decide, advisor.report\n"
-        "from advisor.decide import decide\n"
+        "import advisor.core.context, advisor.core.decision.engine, advisor.core.report\n"
+        "from advisor.core.decision.engine import decide\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "from fixtures_decide import blog_run, npu_op_inspection\n"
         "rec = decide({}, npu_op_inspection(), blog_run())\n"

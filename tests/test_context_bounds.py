@@ -8,10 +8,10 @@ import json
 import pytest
 from fixtures_decide import inspection, measurement, run
 
-from advisor import context as ctx
-from advisor.context import ContextError, parse_context, parse_context_json
-from advisor.decide import decide
-from advisor.report import render
+from advisor.core import context as ctx
+from advisor.core.context import ContextError, parse_context, parse_context_json
+from advisor.core.decision.engine import decide
+from advisor.core.report import render
 
 LARGEST = {
     "stage": "production",
@@ -160,7 +160,7 @@ def _refuse(literal: str):  # noqa: ANN202
 
 
 def test_one_json_valued_field_is_decoded_as_safely():
-    from advisor.context import decode_json_value
+    from advisor.core.context import decode_json_value
 
     assert decode_json_value('[{"input": "x", "dim": 0, "min": 1, "max": 8}]', field="shape_ranges")[0]["max"] == 8
     for raw, where in (

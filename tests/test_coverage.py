@@ -18,8 +18,8 @@ import pytest
 import torch
 from models import npu_op_model, register_npu_rms_norm
 
-from advisor import coverage
-from advisor.coverage import LiveTorchAirRegistry, TorchAirTable
+from advisor.harness import coverage
+from advisor.harness.coverage import LiveTorchAirRegistry, TorchAirTable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,8 +108,8 @@ def test_fallback_op_really_runs_as_an_extern_kernel_and_keeps_its_class_after_c
 
 
 def test_coverage_module_imports_without_torch() -> None:
-    """The table generator and torch-free callers import advisor.coverage; torch loads only when an op is asked."""
-    code = "import sys, advisor.coverage; assert 'torch' not in sys.modules, 'torch imported'"
+    """The table generator and torch-free callers import the coverage module; torch loads only when an op is asked."""
+    code = "import sys, advisor.harness.coverage; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT)
 
 
@@ -139,8 +139,8 @@ def test_none_status_carries_what_it_means_per_namespace(fresh_torchair_source) 
 
 
 def test_custom_ops_without_a_converter_are_unknown_until_an_npu_not_uncovered(fresh_torchair_source) -> None:
-    from advisor.decision_rules import InspectionFacts
-    from advisor.decomposed_coverage import add_table_notes
+    from advisor.core.decision.rules import InspectionFacts
+    from advisor.harness.decomposed_coverage import add_table_notes
 
     names = ("npu.npu_moe_token_permute.default", "aten.definitely_not_an_op.default", "npu.npu_rms_norm.default")
     assert [coverage.torchair_may_auto_convert(name) for name in names] == [True, False, False]
@@ -153,10 +153,15 @@ def test_custom_ops_without_a_converter_are_unknown_until_an_npu_not_uncovered(f
     assert facts.torchair_unknown == ("npu.npu_moe_token_permute.default",)
     assert facts.torchair_uncovered == ("aten.definitely_not_an_op.default",)  # a built-in op: compile fails
     # an inspection stored before the marker, with the note's earlier wording, is read the same way
-    old_note = ("no explicit TorchAir converter; at compile time TorchAir tries to auto-generate one from an Ascend IR "
-                "registered under the CamelCase name of the op, which works only when such an IR exists")  # fmt: skip
-    stored = {"name": "npu.npu_moe_token_permute.default", "count": 1,
-              "coverage": {"inductor": "fallback", "torchair": "none", "torchair_note": old_note}}  # fmt: skip
+    old_note = (
+        "no explicit TorchAir converter; at compile time TorchAir tries to auto-generate one from an Ascend IR "
+        "registered under the CamelCase name of the op, which works only when such an IR exists"
+    )
+    stored = {
+        "name": "npu.npu_moe_token_permute.default",
+        "count": 1,
+        "coverage": {"inductor": "fallback", "torchair": "none", "torchair_note": old_note},
+    }
     assert InspectionFacts.of({"ops": [], "custom_ops": [stored]}).torchair_unknown == (stored["name"],)
 
 
@@ -169,7 +174,7 @@ def test_table_records_which_npu_ops_torch_npu_gives_a_meta_kernel() -> None:
 
 
 def test_committed_table_is_traceable_to_its_wheel_and_small() -> None:
-    path = REPO_ROOT / "advisor" / "data" / "torchair_coverage.json"
+    path = REPO_ROOT / "advisor" / "harness" / "data" / "torchair_coverage.json"
     assert path.stat().st_size < 1_000_000
     table = json.loads(path.read_text())
     assert table["wheel"].startswith(f"torch_npu-{table['torch_npu_version']}-")
@@ -337,7 +342,7 @@ CONVERTERS = {
         def conveter_aten_abs_out(self, *, out=None, meta_outputs=None):
             raise RuntimeError("torch.ops.aten.abs.out ge_converter is not supported!")
     ''',
-    "aten/mm.py": '''
+    "aten/mm.py": """
         @declare_supported([Support(F32(2, 2), F32(2, 2))])
         @register_fx_node_ge_converter(torch.ops.aten.mm.default)
         def conveter_aten_mm(self, mat2, meta_outputs=None):
@@ -357,8 +362,8 @@ CONVERTERS = {
             if isinstance(self, list):
                 raise NotImplementedError("list input")
             return ge.ReduceMean(self)
-    ''',
-    "builtin_converters.py": '''
+    """,
+    "builtin_converters.py": """
         try:
             from torch import sym_sqrt
         except ImportError:
@@ -371,8 +376,8 @@ CONVERTERS = {
         @register_fx_node_ge_converter(sym_sqrt)
         def conveter_sym_sqrt(self, meta_outputs=None):
             return ge.Sqrt(self)
-    ''',
-    "custom/rms_norm.py": '''
+    """,
+    "custom/rms_norm.py": """
         @register_fx_node_ge_converter(torch.ops.npu.npu_rms_norm.default)
         def conveter_npu_rms_norm(x, gamma, epsilon=1e-6, meta_outputs=None):
             return ge.RmsNorm(x, gamma, epsilon=epsilon)
@@ -386,16 +391,16 @@ CONVERTERS = {
         @register_fx_node_ge_converter(torch.ops.aten.amax.default)
         def conveter_amax_again(self, dim=(), keepdim=False, meta_outputs=None):
             return ge.ReduceMax(self, dim)
-    ''',
-    "lite/quant.py": '''
+    """,
+    "lite/quant.py": """
         @register_fx_node_ge_converter(torch.ops.npu.npu_quant_matmul.default)
         def conveter_lite(x, meta_outputs=None):
             return ge.QuantMatmul(x)
-    ''',
+    """,
 }
 
 META = {
-    "_meta_registrations.py": '''
+    "_meta_registrations.py": """
         from torch.library import Library, impl
         m = Library("npu", "IMPL", "Meta")
         m_aten = Library("aten", "IMPL", "Meta")
@@ -416,12 +421,12 @@ META = {
             @impl(m, "npu_old_attention")
             def old_meta(q):
                 return q
-    ''',
-    "_fake_registrations.py": '''
+    """,
+    "_fake_registrations.py": """
         @torch.library.register_fake("npu::npu_fusion_attention_v3")
         def fa_v3_fake(q, k, v):
             return q
-    ''',
+    """,
 }
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from fixtures_decide import blog_run, inspection, measurement, npu_op_inspection, op, run
 
-from advisor.decide import ENGINE_VERSION, decide
+from advisor.core.decision.engine import ENGINE_VERSION, decide
 
 
 def rules(rec: dict[str, Any]) -> list[str]:
@@ -205,14 +205,14 @@ def test_dynamic_shapes_and_cache_caveats_name_the_real_fixes() -> None:
 
 
 def test_accepts_a_context_dict_or_model_and_rejects_bad_context() -> None:
-    from advisor.context import ContextError, parse_context
+    from advisor.core.context import ContextError, parse_context
 
     assert decide(parse_context({}), inspection(), blog_run()) == decide({}, inspection(), blog_run())
     with pytest.raises(ContextError):
         decide({"stage": "nope"}, inspection(), blog_run())
 
 
-# The note advisor/decomposed_coverage.py writes for sdpa inspected on a CPU host (inspections stored before the
+# The note advisor/harness/decomposed_coverage.py writes for sdpa inspected on a CPU host (inspections stored before the
 # torchair_unknown marker carry only this note).
 SDPA_PER_DEVICE_NOTE = (
     "decomposes per device: on this CPU into aten._scaled_dot_product_flash_attention_for_cpu.default, which "

@@ -11,8 +11,8 @@ from fixtures_decide import inspection, measurement, op, run
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from advisor.backends.torchair_options import COMPILER_CONFIG_OPTIONS
-from advisor.decide import decide
+from advisor.core.decision.engine import decide
+from advisor.harness.backends.torchair_options import COMPILER_CONFIG_OPTIONS
 
 VARIANTS = [
     ("eager", "default"),
@@ -105,9 +105,7 @@ def row_for(rec: dict[str, Any], measurements: dict | None) -> dict[str, Any] | 
     if measurements is None or rec.get("backend") is None:
         return None
     mode = "max-autotune" if rec["mode"] == "dynamo_export" else rec["mode"]
-    return next(
-        (r for r in measurements["measurements"] if (r["backend"], r["mode"]) == (rec["backend"], mode)), None
-    )
+    return next((r for r in measurements["measurements"] if (r["backend"], r["mode"]) == (rec["backend"], mode)), None)
 
 
 @settings(max_examples=300, deadline=None)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fixtures_decide import inspection, measurement, run
 
-from advisor.decide import decide
+from advisor.core.decision.engine import decide
 
 PRODUCTION = {"stage": "production", "expected_calls_per_compile": 10**6}
 

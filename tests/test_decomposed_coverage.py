@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch._dynamo.backends.common import aot_autograd
 
-from advisor import decomposed_coverage
-from advisor.decomposed_coverage import inductor_table, received_ops, torchair_table
+from advisor.harness import decomposed_coverage
+from advisor.harness.decomposed_coverage import inductor_table, received_ops, torchair_table
 
 
 class Upsample(nn.Module):

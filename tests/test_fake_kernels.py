@@ -17,9 +17,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from advisor import coverage  # noqa: E402
-from advisor.decomposed_coverage import judge_on_received_ops  # noqa: E402
-from advisor.inspect import _is_dispatcher_op, _op_info, inspect_model  # noqa: E402
+from advisor.harness import coverage  # noqa: E402
+from advisor.harness.decomposed_coverage import judge_on_received_ops  # noqa: E402
+from advisor.harness.inspection import _is_dispatcher_op, _op_info, inspect_model  # noqa: E402
 
 NO_FAKE = "has no known fake"
 
@@ -52,10 +52,28 @@ def stock() -> dict[str, Any]:
     mask = torch.ones(1, 8, dtype=torch.long)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        gpt2 = GPT2Model(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=64,
-                                    use_cache=False, bos_token_id=0, eos_token_id=0)).eval()  # fmt: skip
-        bert = BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                                    vocab_size=100, max_position_embeddings=64)).eval()  # fmt: skip
+        gpt2 = GPT2Model(
+            GPT2Config(
+                n_layer=2,
+                n_embd=32,
+                n_head=2,
+                vocab_size=100,
+                n_positions=64,
+                use_cache=False,
+                bos_token_id=0,
+                eos_token_id=0,
+            )
+        ).eval()
+        bert = BertModel(
+            BertConfig(
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+                vocab_size=100,
+                max_position_embeddings=64,
+            )
+        ).eval()
         with torch.no_grad():
             programs = {
                 "gpt2": torch.export.export(gpt2, (ids,), kwargs={"return_dict": False}),

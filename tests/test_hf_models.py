@@ -2,8 +2,8 @@
 
 transformers returns `ModelOutput` containers and takes keyword inputs (`attention_mask=`). The inspection and
 measurement children never import transformers (their zygote is a fresh interpreter): the output containers are
-rebuilt from the archive's spec (advisor.pytree_outputs), and keyword inputs reach the model by keyword in every
-backend (advisor.model_inputs.KeywordCall). Tiny random-init configs (hidden 32, 2 layers, sequence 8); every
+rebuilt from the archive's spec (advisor.harness.pytree_outputs), and keyword inputs reach the model by keyword in every
+backend (advisor.harness.model_inputs.KeywordCall). Tiny random-init configs (hidden 32, 2 layers, sequence 8); every
 model is exported once per session.
 """
 
@@ -19,9 +19,9 @@ transformers = pytest.importorskip("transformers")
 
 from torch.utils._pytree import tree_leaves  # noqa: E402
 
-from advisor.isolated_inspection import inspect_isolated  # noqa: E402
-from advisor.loading import load_model  # noqa: E402
-from advisor.measure import TimingPolicy, measure_model, measurement_zygote  # noqa: E402
+from advisor.harness.isolated_inspection import inspect_isolated  # noqa: E402
+from advisor.harness.loading import load_model  # noqa: E402
+from advisor.harness.measure import TimingPolicy, measure_model, measurement_zygote  # noqa: E402
 
 FAST = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, warm_cache=False, dynamic_sizes=0)
 REBUILT = "rebuilt from the archive's spec"
@@ -53,20 +53,62 @@ def _models() -> dict[str, tuple[Any, tuple, dict]]:
     text = {"vocab_size": 100}
     return {
         # the issue's reproduction: input_ids positional, attention_mask by keyword
-        "bert": (t.BertModel(t.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                          intermediate_size=64, max_position_embeddings=32, **text)),
-                 (ids,), {"attention_mask": mask}),
+        "bert": (
+            t.BertModel(
+                t.BertConfig(
+                    hidden_size=32,
+                    num_hidden_layers=2,
+                    num_attention_heads=2,
+                    intermediate_size=64,
+                    max_position_embeddings=32,
+                    **text,
+                )
+            ),
+            (ids,),
+            {"attention_mask": mask},
+        ),
         # GPT-2 exports without its KV cache (a DynamicCache output is not exportable): use_cache=False
-        "gpt2": (t.GPT2Model(t.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=32, use_cache=False,
-                                          bos_token_id=0, eos_token_id=0, **text)),
-                 (ids,), {"attention_mask": mask}),
-        "t5_encoder": (t.T5EncoderModel(t.T5Config(d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2, **text)),
-                       (), {"input_ids": ids, "attention_mask": mask}),
-        "vit": (t.ViTModel(t.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                       intermediate_size=64, image_size=32, patch_size=8)), (pixels,), {}),
-        "resnet": (t.ResNetModel(t.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
-                                                layer_type="basic")), (pixels,), {}),
-    }  # fmt: skip
+        "gpt2": (
+            t.GPT2Model(
+                t.GPT2Config(
+                    n_embd=32,
+                    n_layer=2,
+                    n_head=2,
+                    n_positions=32,
+                    use_cache=False,
+                    bos_token_id=0,
+                    eos_token_id=0,
+                    **text,
+                )
+            ),
+            (ids,),
+            {"attention_mask": mask},
+        ),
+        "t5_encoder": (
+            t.T5EncoderModel(t.T5Config(d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2, **text)),
+            (),
+            {"input_ids": ids, "attention_mask": mask},
+        ),
+        "vit": (
+            t.ViTModel(
+                t.ViTConfig(
+                    hidden_size=32,
+                    num_hidden_layers=2,
+                    num_attention_heads=2,
+                    intermediate_size=64,
+                    image_size=32,
+                    patch_size=8,
+                )
+            ),
+            (pixels,),
+            {},
+        ),
+        "resnet": (
+            t.ResNetModel(t.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic")),
+            (pixels,),
+            {},
+        ),
+    }
 
 
 @pytest.fixture(scope="session")
@@ -81,8 +123,9 @@ def hf_exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Export]:
             output_type = type(model(*args, **kwargs))
         path = folder / f"{name}.pt2"
         torch.export.save(ep, str(path))
-        exports[name] = Export(str(path), model, args, kwargs, list(kwargs),
-                               f"{output_type.__module__}.{output_type.__name__}")  # fmt: skip
+        exports[name] = Export(
+            str(path), model, args, kwargs, list(kwargs), f"{output_type.__module__}.{output_type.__name__}"
+        )
     return exports
 
 
@@ -96,7 +139,8 @@ def test_loaded_modules_give_the_original_models_outputs_with_keyword_inputs_pas
         loaded = load_model(export.path)
         assert loaded.keyword_inputs == export.keywords, name
         assert [spec.get("keyword", False) for spec in loaded.input_specs] == (
-            [False] * len(export.args) + [True] * len(export.kwargs)), name  # fmt: skip
+            [False] * len(export.args) + [True] * len(export.kwargs)
+        ), name
         assert "stored in the archive" in loaded.warnings[0], name
         with torch.no_grad():
             out = loaded.module(*loaded.example_inputs)
@@ -165,9 +209,9 @@ def test_keyword_input_export_compiles_with_inductor(hf_exports) -> None:
 
 TORCHAIR_RUN = """
 import torch, torchair
-from advisor.backends import get_backend
-from advisor.backends.base import CompileRequest
-from advisor.loading import load_model
+from advisor.harness.backends import get_backend
+from advisor.harness.backends.base import CompileRequest
+from advisor.harness.loading import load_model
 from torch.utils._pytree import tree_leaves
 loaded = load_model(PATH)
 inputs = loaded.example_inputs
@@ -190,5 +234,8 @@ def test_torchair_double_compiles_the_keyword_input_export(hf_exports, tmp_path)
 
     code = f"PATH = {hf_exports['bert'].path!r}\nCACHE = {str(tmp_path / 'torchair-cache')!r}\n" + TORCHAIR_RUN
     result = run_with_double(code, timeout=300)
-    assert result == {"max-autotune": pytest.approx(0.0, abs=1e-5), "npugraph_ex": pytest.approx(0.0, abs=1e-5),
-                      "transformers_imported": False}
+    assert result == {
+        "max-autotune": pytest.approx(0.0, abs=1e-5),
+        "npugraph_ex": pytest.approx(0.0, abs=1e-5),
+        "transformers_imported": False,
+    }

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from advisor.isolated_inspection import inspect_isolated
-from advisor.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
-from advisor.measure import measure_model, measurement_zygote
+from advisor.harness.isolated_inspection import inspect_isolated
+from advisor.harness.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
+from advisor.harness.measure import measure_model, measurement_zygote
 
 pytestmark = pytest.mark.slow
 
@@ -25,8 +25,15 @@ def _cases(corpus: dict, *expects: str) -> list:
 
 def test_the_corpus_has_at_least_thirty_files(hostile_corpus) -> None:
     assert len(hostile_corpus["cases"]) >= 30
-    assert {case.expect for case in hostile_corpus["cases"]} >= {"upload", "rejected", "load_error", "confined",
-                                                                 "timeout", "oom", "crashed"}  # fmt: skip
+    assert {case.expect for case in hostile_corpus["cases"]} >= {
+        "upload",
+        "rejected",
+        "load_error",
+        "confined",
+        "timeout",
+        "oom",
+        "crashed",
+    }
 
 
 def test_no_pickle_runs_even_without_the_os_sandbox(hostile_corpus, monkeypatch) -> None:
@@ -56,8 +63,9 @@ def test_hostile_torchscript_is_confined_and_limited(hostile_corpus, monkeypatch
         assert zygote.isolation == isolation
         for case in cases:
             timeout_s = 8 if case.expect == "timeout" else 120
-            result = inspect_isolated(str(case.path), input_shapes=case.input_shapes, zygote=zygote,
-                                      timeout_s=timeout_s, memory_limit_mb=4096)  # fmt: skip
+            result = inspect_isolated(
+                str(case.path), input_shapes=case.input_shapes, zygote=zygote, timeout_s=timeout_s, memory_limit_mb=4096
+            )
             if case.expect != "confined":
                 assert result.status == case.expect, (case.name, result)
             assert decoy.read_bytes() == hostile_corpus["decoy_bytes"], f"{case.name} changed a host file"
@@ -70,8 +78,13 @@ def test_hostile_torchscript_is_confined_and_limited(hostile_corpus, monkeypatch
 
 def test_unbounded_allocation_is_recorded_as_oom(hostile_corpus) -> None:
     for case in _cases(hostile_corpus, "oom"):
-        run = measure_model(str(case.path), backends=["eager"], input_shapes=list(case.input_shapes), timeout_s=120,
-                            memory_limit_mb=3072)  # fmt: skip
+        run = measure_model(
+            str(case.path),
+            backends=["eager"],
+            input_shapes=list(case.input_shapes),
+            timeout_s=120,
+            memory_limit_mb=3072,
+        )
         eager = run["measurements"][0]
         assert eager["status"] == "oom", (case.name, eager["status"], eager["reason"])
         assert hostile_corpus["decoy"].read_bytes() == hostile_corpus["decoy_bytes"]

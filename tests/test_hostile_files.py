@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.artifacts import ArtifactRejected, sniff
+from advisor.core.artifacts import ArtifactRejected, sniff
 
 REPO = Path(__file__).resolve().parent.parent
 MARKER_ENV = "ADVISOR_TEST_MARKER"
@@ -130,7 +130,7 @@ def test_rejected_with_specific_message(
 
 
 def test_loading_refuses_a_pickle_and_runs_nothing(tmp_path: Path, marker: Path) -> None:
-    from advisor.loading import LoadError, load_model
+    from advisor.harness.loading import LoadError, load_model
 
     for build in (evil_pickle, evil_torch_save):
         with pytest.raises(LoadError, match="pickled checkpoint"):
@@ -143,8 +143,8 @@ def test_pickle_hidden_in_an_exported_program_does_not_run(tmp_path: Path, marke
     import models
     import torch
 
-    from advisor.loading import load_model
-    from advisor.safe_unpickle import PickledObjectRefused
+    from advisor.harness.loading import load_model
+    from advisor.harness.safe_unpickle import PickledObjectRefused
 
     module, inputs = models.mlp()
     clean = Path(models.export_to(tmp_path / "clean.pt2", module, inputs))
@@ -164,7 +164,7 @@ def test_pickle_hidden_in_an_exported_program_does_not_run(tmp_path: Path, marke
 
 def test_pickle_in_a_torchscript_archive_does_not_run(tmp_path: Path, marker: Path) -> None:
     """torch.jit.load's own unpickler only builds TorchScript types: a Python-level __reduce__ cannot run."""
-    from advisor.loading import LoadError, load_model
+    from advisor.harness.loading import LoadError, load_model
 
     path = _zip(
         tmp_path / "fake_script.pt",

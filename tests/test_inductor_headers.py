@@ -1,4 +1,4 @@
-"""Inductor's precompiled header for sandboxed jobs (advisor.inductor_headers): built once by trusted code,
+"""Inductor's precompiled header for sandboxed jobs (advisor.harness.inductor_headers): built once by trusted code,
 handed to every job's sandbox as a private copy, never writable from a job."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from advisor.inductor_headers import CACHE_ENV, VEC_ISA_FILE, trusted_headers
-from advisor.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
-from advisor.sandbox import Zygote, run_in_sandbox
+from advisor.harness.inductor_headers import CACHE_ENV, VEC_ISA_FILE, trusted_headers
+from advisor.harness.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
+from advisor.harness.sandbox import Zygote, run_in_sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -34,13 +34,24 @@ def test_a_sandboxed_job_compiles_against_the_trusted_header_and_cannot_change_i
     assert trusted_headers(isolation) == headers, "built once, then reused"
     snapshot = {p: p.read_bytes()[:4096] for p in Path(headers).iterdir() if p.is_file()}
 
-    with Zygote("advisor.measure_child:preload", {"device": "cpu", "trusted_headers": headers}, isolation=isolation,
-                readable=[headers]) as zygote:  # fmt: skip
-        seen = run_in_sandbox("tests.sandbox_probes:compile_with_inductor_headers", {}, timeout_s=300,
-                              memory_limit_mb=None, zygote=zygote)  # fmt: skip
+    with Zygote(
+        "advisor.harness.measure_child:preload",
+        {"device": "cpu", "trusted_headers": headers},
+        isolation=isolation,
+        readable=[headers],
+    ) as zygote:
+        seen = run_in_sandbox(
+            "tests.sandbox_probes:compile_with_inductor_headers", {}, timeout_s=300, memory_limit_mb=None, zygote=zygote
+        )
         gch = next(p for p in snapshot if p.name.endswith(".gch"))
-        poison = run_in_sandbox("tests.sandbox_probes:overwrite_file", {"path": str(gch)}, timeout_s=120,
-                                memory_limit_mb=None, zygote=zygote, readable=[headers])  # fmt: skip
+        poison = run_in_sandbox(
+            "tests.sandbox_probes:overwrite_file",
+            {"path": str(gch)},
+            timeout_s=120,
+            memory_limit_mb=None,
+            zygote=zygote,
+            readable=[headers],
+        )
     assert seen.status == "ok", seen
     assert seen.value["before"] == [name for name in built if not name.startswith(".")], "copied in before compiling"
     built_for = (Path(headers) / VEC_ISA_FILE).read_text()

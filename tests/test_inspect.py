@@ -12,10 +12,10 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from advisor import coverage
-from advisor.decide import decide
-from advisor.graph_breaks import find_graph_breaks
-from advisor.inspect import inspect_model
+from advisor.core.decision.engine import decide
+from advisor.harness import coverage
+from advisor.harness.graph_breaks import find_graph_breaks
+from advisor.harness.inspection import inspect_model
 
 TESTS = Path(__file__).resolve().parent
 TOP_LEVEL_KEYS = {"format", "saved_with_torch", "parameters", "flops", "inputs", "ops", "custom_ops", "graph_breaks"}
@@ -146,8 +146,10 @@ def test_npu_op_without_fake_kernel_is_untraceable(folder: Path) -> None:
     assert custom["coverage"]["inductor"] == "untraceable"
     assert any("npu.test_rms_norm_nofake.default has no known fake" in warning for warning in result["warnings"])
     # the decomposition failure is reported with run_decompositions' own exception, not a guessed op
-    assert any("decomposing the graph failed (UnsupportedOperatorException: npu.test_rms_norm_nofake.default" in w
-               for w in result["warnings"])  # fmt: skip
+    assert any(
+        "decomposing the graph failed (UnsupportedOperatorException: npu.test_rms_norm_nofake.default" in w
+        for w in result["warnings"]
+    )
     linear = _op(result, "aten.linear.default")["coverage"]  # not derivable: the table's status stands
     assert "torchair_via" not in linear and linear["torchair"] == coverage.torchair_status("aten.linear.default")
     breaks = result["graph_breaks"]

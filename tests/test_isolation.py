@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap, resolve_isolation
-from advisor.sandbox import Zygote, run_in_sandbox
+from advisor.harness.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap, resolve_isolation
+from advisor.harness.sandbox import Zygote, run_in_sandbox
 
 PROBE = "tests.sandbox_probes:probe_host"
 
@@ -40,8 +40,13 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     monkeypatch.setenv("ADVISOR_TOKEN", "wkr_secret_in_env")
-    kwargs = {"secret_file": str(secret), "readable_file": str(model), "scratch_file": str(scratch / "out"),
-              "project_data": str(data), "port": listener.getsockname()[1]}  # fmt: skip
+    kwargs = {
+        "secret_file": str(secret),
+        "readable_file": str(model),
+        "scratch_file": str(scratch / "out"),
+        "project_data": str(data),
+        "port": listener.getsockname()[1],
+    }
     yield {"kwargs": kwargs, "model": model, "scratch": scratch}
     listener.close()
 
@@ -62,8 +67,15 @@ def _check_confined(seen: dict, host: dict) -> None:
 
 
 def test_a_spawned_child_is_confined(bubblewrap, host) -> None:
-    result = run_in_sandbox(PROBE, host["kwargs"], timeout_s=60, memory_limit_mb=None, isolation=bubblewrap,
-                            readable=[str(host["model"])], writable=[str(host["scratch"])])  # fmt: skip
+    result = run_in_sandbox(
+        PROBE,
+        host["kwargs"],
+        timeout_s=60,
+        memory_limit_mb=None,
+        isolation=bubblewrap,
+        readable=[str(host["model"])],
+        writable=[str(host["scratch"])],
+    )
     assert result.status == "ok", result
     _check_confined(result.value, host)
     assert result.value["write_scratch"] == "allowed", "its scratch directory is writable"
@@ -71,10 +83,12 @@ def test_a_spawned_child_is_confined(bubblewrap, host) -> None:
 
 
 def test_a_child_forked_from_an_isolated_zygote_is_confined(bubblewrap, host) -> None:
-    with Zygote("tests.backends_for_tests:echo", {"value": None}, isolation=bubblewrap,
-                readable=[str(host["model"])]) as zygote:  # fmt: skip
-        result = run_in_sandbox(PROBE, host["kwargs"], timeout_s=60, memory_limit_mb=None, zygote=zygote,
-                                readable=[str(host["model"])])  # fmt: skip
+    with Zygote(
+        "tests.backends_for_tests:echo", {"value": None}, isolation=bubblewrap, readable=[str(host["model"])]
+    ) as zygote:
+        result = run_in_sandbox(
+            PROBE, host["kwargs"], timeout_s=60, memory_limit_mb=None, zygote=zygote, readable=[str(host["model"])]
+        )
     assert result.status == "ok", result
     _check_confined(result.value, host)
     assert result.value["write_scratch"].startswith("refused"), "only the zygote's own scratch is writable"
@@ -90,7 +104,7 @@ def test_without_isolation_the_same_probe_sees_the_host(host) -> None:
 
 def test_isolation_required_but_missing_is_an_error_not_a_silent_fallback(monkeypatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    import advisor.isolation as isolation
+    import advisor.harness.isolation as isolation
 
     monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
     with pytest.raises(IsolationUnavailable, match="not installed"):

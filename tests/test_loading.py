@@ -10,7 +10,7 @@ import models
 import pytest
 import torch
 
-from advisor.loading import LoadError, load_model
+from advisor.harness.loading import LoadError, load_model
 
 TESTS = Path(__file__).resolve().parent
 
@@ -165,7 +165,7 @@ def _export_with_uploader_containers(path: Path) -> str:
 def test_output_containers_unknown_here_are_rebuilt_and_other_load_failures_name_their_cause(
     folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from advisor import pytree_outputs
+    from advisor.harness import pytree_outputs
 
     path = _export_with_uploader_containers(folder / "containers.pt2")
     # without the stand-ins torch only logs the cause and raises "check the warnings above": the message names it
@@ -190,7 +190,7 @@ def test_a_spec_that_would_import_a_module_is_refused() -> None:
     """torch reads an enum dict key by importing the module it names; an upload must not import anything."""
     import json
 
-    from advisor import pytree_outputs
+    from advisor.harness import pytree_outputs
 
     leaf = {"type": None, "context": None, "children_spec": []}
     key = {"__enum__": True, "fqn": "uploaders_enum_module:Color", "name": "RED"}
@@ -213,7 +213,11 @@ def test_keyword_and_nested_inputs_are_flat_example_inputs_the_module_passes_on_
     torch.export.save(ep, path)
     loaded = load_model(path)
     assert [(s["name"], s["keyword"]) for s in loaded.input_specs] == [
-        ("x", False), ("pair_0", False), ("pair_1", False), ("scale", True)]  # fmt: skip
+        ("x", False),
+        ("pair_0", False),
+        ("pair_1", False),
+        ("scale", True),
+    ]
     assert loaded.keyword_inputs == ["scale"] and len(loaded.example_inputs) == 4
     assert any("model(x, pair_0, pair_1, scale=...)" in note for note in loaded.warnings)
     expected = Model()(x, (a, b), scale=scale)

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from models import export_dynamic_batch, mlp  # noqa: E402
 
-from advisor.measure import MeasureError, MeasurementCancelled, TimingPolicy, measure_model  # noqa: E402
+from advisor.harness.measure import MeasureError, MeasurementCancelled, TimingPolicy, measure_model  # noqa: E402
 
 T = "backends_for_tests"
 FAST = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, warm_cache=False)
@@ -24,13 +24,30 @@ def _rows(run) -> dict[str, dict]:
 
 
 def test_every_way_a_backend_can_fail_becomes_a_readable_status(mlp_file):
-    backends = [f"{T}:{cls}" for cls in ("AbortingBackend", "HangingBackend", "MemoryHogBackend", "WrongNumbersBackend",
-                                         "MissingPackageBackend", "FailingCompileBackend", "FailingAtRuntimeBackend")]
+    backends = [
+        f"{T}:{cls}"
+        for cls in (
+            "AbortingBackend",
+            "HangingBackend",
+            "MemoryHogBackend",
+            "WrongNumbersBackend",
+            "MissingPackageBackend",
+            "FailingCompileBackend",
+            "FailingAtRuntimeBackend",
+        )
+    ]
     run = measure_model(mlp_file, backends=backends, timing=FAST, timeout_s=25, memory_limit_mb=4096)
     rows = _rows(run)
-    expected = {"eager": "ok", "test-abort": "crashed", "test-hang": "timeout", "test-oom": "oom",
-                "test-wrong": "fail_accuracy", "test-missing": "unavailable", "test-compile-error": "compile_error",
-                "test-runtime-error": "runtime_error"}  # fmt: skip
+    expected = {
+        "eager": "ok",
+        "test-abort": "crashed",
+        "test-hang": "timeout",
+        "test-oom": "oom",
+        "test-wrong": "fail_accuracy",
+        "test-missing": "unavailable",
+        "test-compile-error": "compile_error",
+        "test-runtime-error": "runtime_error",
+    }
     assert {name: row["status"] for name, row in rows.items()} == expected
     assert "SIGABRT" in rows["test-abort"]["reason"]
     assert "25 s" in rows["test-hang"]["reason"]
@@ -57,8 +74,9 @@ def test_the_contexts_accuracy_tolerance_replaces_the_dtype_defaults(mlp_file):
 
 def test_eager_baseline_row_has_statistics_memory_accuracy_and_environment(mlp_file):
     events: list[dict] = []
-    run = measure_model(mlp_file, backends=["torchair:max-autotune"], timing=FAST, progress=events.append,
-                        timeout_s=120)  # fmt: skip
+    run = measure_model(
+        mlp_file, backends=["torchair:max-autotune"], timing=FAST, progress=events.append, timeout_s=120
+    )
     row, torchair = run["measurements"]
     # a backend for another device is unavailable, without starting a child for it
     assert torchair["status"] == "unavailable" and "npu" in torchair["reason"] and torchair["wall_s"] == 0.0
@@ -148,8 +166,8 @@ def test_inductor_cold_and_warm_compile_are_both_measured(mlp_file):
 # ------------------------------------------------------------------ the device layer
 @pytest.mark.parametrize("kind", ["cpu", "npu"])
 def test_torch_npu_without_an_npu_gets_backend_autoload_switched_off_before_torch_is_imported(monkeypatch, kind):
-    from advisor.devices import npu_hardware_present
-    from advisor.sandbox import run_in_sandbox
+    from advisor.harness.devices import npu_hardware_present
+    from advisor.harness.sandbox import run_in_sandbox
 
     if npu_hardware_present():
         pytest.skip("this host has /dev/davinci* devices: autoload stays on for the real NPU")
@@ -160,7 +178,7 @@ def test_torch_npu_without_an_npu_gets_backend_autoload_switched_off_before_torc
 
 
 def test_cpu_device_times_calls_and_reports_peak_rss_above_the_baseline():
-    from advisor.devices import open_device
+    from advisor.harness.devices import open_device
 
     dev = open_device("cpu")
     seconds, value = dev.timer()(lambda: sum(range(10_000)))
@@ -174,8 +192,8 @@ def test_cpu_device_times_calls_and_reports_peak_rss_above_the_baseline():
 
 
 def test_fast_calls_are_timed_in_blocks_and_each_sample_is_the_block_mean():
-    from advisor.devices import open_device
-    from advisor.measure_child import _time_side_by_side
+    from advisor.harness.devices import open_device
+    from advisor.harness.measure_child import _time_side_by_side
 
     def busy(seconds: float):
         def call() -> None:
@@ -187,8 +205,9 @@ def test_fast_calls_are_timed_in_blocks_and_each_sample_is_the_block_mean():
 
     policy = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.5, warmup_iters=2, sample_time_s=0.001)
     fns = {"backend": busy(100e-6), "eager": busy(2e-3)}
-    samples, calls_per_sample, timed_s, block_sizes = _time_side_by_side(fns, (), open_device("cpu"), policy,
-                                                                         lambda n: None)  # fmt: skip
+    samples, calls_per_sample, timed_s, block_sizes = _time_side_by_side(
+        fns, (), open_device("cpu"), policy, lambda n: None
+    )
     # 100 us calls: about 10 per 1 ms sample; 2 ms calls are already long enough to time one by one
     assert 5 <= calls_per_sample["backend"] <= 11 and calls_per_sample["eager"] == 1
     assert len(samples["backend"]) >= 10 and len(samples["eager"]) >= 10 and timed_s > 0
@@ -215,13 +234,18 @@ def test_children_forked_from_the_preloaded_zygote_compile_into_their_own_cache_
     """The zygote imported torch, Dynamo and Inductor; the cache dir must still be the child's, not the zygote's."""
     import os
 
-    from advisor.measure import _PRELOAD
-    from advisor.sandbox import Zygote, run_in_sandbox
+    from advisor.harness.measure import _PRELOAD
+    from advisor.harness.sandbox import Zygote, run_in_sandbox
 
     with Zygote(_PRELOAD, {"device": "cpu"}) as zygote:
-        result = run_in_sandbox("tests.test_measure:compile_and_count_cache_files", {}, timeout_s=180,
-                                memory_limit_mb=None, cache_dir=os.path.join(zygote.scratch, "child"),
-                                zygote=zygote)  # fmt: skip
+        result = run_in_sandbox(
+            "tests.test_measure:compile_and_count_cache_files",
+            {},
+            timeout_s=180,
+            memory_limit_mb=None,
+            cache_dir=os.path.join(zygote.scratch, "child"),
+            zygote=zygote,
+        )
         assert result.status == "ok", result
         assert result.value["parent"] != os.getpid()  # forked from the zygote, not spawned
         assert result.value["files"] > 0

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from fixtures_decide import measurement
 
-from advisor import measure, noise
+from advisor.core import noise
+from advisor.harness import measure
 
 QUIET = {"load": 0.2, "cores": 2}
 
@@ -86,7 +87,7 @@ def test_load_injected_mid_run_makes_the_run_noisy_not_confident(mlp_file: str) 
     """Real children: eager is timed on a quiet(er) machine, then busy loops on every core start before the
     compiled row; the run must come back `noisy` and the engine must not be confident about it."""
     pytest.importorskip("torch")
-    from advisor.decide import decide
+    from advisor.core.decision.engine import decide
 
     hogs: list[subprocess.Popen] = []
     cores = noise.read_load()["cores"] if noise.read_load() else os.cpu_count() or 1
@@ -98,9 +99,14 @@ def test_load_injected_mid_run_makes_the_run_noisy_not_confident(mlp_file: str) 
     policy = measure.TimingPolicy(min_iters=10, min_time_s=0.3, max_time_s=0.6, warmup_iters=2, warm_cache=False)
     try:
         slow_wrong = "backends_for_tests:SlowToCompileWrongNumbersBackend"
-        result = measure.measure_model(mlp_file, backends=[slow_wrong], timing=policy,
-                                       accuracy_tolerance={"atol": 1.5, "rtol": None}, progress=progress,
-                                       timeout_s=120)  # fmt: skip
+        result = measure.measure_model(
+            mlp_file,
+            backends=[slow_wrong],
+            timing=policy,
+            accuracy_tolerance={"atol": 1.5, "rtol": None},
+            progress=progress,
+            timeout_s=120,
+        )
     finally:
         for hog in hogs:
             hog.kill()

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from fixtures_decide import inspection, latency, measurement, run
 
-from advisor import noise
-from advisor.decide import decide
+from advisor.core import noise
+from advisor.core.decision.engine import decide
 
 PRODUCTION = {"stage": "production", "expected_calls_per_compile": 10**6, "target": "cpu"}
 
@@ -42,17 +42,22 @@ def test_a_speedup_whose_ci_spans_more_than_the_set_ratio_is_not_faster() -> Non
 
 
 def test_a_ci_within_the_ratio_still_counts_as_faster() -> None:
-    rows = run(measurement("eager", median_ms=10.0, device="cpu"),
-               with_speedup_ci(measurement("inductor", median_ms=5.0, eager_ms=10.0, device="cpu"), 1.8, 2.6),
-               device="cpu")  # fmt: skip
+    rows = run(
+        measurement("eager", median_ms=10.0, device="cpu"),
+        with_speedup_ci(measurement("inductor", median_ms=5.0, eager_ms=10.0, device="cpu"), 1.8, 2.6),
+        device="cpu",
+    )
     rec = decide(PRODUCTION, inspection(), rows)
     assert rec["backend"] == "inductor"
     assert rec["confidence"] == "medium"  # hi/lo 1.44: resolved, but too wide for "high"
 
 
 def test_tight_quiet_run_is_high_confidence_and_not_noisy() -> None:
-    rows = run(measurement("eager", median_ms=10.0, device="cpu"),
-               measurement("inductor", median_ms=5.0, eager_ms=10.2, device="cpu"), device="cpu")  # fmt: skip
+    rows = run(
+        measurement("eager", median_ms=10.0, device="cpu"),
+        measurement("inductor", median_ms=5.0, eager_ms=10.2, device="cpu"),
+        device="cpu",
+    )
     assert not noise.is_noisy(rows)
     rec = decide(PRODUCTION, inspection(), rows)
     assert (rec["backend"], rec["confidence"]) == ("inductor", "high")
@@ -100,8 +105,11 @@ def test_bracket_disagreement_and_spread_name_every_noisy_row() -> None:
     ],
 )
 def test_load_average_per_core_at_start_and_end(start: float, end: float, noisy: bool) -> None:
-    rows = run(measurement("eager", median_ms=10.0, device="cpu"),
-               measurement("inductor", median_ms=5.0, eager_ms=10.0, device="cpu"), device="cpu")  # fmt: skip
+    rows = run(
+        measurement("eager", median_ms=10.0, device="cpu"),
+        measurement("inductor", median_ms=5.0, eager_ms=10.0, device="cpu"),
+        device="cpu",
+    )
     load = {"start": {"load": start, "cores": 2}, "end": {"load": end, "cores": 2}}
     quality = noise.assess(rows, load=load)
     assert quality["noisy"] is noisy and quality["whole_run"] is noisy
@@ -146,12 +154,17 @@ def test_latency_helper_has_no_drift_by_default() -> None:
 
 
 def test_report_marks_the_noisy_run_and_the_unresolved_row() -> None:
-    from advisor.report import render
+    from advisor.core.report import render
 
     wide = with_speedup_ci(measurement("inductor", median_ms=0.1, eager_ms=23.6, device="cpu"), 40.6, 178.9)
     rows = run(measurement("eager", median_ms=0.53, device="cpu"), wide, device="cpu")
-    analysis = {"model_name": "m.pt2", "context": PRODUCTION, "inspection": inspection(), "measurements": rows,
-                "recommendation": decide(PRODUCTION, inspection(), rows)}  # fmt: skip
+    analysis = {
+        "model_name": "m.pt2",
+        "context": PRODUCTION,
+        "inspection": inspection(),
+        "measurements": rows,
+        "recommendation": decide(PRODUCTION, inspection(), rows),
+    }
     md = render(analysis, "markdown")
     assert "confidence low | measured on cpu | NOISY run (see the caveats)" in md
     assert "236.00x [40.60-178.90] unresolved |" in md

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from fixtures_decide import blog_run, inspection, measurement, npu_op_inspection, run
 
-from advisor.context import parse_context
-from advisor.decide import decide
-from advisor.report import render
+from advisor.core.context import parse_context
+from advisor.core.decision.engine import decide
+from advisor.core.report import render
 
 
 def analysis(context: dict, insp: dict | None, measurements: dict | None) -> dict[str, Any]:
@@ -52,9 +52,17 @@ def test_markdown_report_has_sections_table_and_code_block(production: dict[str,
     md = render(production, "markdown")
     assert md.startswith("# npu-advisor report: ranker.pt2\n")
     assert "**Use TorchAir, mode max-autotune on NPU**" in md
-    for heading in ("## Measurements", "## Break-even", "## Why not the others", "## How it was decided",
-                    "## Caveats and fixes", "## Model", "## Environment", "## Deployment context",
-                    "## Config to paste"):
+    for heading in (
+        "## Measurements",
+        "## Break-even",
+        "## Why not the others",
+        "## How it was decided",
+        "## Caveats and fixes",
+        "## Model",
+        "## Environment",
+        "## Deployment context",
+        "## Config to paste",
+    ):
         assert f"\n{heading}\n" in md, heading
     assert "| torchair:max-autotune | ok | 28.7 s / - | 8.2 ms [8.04-8.36] | 9.02 ms |" in md
     assert "```python\nimport torch\n" in md and md.rstrip().endswith("```")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
-from advisor.sandbox import Zygote, run_in_sandbox, scrubbed_environment
+from advisor.harness.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
+from advisor.harness.sandbox import Zygote, run_in_sandbox, scrubbed_environment
 
 T = "tests.backends_for_tests"
 HERE = "tests.test_sandbox"
@@ -103,8 +103,13 @@ def test_hang_becomes_timeout_and_the_parent_returns_promptly(via):
 def test_timeout_kills_the_whole_process_group(tmp_path, via):
     pid_file = tmp_path / "grandchild.pid"
     tag = f"grandchild-of-{tmp_path.name}"
-    result = run("spawn_grandchild_and_hang", {"pid_file": str(pid_file), "tag": tag}, timeout_s=3,
-                 writable=[str(tmp_path)], **via)  # fmt: skip
+    result = run(
+        "spawn_grandchild_and_hang",
+        {"pid_file": str(pid_file), "tag": tag},
+        timeout_s=3,
+        writable=[str(tmp_path)],
+        **via,
+    )
     assert result.status == "timeout"
     assert pid_file.exists(), "the grandchild was never started"
     for _ in range(50):  # the kernel may need a moment to reap it
@@ -139,8 +144,16 @@ def test_secrets_are_not_visible_in_the_child(monkeypatch, via):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t")
     monkeypatch.setenv("RANDOM_UNLISTED_VAR", "x")
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    names = ["ADVISOR_TOKEN", "MY_API_KEY", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "RANDOM_UNLISTED_VAR",
-             "OMP_NUM_THREADS", "PATH", "TORCHINDUCTOR_CACHE_DIR"]  # fmt: skip
+    names = [
+        "ADVISOR_TOKEN",
+        "MY_API_KEY",
+        "DB_PASSWORD",
+        "AWS_SECRET_ACCESS_KEY",
+        "RANDOM_UNLISTED_VAR",
+        "OMP_NUM_THREADS",
+        "PATH",
+        "TORCHINDUCTOR_CACHE_DIR",
+    ]
     seen = run("read_environment", {"names": names}, **via).value
     assert seen["ADVISOR_TOKEN"] is None and seen["MY_API_KEY"] is None
     assert seen["DB_PASSWORD"] is None and seen["AWS_SECRET_ACCESS_KEY"] is None
@@ -158,8 +171,13 @@ def test_each_call_gets_its_own_compile_cache_unless_one_is_given(tmp_path, via)
     first = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}, **via).value["TORCHINDUCTOR_CACHE_DIR"]
     second = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}, **via).value["TORCHINDUCTOR_CACHE_DIR"]
     assert first != second
-    shared = run("read_environment", {"names": ["TORCHINDUCTOR_CACHE_DIR"]}, cache_dir=str(tmp_path),
-                 writable=[str(tmp_path)], **via)  # fmt: skip
+    shared = run(
+        "read_environment",
+        {"names": ["TORCHINDUCTOR_CACHE_DIR"]},
+        cache_dir=str(tmp_path),
+        writable=[str(tmp_path)],
+        **via,
+    )
     assert shared.value["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
 
 
@@ -224,4 +242,3 @@ def _alive(pid: int) -> bool:
             return fh.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
-

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from advisor.stats import ci_relative_half_width, median_ci, median_ci_ranks, percentile, speedup, summarize
+from advisor.core.stats import ci_relative_half_width, median_ci, median_ci_ranks, percentile, speedup, summarize
 
 
 def test_percentiles_match_numpy_linear_interpolation():

@@ -12,22 +12,28 @@ import re
 import pytest
 from doubles.run_with_double import run_with_double
 
-from advisor.backends import get_backend
-from advisor.backends.base import CompileRequest
-from advisor.backends.torchair_options import COMPILER_CONFIG_OPTIONS, validate_options
+from advisor.harness.backends import get_backend
+from advisor.harness.backends.base import CompileRequest
+from advisor.harness.backends.torchair_options import COMPILER_CONFIG_OPTIONS, validate_options
 
 # Blog-post fields that do not exist in TorchAir, spelled so that no line here reads like a use of them.
-INVENTED_FIELDS = ["optimization" + ".level", "memory" + ".optimization_level", "memory" + ".enable_shared_pool",
-                   "cache" + ".enable_disk_cache", "cache" + ".cache_dir", "dynamic_shape" + ".enable",
-                   "dynamic_shape" + ".dims_range"]
+INVENTED_FIELDS = [
+    "optimization" + ".level",
+    "memory" + ".optimization_level",
+    "memory" + ".enable_shared_pool",
+    "cache" + ".enable_disk_cache",
+    "cache" + ".cache_dir",
+    "dynamic_shape" + ".enable",
+    "dynamic_shape" + ".dims_range",
+]
 
 SCENARIOS = """
 import torch, tempfile
 import torchair
 from tests.models import mlp
-from advisor.backends import get_backend
-from advisor.backends.base import CompileRequest
-from advisor.backends.torchair import build_compiler_config
+from advisor.harness.backends import get_backend
+from advisor.harness.backends.base import CompileRequest
+from advisor.harness.backends.torchair import build_compiler_config
 
 backend = get_backend("torchair")
 result = {"available": list(backend.available("npu"))}
@@ -143,8 +149,8 @@ def test_ge_snippet_runs_as_pasted(scenarios: dict) -> None:
 CACHE_RUN = """
 import torch, torchair
 from tests.models import mlp
-from advisor.backends import get_backend
-from advisor.backends.base import CompileRequest
+from advisor.harness.backends import get_backend
+from advisor.harness.backends.base import CompileRequest
 model, (x,) = mlp()
 fn = get_backend("torchair").compile(model, (x,), CompileRequest(mode="max-autotune", device="npu", cache_dir=CACHE))
 result = {"err": float((fn(x) - model(x)).abs().max()), "events": [e["event"] for e in torchair.cache_events()],
@@ -164,7 +170,7 @@ def test_cache_compile_writes_then_reuses_the_cache_dir(tmp_path) -> None:
 
 def test_no_usable_npu_is_reported_cleanly() -> None:
     result = run_with_double(
-        "from advisor.backends import get_backend\nresult = get_backend('torchair').available('npu')",
+        "from advisor.harness.backends import get_backend\nresult = get_backend('torchair').available('npu')",
         env={"ADVISOR_TEST_DOUBLE_NPU": "0"},
     )
     assert result[0] is False and result[1].startswith("no usable NPU")
@@ -182,11 +188,15 @@ def test_unavailable_without_torch_npu() -> None:
 # ---------------------------------------------------------------- snippets and options (torch-free)
 SNIPPET_REQUESTS = [
     CompileRequest(mode="max-autotune", device="npu"),
-    CompileRequest(mode="max-autotune", device="npu", options={
-        "ge_config.oo_level": "O1",
-        "experimental_config.frozen_parameter": True,
-        "inference_config.dynamic_gears_merge_policy": "product",
-    }),
+    CompileRequest(
+        mode="max-autotune",
+        device="npu",
+        options={
+            "ge_config.oo_level": "O1",
+            "experimental_config.frozen_parameter": True,
+            "inference_config.dynamic_gears_merge_policy": "product",
+        },
+    ),
     CompileRequest(mode="max-autotune", device="npu", cache_dir="/srv/cache", dim_gears={0: {0: [1, 8, 16]}}),
     CompileRequest(mode="npugraph_ex", device="npu", options={"frozen_parameter": True, "capture_limit": 32}),
 ]
@@ -222,10 +232,20 @@ def test_invented_blog_fields_are_rejected(field: str) -> None:
 
 
 def test_option_values_are_checked_against_the_real_lists() -> None:
-    validate_options("max-autotune", {"ge_config.oo_level": "O1", "debug.aclgraph.static_capture_size_limit": 8,
-                                      "experimental_config.aclgraph._super_kernel_optimize": True})
-    for bad in ({"ge_config.oo_level": "O2"}, {"debug.aclgraph.static_capture_size_limit": 0},
-                {"experimental_config.frozen_parameter": "yes"}, {"mode": "npugraph_ex"}):
+    validate_options(
+        "max-autotune",
+        {
+            "ge_config.oo_level": "O1",
+            "debug.aclgraph.static_capture_size_limit": 8,
+            "experimental_config.aclgraph._super_kernel_optimize": True,
+        },
+    )
+    for bad in (
+        {"ge_config.oo_level": "O2"},
+        {"debug.aclgraph.static_capture_size_limit": 0},
+        {"experimental_config.frozen_parameter": "yes"},
+        {"mode": "npugraph_ex"},
+    ):
         with pytest.raises(ValueError):
             validate_options("max-autotune", bad)
     with pytest.raises(ValueError, match="unknown TorchAir mode"):

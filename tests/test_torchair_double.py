@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from doubles.run_with_double import run_with_double
 
-from advisor.backends.torchair_options import (
+from advisor.harness.backends.torchair_options import (
     CALLABLE,
     COMPILER_CONFIG_OPTIONS,
     NPUGRAPH_EX_OPTIONS,
@@ -103,8 +103,10 @@ def test_npugraph_ex_keys_match(probe: dict) -> None:
 
 def test_config_errors_read_like_torchairs(probe: dict) -> None:
     assert probe["unknown"].startswith("ValueError: _GEConfig has no option oo_levle, all options [")
-    assert probe["bad_value"].startswith("ValueError: Value 'O2'") and "not in optional list ['O3', 'O1']" in \
-        probe["bad_value"]
+    assert (
+        probe["bad_value"].startswith("ValueError: Value 'O2'")
+        and "not in optional list ['O3', 'O1']" in probe["bad_value"]
+    )
     assert probe["bad_range"].startswith("ValueError: Please set value in [1, ")
     assert probe["mode_value"] == "max-autotune"
     assert probe["bool_stored"] == "1"

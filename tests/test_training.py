@@ -12,9 +12,9 @@ torch = pytest.importorskip("torch")
 from models import export_to, mlp, tiny_bert, trace_to  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from advisor.grad_accuracy import compare_gradients  # noqa: E402
-from advisor.measure import MeasureError, TimingPolicy, measure_model  # noqa: E402
-from advisor.training_step import (  # noqa: E402
+from advisor.harness.grad_accuracy import compare_gradients  # noqa: E402
+from advisor.harness.measure import MeasureError, TimingPolicy, measure_model  # noqa: E402
+from advisor.harness.training_step import (  # noqa: E402
     TrainingSetupError,
     build_training_steps,
     default_loss,
@@ -80,7 +80,7 @@ def test_a_small_gradient_a_few_percent_off_fails_next_to_large_ones():
 
 
 def test_torchscript_model_trains_its_weights_through_aot_autograd(tmp_path):
-    from advisor.loading import load_model
+    from advisor.harness.loading import load_model
 
     model, inputs = mlp()
     torch.save(inputs, tmp_path / "inputs.pt")
@@ -97,14 +97,15 @@ def test_torchscript_model_trains_its_weights_through_aot_autograd(tmp_path):
 def test_torchscript_parameters_are_trained_and_its_running_statistics_are_not(tmp_path):
     from models import cnn
 
-    from advisor.loading import load_model
+    from advisor.harness.loading import load_model
 
     model, inputs = cnn()  # batch norm: running_mean / running_var are buffers, not parameters
     torch.save(inputs, tmp_path / "inputs.pt")
     loaded = load_model(trace_to(tmp_path / "cnn.pt", model, inputs), inputs_file=str(tmp_path / "inputs.pt"))
     assert {n for n, _ in loaded.module.named_parameters()} == {n for n, _ in model.named_parameters()}
-    assert {n for n, _ in loaded.module.named_buffers()} == {n for n, _ in model.named_buffers()
-                                                             if not n.endswith("num_batches_tracked")}  # fmt: skip
+    assert {n for n, _ in loaded.module.named_buffers()} == {
+        n for n, _ in model.named_buffers() if not n.endswith("num_batches_tracked")
+    }
     with torch.no_grad():
         assert torch.allclose(loaded.module(*inputs), model(*inputs))
     trained = reference_gradients(loaded.module, tuple(inputs))["names"]
@@ -113,9 +114,14 @@ def test_torchscript_parameters_are_trained_and_its_running_statistics_are_not(t
 
 # ------------------------------------------------------------------ measure_model(workload="training")
 def test_training_rows_time_a_step_side_by_side_and_fail_a_backend_that_drops_a_gradient(mlp_file):
-    run = measure_model(mlp_file, backends=["backends_for_tests:DroppedGradientBackend",
-                                            "backends_for_tests:DynamoEagerBackend"],
-                        workload="training", optimizer="adamw", timing=FAST, timeout_s=120)  # fmt: skip
+    run = measure_model(
+        mlp_file,
+        backends=["backends_for_tests:DroppedGradientBackend", "backends_for_tests:DynamoEagerBackend"],
+        workload="training",
+        optimizer="adamw",
+        timing=FAST,
+        timeout_s=120,
+    )
     assert run["workload"] == "training"
     rows = _rows(run)
     eager, dropped, dynamo = rows["eager"], rows["test-dropped-grad"], rows["test-dynamo-eager"]
@@ -148,8 +154,9 @@ def test_torchair_training_goes_through_the_test_double_with_token_throughput(tm
     model, inputs = tiny_bert()
     path = export_to(tmp_path / "bert.pt2", model, inputs)
     monkeypatch.setenv("PYTHONPATH", str(DOUBLES))
-    run = measure_model(path, backends=["torchair:max-autotune"], device="npu", workload="training", timing=FAST,
-                        timeout_s=240)  # fmt: skip
+    run = measure_model(
+        path, backends=["torchair:max-autotune"], device="npu", workload="training", timing=FAST, timeout_s=240
+    )
     assert run["environment"]["measured_on"] == "test-double"
     rows = _rows(run)
     torchair = rows["torchair"]
@@ -167,8 +174,8 @@ def test_torchair_double_compiles_forward_and_backward_with_get_compiler():
     result = run_with_double("""
         import torch, torch_npu, torchair
         from torchair._npu_backend import fx_compiles
-        from advisor.backends import CompileRequest, get_backend
-        from advisor.training_step import build_training_steps
+        from advisor.harness.backends import CompileRequest, get_backend
+        from advisor.harness.training_step import build_training_steps
         model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
         request = CompileRequest(mode="max-autotune", device="npu", workload="training", cache_dir="/tmp/unused")
         steps = build_training_steps(model, lambda m: get_backend("torchair").compile(m, (), request), "sgd")
@@ -181,8 +188,13 @@ def test_torchair_double_compiles_forward_and_backward_with_get_compiler():
 @pytest.mark.slow
 def test_inductor_training_step_is_compiled_accurate_and_needs_more_memory_than_inference(tmp_path):
     torch.manual_seed(0)
-    wide = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
-                               torch.nn.ReLU(), torch.nn.Linear(1024, 10))  # fmt: skip - ~1.3 M parameters, 5 MB
+    wide = torch.nn.Sequential(
+        torch.nn.Linear(256, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, 10),
+    )  # ~1.3 M parameters, 5 MB
     path = export_to(tmp_path / "wide.pt2", wide.eval(), (torch.randn(8, 256),))
     kwargs = {"backends": ["inductor:default"], "timing": FAST, "timeout_s": 300}
     inference = _rows(measure_model(path, workload="inference", **kwargs))
@@ -211,8 +223,24 @@ def test_cli_measures_a_training_step_and_rejects_an_unknown_optimizer(mlp_file)
     runner = CliRunner()
     bad = runner.invoke(app, ["measure", mlp_file, "--workload", "training", "--optimizer", "lion"])
     assert bad.exit_code == 2 and "--optimizer is sgd or adamw" in bad.output and "Traceback" not in bad.output
-    result = runner.invoke(app, ["measure", mlp_file, "-b", "eager", "--workload", "training", "--optimizer", "adamw",
-                                 "--json", "--max-time", "0.2", "--timeout", "120"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "measure",
+            mlp_file,
+            "-b",
+            "eager",
+            "--workload",
+            "training",
+            "--optimizer",
+            "adamw",
+            "--json",
+            "--max-time",
+            "0.2",
+            "--timeout",
+            "120",
+        ],
+    )
     assert result.exit_code == 0, result.output
     run = json.loads(result.stdout)
     assert run["workload"] == "training"

@@ -1,6 +1,6 @@
 """Scenario: the same model deployed for inference and for training; the training figures drive a training decision.
 
-Torch-free: synthetic MeasurementRuns (advisor/schema.py shapes) of one model, once per workload.
+Torch-free: synthetic MeasurementRuns (advisor/core/schema.py shapes) of one model, once per workload.
 """
 
 from __future__ import annotations
@@ -10,16 +10,19 @@ from typing import Any
 import pytest
 from fixtures_decide import inspection, measurement, run
 
-from advisor.break_even import format_calls
-from advisor.decide import decide
-from advisor.report import render
+from advisor.core.decision.break_even import format_calls
+from advisor.core.decision.engine import decide
+from advisor.core.report import render
 
 CONTEXT = {"stage": "production", "target": "npu", "expected_calls_per_compile": 5_000}
 
 
 def as_training(measurement_run: dict[str, Any]) -> dict[str, Any]:
-    return {**measurement_run, "workload": "training",
-            "measurements": [dict(row, workload="training") for row in measurement_run["measurements"]]}  # fmt: skip
+    return {
+        **measurement_run,
+        "workload": "training",
+        "measurements": [dict(row, workload="training") for row in measurement_run["measurements"]],
+    }
 
 
 def inference_run(torchair_memory_mb: float = 300.0) -> dict[str, Any]:
@@ -27,20 +30,29 @@ def inference_run(torchair_memory_mb: float = 300.0) -> dict[str, Any]:
     return run(
         measurement("eager", median_ms=20.0, memory_mb=200.0),
         measurement("inductor", median_ms=12.4, compile_s=3.2, eager_ms=20.0, memory_mb=250.0),
-        measurement("torchair", mode="max-autotune", median_ms=8.2, compile_s=28.7, eager_ms=20.0,
-                    memory_mb=torchair_memory_mb),  # fmt: skip
+        measurement(
+            "torchair", mode="max-autotune", median_ms=8.2, compile_s=28.7, eager_ms=20.0, memory_mb=torchair_memory_mb
+        ),
     )
 
 
 def training_run(torchair_memory_mb: float = 450.0) -> dict[str, Any]:
     """Per step: eager 60 ms; Inductor 40 ms after a 20 s joint-graph compile; TorchAir 20 ms after 80 s.
     Gradients and optimizer state make every training peak larger than the inference one."""
-    return as_training(run(
-        measurement("eager", median_ms=60.0, memory_mb=400.0),
-        measurement("inductor", median_ms=40.0, compile_s=20.0, eager_ms=60.0, memory_mb=420.0),
-        measurement("torchair", mode="max-autotune", median_ms=20.0, compile_s=80.0, eager_ms=60.0,
-                    memory_mb=torchair_memory_mb),  # fmt: skip
-    ))
+    return as_training(
+        run(
+            measurement("eager", median_ms=60.0, memory_mb=400.0),
+            measurement("inductor", median_ms=40.0, compile_s=20.0, eager_ms=60.0, memory_mb=420.0),
+            measurement(
+                "torchair",
+                mode="max-autotune",
+                median_ms=20.0,
+                compile_s=80.0,
+                eager_ms=60.0,
+                memory_mb=torchair_memory_mb,
+            ),
+        )
+    )
 
 
 def test_same_model_breaks_even_in_calls_for_inference_and_in_steps_for_training():
@@ -87,8 +99,13 @@ def test_inference_numbers_do_not_drive_a_training_decision():
 def test_report_labels_a_training_run_per_step():
     context = {**CONTEXT, "workload": "training"}
     measurements = training_run()
-    analysis = {"model_name": "bert", "context": context, "inspection": inspection(), "measurements": measurements,
-                "recommendation": decide(context, inspection(), measurements)}  # fmt: skip
+    analysis = {
+        "model_name": "bert",
+        "context": context,
+        "inspection": inspection(),
+        "measurements": measurements,
+        "recommendation": decide(context, inspection(), measurements),
+    }
     markdown = render(analysis, "markdown")
     assert "## Measurements per training step" in markdown
     assert "step median [95% CI]" in markdown and "grad accuracy" in markdown
@@ -103,11 +120,17 @@ def test_dashboard_detail_labels_a_training_analysis_in_steps():
     context = {**CONTEXT, "workload": "training"}
     measurements = training_run()
     recommendation = decide(context, inspection(), measurements)
-    analysis = {"id": 1, "status": "done", "model_name": "bert", "context": context, "inspection": inspection(),
-                "measurements": measurements, "recommendation": recommendation}  # fmt: skip
+    analysis = {
+        "id": 1,
+        "status": "done",
+        "model_name": "bert",
+        "context": context,
+        "inspection": inspection(),
+        "measurements": measurements,
+        "recommendation": recommendation,
+    }
     view = detail_view(analysis)
     assert view.training and view.unit == "step"
     assert "vs number of steps" in view.charts["break_even"]
-    served = detail_view({**analysis, "context": {**CONTEXT, "workload": "inference"},
-                          "measurements": inference_run()})  # fmt: skip
+    served = detail_view({**analysis, "context": {**CONTEXT, "workload": "inference"}, "measurements": inference_run()})
     assert not served.training and served.unit == "call"

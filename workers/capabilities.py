@@ -28,7 +28,7 @@ class Capabilities:
 def probe_capabilities(device: str | None = None) -> dict[str, Any]:
     """Runs in the child: open the device through the device layer (the best usable one unless given),
     then ask every backend whether it runs there."""
-    from advisor.devices import DeviceUnavailable, npu_hardware_present, open_device, prepare_environment
+    from advisor.harness.devices import DeviceUnavailable, npu_hardware_present, open_device, prepare_environment
 
     prepare_environment(device or ("npu" if npu_hardware_present() else "cpu"))  # before torch is imported
     reasons: dict[str, str] = {}
@@ -42,7 +42,7 @@ def probe_capabilities(device: str | None = None) -> dict[str, Any]:
     if opened is None:
         raise CapabilityError(f"device {device} is not usable here: {reasons.get(str(device))}")
 
-    from advisor.backends import all_backends
+    from advisor.harness.backends import all_backends
 
     backends: list[str] = []
     unavailable: dict[str, str] = {}
@@ -62,7 +62,7 @@ def detect_capabilities(
     device: str | None = None, only_backends: list[str] | None = None, *, timeout_s: float = 180.0
 ) -> Capabilities:
     """Probe in a sandboxed child, then keep only `only_backends` when given. Raises CapabilityError."""
-    from advisor.sandbox import run_in_sandbox
+    from advisor.harness.sandbox import run_in_sandbox
 
     if device is not None and device not in DEVICE_KINDS:
         raise CapabilityError(f"unknown device '{device}'; choose one of {', '.join(DEVICE_KINDS)}")

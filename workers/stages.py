@@ -4,7 +4,7 @@ Run as ``python -m workers.stages SPEC.json RESULT.json``. The agent starts it i
 group so that stopping it (cancel, lost lease, shutdown) also stops the sandbox children it spawned.
 Progress goes to stdout as one JSON object per line (``{"stage": "measure:inductor:default",
 "progress": 0.4}``); the result goes to RESULT.json as ``{"inspection", "measurements", "error",
-"retryable"}``. Inspection runs through ``advisor.sandbox.run_in_sandbox``; ``advisor.measure``
+"retryable"}``. Inspection runs through ``advisor.harness.sandbox.run_in_sandbox``; ``advisor.harness.measure``
 isolates every (backend, mode) variant in its own sandboxed child itself. SIGTERM sets CANCEL,
 which both of them watch: the running sandbox child is killed and the runner exits.
 """
@@ -33,9 +33,9 @@ CANCEL = threading.Event()
 def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
     """Inspect the artifact in a sandboxed child, then measure the job's backends (each variant sandboxed).
 
-    Every child of the job forks from one zygote that imported torch once (see advisor.sandbox.Zygote)."""
-    from advisor.isolated_inspection import inspect_isolated
-    from advisor.measure import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT_S, measurement_zygote
+    Every child of the job forks from one zygote that imported torch once (see advisor.harness.sandbox.Zygote)."""
+    from advisor.harness.isolated_inspection import inspect_isolated
+    from advisor.harness.measure import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT_S, measurement_zygote
 
     emit("inspect", 0.0)
     with measurement_zygote(spec["device"], [spec["artifact_path"], spec.get("inputs_path")]) as zygote:
@@ -61,8 +61,8 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
 
 
 def measure_stage(spec: dict[str, Any], emit: Emit, inspection: dict[str, Any], zygote: Any = None) -> dict[str, Any]:
-    """advisor.measure runs eager first (the baseline and reference), then every other variant, each in a child."""
-    from advisor.measure import MeasureError, MeasurementCancelled, measure_model, plan_variants
+    """Eager first (the baseline and reference), then every other variant, each in a child (advisor.harness.measure)."""
+    from advisor.harness.measure import MeasureError, MeasurementCancelled, measure_model, plan_variants
 
     backends = list(dict.fromkeys(spec["backends"])) or ["eager"]
     try:

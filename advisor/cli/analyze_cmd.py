@@ -2,7 +2,7 @@
 
 `--local` (the default) does everything on this machine: inspection in a sandboxed child, measurement
 (one child per backend and mode), then the decision engine. `--server URL` hands the same job to a team
-server through `advisor.remote.analyze_remote`. Nothing here imports torch; the children do.
+server through `advisor.cli.remote.analyze_remote`. Nothing here imports torch; the children do.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from advisor.cli.token_file import read_token
-from advisor.report import FORMATS
+from advisor.core.report import FORMATS
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -80,12 +80,19 @@ def analyze(
 ) -> None:
     """Recommend Inductor or TorchAir (or another backend) for MODEL in your deployment, by measuring."""
     flags = {
-        "stage": stage, "model_changes": model_changes, "workload": workload, "optimizer": optimizer,
-        "target": target, "fleet": fleet,
-        "expected_calls": expected_calls, "latency_target_ms": latency_target_ms,
-        "memory_budget_mb": memory_budget_mb, "offline_export": offline_export,
-        "resource_constrained": resource_constrained, "ships_cache": ships_cache,
-    }  # fmt: skip
+        "stage": stage,
+        "model_changes": model_changes,
+        "workload": workload,
+        "optimizer": optimizer,
+        "target": target,
+        "fleet": fleet,
+        "expected_calls": expected_calls,
+        "latency_target_ms": latency_target_ms,
+        "memory_budget_mb": memory_budget_mb,
+        "offline_export": offline_export,
+        "resource_constrained": resource_constrained,
+        "ships_cache": ships_cache,
+    }
     if fmt not in FORMATS:
         _fail(f"unknown --format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if not model.is_file():
@@ -96,9 +103,20 @@ def analyze(
         if given := [flag for flag, value in local_only.items() if value is not None]:
             _fail(f"{', '.join(given)} apply to --local only (the server's worker measures on its own device)")
         token = read_token(token_file)
-        raise typer.Exit(_analyze_on_server(model=model, context=context.model_dump(), server=server, token=token,
-                                            wait=wait, fmt=fmt, inputs=inputs, backends=_split(backends), force=force,
-                                            out=out))  # fmt: skip
+        raise typer.Exit(
+            _analyze_on_server(
+                model=model,
+                context=context.model_dump(),
+                server=server,
+                token=token,
+                wait=wait,
+                fmt=fmt,
+                inputs=inputs,
+                backends=_split(backends),
+                force=force,
+                out=out,
+            )
+        )
     if force:
         _fail("--force applies to --server only (a local analysis always measures)")
     if not local:
@@ -112,7 +130,7 @@ def analyze(
         inputs=inputs,
         input_shapes=input_shape,
     )
-    from advisor.report import render
+    from advisor.core.report import render
 
     report = render(analysis, fmt)  # type: ignore[arg-type]
     if out:
@@ -133,14 +151,14 @@ def analyze_locally(
     input_shapes: list[str] | None,
 ) -> dict[str, Any]:
     """Inspect (sandboxed), measure and decide on this machine; returns the analysis dict for `render`."""
-    from advisor.artifacts import ArtifactRejected, sniff
-    from advisor.decide import decide
+    from advisor.core.artifacts import ArtifactRejected, sniff
+    from advisor.core.decision.engine import decide
 
     try:
         sniff(model)
     except ArtifactRejected as exc:
         _fail(str(exc))
-    from advisor.measure import measurement_zygote
+    from advisor.harness.measure import measurement_zygote
 
     # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis
     with measurement_zygote(device, [str(model), str(inputs) if inputs else None]) as zygote:
@@ -159,7 +177,7 @@ def analyze_locally(
 
 def _context(context_file: Path | None, flags: dict[str, Any]) -> Any:
     """The context file's fields, overridden by the flags that were given; invalid -> field-by-field errors."""
-    from advisor.context import ContextError, parse_context
+    from advisor.core.context import ContextError, parse_context
 
     data: dict[str, Any] = {}
     if context_file is not None:
@@ -177,11 +195,12 @@ def _context(context_file: Path | None, flags: dict[str, Any]) -> Any:
 
 
 def _inspect(model: Path, inputs: Path | None, input_shapes: list[str] | None, zygote: Any) -> dict[str, Any]:
-    from advisor.isolated_inspection import inspect_isolated
+    from advisor.harness.isolated_inspection import inspect_isolated
 
     typer.echo("inspecting the model ...", err=True)
-    result = inspect_isolated(str(model), inputs_file=str(inputs) if inputs else None, input_shapes=input_shapes,
-                              zygote=zygote)  # fmt: skip
+    result = inspect_isolated(
+        str(model), inputs_file=str(inputs) if inputs else None, input_shapes=input_shapes, zygote=zygote
+    )
     if result.status != "ok":
         _fail(f"inspection failed ({result.status}): {result.reason or 'no details'}", EXIT_FAILED)
     return result.value
@@ -196,7 +215,7 @@ def _measure(
     input_shapes: list[str] | None,
     zygote: Any,
 ) -> dict[str, Any]:
-    from advisor.measure import MeasureError, measure_model
+    from advisor.harness.measure import MeasureError, measure_model
 
     last: list[str] = [""]
 
@@ -209,18 +228,26 @@ def _measure(
     typer.echo(f"measuring on {device} (one process per backend and mode; compiling takes a while) ...", err=True)
     try:
         tolerance = context.accuracy_tolerance.model_dump() if context.accuracy_tolerance else None
-        return measure_model(str(model), backends=backends, device=device, workload=context.workload,
-                             optimizer=context.optimizer, inputs_file=str(inputs) if inputs else None,
-                             input_shapes=input_shapes, progress=progress, zygote=zygote,
-                             accuracy_tolerance=tolerance)  # fmt: skip
+        return measure_model(
+            str(model),
+            backends=backends,
+            device=device,
+            workload=context.workload,
+            optimizer=context.optimizer,
+            inputs_file=str(inputs) if inputs else None,
+            input_shapes=input_shapes,
+            progress=progress,
+            zygote=zygote,
+            accuracy_tolerance=tolerance,
+        )
     except MeasureError as exc:
         _fail(str(exc))
 
 
 def _analyze_on_server(**remote: Any) -> int:
-    """Hand the analysis to a team server: the keyword arguments of `advisor.remote.analyze_remote`."""
+    """Hand the analysis to a team server: the keyword arguments of `advisor.cli.remote.analyze_remote`."""
     try:
-        from advisor.remote import analyze_remote
+        from advisor.cli.remote import analyze_remote
     except ImportError:
         _fail("server mode is not installed in this copy of npu-advisor; use --local")
     return analyze_remote(**remote)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from advisor.examples import EXAMPLES
+from advisor.harness.examples import EXAMPLES
 
 
 def example(
@@ -15,7 +15,7 @@ def example(
     torchscript: bool = typer.Option(False, "--torchscript", help="save with torch.jit instead of torch.export"),
 ) -> None:
     """Export an example model (ExportedProgram by default)."""
-    from advisor.examples import export_example
+    from advisor.harness.examples import export_example
 
     if name not in EXAMPLES:
         typer.echo(f"error: unknown example {name!r}; choose one of {', '.join(EXAMPLES)}", err=True)

@@ -13,8 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.cli.errors import one_line_errors
-from advisor.decision_rules import torchair_status_unknown
-from advisor.isolated_inspection import INSPECT_MEMORY_LIMIT_MB, INSPECT_TIMEOUT_S
+from advisor.core.decision.rules import torchair_status_unknown
+from advisor.harness.isolated_inspection import INSPECT_MEMORY_LIMIT_MB, INSPECT_TIMEOUT_S
 
 _COVERAGE_STYLE = {
     "lowered": "green",
@@ -47,19 +47,24 @@ def inspect(
     ),
 ) -> None:
     """Show a model's ops with their Inductor/TorchAir coverage, graph breaks, inputs and size."""
-    from advisor.artifacts import ArtifactRejected, sniff
+    from advisor.core.artifacts import ArtifactRejected, sniff
 
     if not model.is_file():
         typer.echo(f"error: {model} does not exist or is not a file", err=True)
         raise typer.Exit(2)
     with one_line_errors("inspection", expected=(ArtifactRejected,)):
         sniff(model)  # torch-free: a file we refuse is refused before torch is even imported
-    from advisor.isolated_inspection import inspect_isolated
+    from advisor.harness.isolated_inspection import inspect_isolated
 
-    # in a sandboxed, limited child (advisor.isolation): the model is untrusted even on your own machine
+    # in a sandboxed, limited child (advisor.harness.isolation): the model is untrusted even on your own machine
     with one_line_errors("inspection"):
-        done = inspect_isolated(str(model), inputs_file=str(inputs) if inputs else None, input_shapes=input_shape,
-                                timeout_s=timeout_s, memory_limit_mb=memory_limit_mb)  # fmt: skip
+        done = inspect_isolated(
+            str(model),
+            inputs_file=str(inputs) if inputs else None,
+            input_shapes=input_shape,
+            timeout_s=timeout_s,
+            memory_limit_mb=memory_limit_mb,
+        )
     if done.status != "ok":
         typer.echo(f"error: {done.reason or f'inspection failed ({done.status})'}", err=True)
         raise typer.Exit(2 if done.status in ("rejected", "load_error") else 1)

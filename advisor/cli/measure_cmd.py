@@ -14,22 +14,33 @@ from rich.text import Text
 from advisor.cli.errors import one_line_errors
 
 _UNIT = {"training": "step", "inference": "call"}
-_STATUS_STYLE = {"ok": "green", "fail_accuracy": "red", "unavailable": "dim", "timeout": "yellow",
-                 "crashed": "red", "oom": "red", "compile_error": "red", "runtime_error": "red"}  # fmt: skip
+_STATUS_STYLE = {
+    "ok": "green",
+    "fail_accuracy": "red",
+    "unavailable": "dim",
+    "timeout": "yellow",
+    "crashed": "red",
+    "oom": "red",
+    "compile_error": "red",
+    "runtime_error": "red",
+}
 
 
 def measure(
     model: Path = typer.Argument(..., help="a TorchScript (.pt) or ExportedProgram (.pt2) file"),
     backends: list[str] | None = typer.Option(
-        None, "--backends", "-b",
+        None,
+        "--backends",
+        "-b",
         help="backend[:mode] to measure, repeatable or comma-separated (default: every backend); eager is always "
-             "measured as the baseline",
-    ),  # fmt: skip
+        "measured as the baseline",
+    ),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or npu"),
     workload: str = typer.Option(
-        "inference", "--workload",
+        "inference",
+        "--workload",
         help="inference (forward under no_grad) or training (forward, loss, backward, optimizer step)",
-    ),  # fmt: skip
+    ),
     optimizer: str = typer.Option("sgd", "--optimizer", help="training only: sgd or adamw"),
     inputs: Path | None = typer.Option(None, "--inputs", help="example inputs: a torch.save'd tensor, tuple or dict"),
     input_shape: list[str] | None = typer.Option(
@@ -39,20 +50,25 @@ def measure(
     timeout_s: float = typer.Option(900.0, "--timeout", help="seconds each (backend, mode) child may take"),
     memory_limit_mb: int = typer.Option(16384, "--memory-limit-mb", help="address-space limit per child"),
     max_time_s: float = typer.Option(5.0, "--max-time", help="cap on each steady-state timing window, seconds"),
-    atol: float | None = typer.Option(None, "--atol", min=0, help="accuracy check's absolute tolerance (default: "
-                                      "per dtype, 1e-4 for float32)"),
-    rtol: float | None = typer.Option(None, "--rtol", min=0, help="accuracy check's relative tolerance (default: "
-                                      "per dtype)"),
+    atol: float | None = typer.Option(
+        None, "--atol", min=0, help="accuracy check's absolute tolerance (default: per dtype, 1e-4 for float32)"
+    ),
+    rtol: float | None = typer.Option(
+        None, "--rtol", min=0, help="accuracy check's relative tolerance (default: per dtype)"
+    ),
 ) -> None:
     """Measure compile time, latency (with 95% CIs), speedup vs eager, memory and accuracy for each backend."""
-    from advisor.measure import MeasureError, TimingPolicy, measure_model
+    from advisor.harness.measure import MeasureError, TimingPolicy, measure_model
 
     if device not in ("cpu", "cuda", "npu"):
         typer.echo(f"error: unknown device '{device}' (cpu, cuda or npu)", err=True)
         raise typer.Exit(2)
     if workload not in ("inference", "training") or optimizer not in ("sgd", "adamw"):
-        typer.echo(f"error: --workload is inference or training (got '{workload}'), --optimizer is sgd or adamw "
-                   f"(got '{optimizer}')", err=True)  # fmt: skip
+        typer.echo(
+            f"error: --workload is inference or training (got '{workload}'), --optimizer is sgd or adamw "
+            f"(got '{optimizer}')",
+            err=True,
+        )
         raise typer.Exit(2)
     names = [name.strip() for item in backends or [] for name in item.split(",") if name.strip()] or None
     console = Console(stderr=True)
@@ -65,12 +81,19 @@ def measure(
                 live.update(progress.render())
 
             run = measure_model(
-                str(model), backends=names, device=device, inputs_file=str(inputs) if inputs else None,
-                input_shapes=input_shape, progress=on_progress, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
+                str(model),
+                backends=names,
+                device=device,
+                inputs_file=str(inputs) if inputs else None,
+                input_shapes=input_shape,
+                progress=on_progress,
+                timeout_s=timeout_s,
+                memory_limit_mb=memory_limit_mb,
                 timing=TimingPolicy(max_time_s=max_time_s, min_time_s=min(0.5, max_time_s)),
-                workload=workload, optimizer=optimizer,
+                workload=workload,
+                optimizer=optimizer,
                 accuracy_tolerance={"atol": atol, "rtol": rtol} if atol is not None or rtol is not None else None,
-            )  # fmt: skip
+            )
     if as_json:
         typer.echo(json.dumps(run, indent=2))
     else:
@@ -101,15 +124,18 @@ def print_run(run: dict, console: Console) -> None:
     env = run["environment"]
     where = env.get("measured_on", "?")
     label = {"test-double": "a torch_npu TEST DOUBLE (not NPU numbers)", "not-measured": "nothing (not measured)"}
-    console.print(f"Measured on {label.get(where, where)}: {env.get('device_name', env.get('device', '?'))}, "
-                  f"torch {env.get('torch_version', '?')}" + (f", CANN {env['cann_version']}" if env.get("cann_version")
-                                                               else ""))  # fmt: skip
+    console.print(
+        f"Measured on {label.get(where, where)}: {env.get('device_name', env.get('device', '?'))}, "
+        f"torch {env.get('torch_version', '?')}" + (f", CANN {env['cann_version']}" if env.get("cann_version") else "")
+    )
     console.print(results_table(run))
     training = next((row["training"] for row in run["measurements"] if row.get("training")), None)
     if training:
-        console.print(f"Training step: loss = {training['loss']}, optimizer {training['optimizer']}; times, "
-                      "throughput and peak memory are per step (gradients and optimizer state included), "
-                      "accuracy is that of the gradients after one step")  # fmt: skip
+        console.print(
+            f"Training step: loss = {training['loss']}, optimizer {training['optimizer']}; times, "
+            "throughput and peak memory are per step (gradients and optimizer state included), "
+            "accuracy is that of the gradients after one step"
+        )
         if training.get("train_mode_note"):
             console.print(f"[yellow]{training['train_mode_note']}[/yellow]")
     for row in run["measurements"]:
@@ -117,29 +143,43 @@ def print_run(run: dict, console: Console) -> None:
             console.print(f"[bold]{row['backend']}:{row['mode']}[/bold] {row['status']}: {row['reason']}")
         elif row.get("accuracy") and row["accuracy"].get("reason"):
             console.print(f"[dim]{row['backend']}:{row['mode']} note: {row['accuracy']['reason']}[/dim]")
-    noisy = [f"{r['backend']}:{r['mode']}" for r in run["measurements"]
-             if (r.get("latency") or {}).get("verdict") == "noisy"]  # fmt: skip
+    noisy = [
+        f"{r['backend']}:{r['mode']}" for r in run["measurements"] if (r.get("latency") or {}).get("verdict") == "noisy"
+    ]
     if noisy:
-        console.print(f"[yellow]noisy timings (IQR > 10% of the median): {', '.join(noisy)}; "
-                      "compare speedups, not absolute times[/yellow]")  # fmt: skip
-    drifted = [f"{r['backend']}:{r['mode']} {r['latency']['drift']:.0%}" for r in run["measurements"]
-               if (r.get("latency") or {}).get("drift") and r["latency"]["drift"] > DRIFT_NOTE_ABOVE]  # fmt: skip
+        console.print(
+            f"[yellow]noisy timings (IQR > 10% of the median): {', '.join(noisy)}; "
+            "compare speedups, not absolute times[/yellow]"
+        )
+    drifted = [
+        f"{r['backend']}:{r['mode']} {r['latency']['drift']:.0%}"
+        for r in run["measurements"]
+        if (r.get("latency") or {}).get("drift") and r["latency"]["drift"] > DRIFT_NOTE_ABOVE
+    ]
     if drifted:
-        console.print(f"[yellow]the machine's speed moved during timing (p10-p90 of the ~50 ms blocks' medians): "
-                      f"{', '.join(drifted)}; the CIs do not include this; the side-by-side speedups "
-                      "are far less affected[/yellow]")  # fmt: skip
+        console.print(
+            f"[yellow]the machine's speed moved during timing (p10-p90 of the ~50 ms blocks' medians): "
+            f"{', '.join(drifted)}; the CIs do not include this; the side-by-side speedups "
+            "are far less affected[/yellow]"
+        )
 
 
-# drift (advisor.stats.drift) above this gets a line under the table
+# drift (advisor.core.stats.drift) above this gets a line under the table
 DRIFT_NOTE_ABOVE = 0.05
 
 
 def results_table(run: dict) -> Table:
     table = Table(title=f"{run['workload']} on {run['environment'].get('device', '?')}", title_justify="left")
-    for column, justify in (("backend:mode", "left"), ("status", "left"), ("compile s cold/warm", "right"),
-                            (f"{_UNIT.get(run['workload'], 'call')} median ms [95% CI]", "right"),
-                            ("p99 ms", "right"), ("speedup", "right"),
-                            ("peak MB", "right"), ("accuracy", "left")):  # fmt: skip
+    for column, justify in (
+        ("backend:mode", "left"),
+        ("status", "left"),
+        ("compile s cold/warm", "right"),
+        (f"{_UNIT.get(run['workload'], 'call')} median ms [95% CI]", "right"),
+        ("p99 ms", "right"),
+        ("speedup", "right"),
+        ("peak MB", "right"),
+        ("accuracy", "left"),
+    ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in run["measurements"]:
         latency = row.get("latency")

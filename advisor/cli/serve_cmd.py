@@ -87,7 +87,7 @@ class EmbeddedWorker:
     def _isolation_flags() -> list[str]:
         """The embedded worker sandboxes models like any worker; where bubblewrap is missing it runs without,
         says so here, and the queue page lists it as not isolated (an external worker would refuse to start)."""
-        from advisor.isolation import IsolationUnavailable, resolve_isolation
+        from advisor.harness.isolation import IsolationUnavailable, resolve_isolation
 
         try:
             isolation = resolve_isolation()
@@ -95,8 +95,11 @@ class EmbeddedWorker:
             return []  # ADVISOR_ISOLATION=bubblewrap was asked for: the worker refuses to start and says why
         if isolation.isolated:
             return []
-        typer.echo(f"warning: the embedded worker runs models WITHOUT a sandbox ({isolation.note}); "
-                   "install bubblewrap before letting others upload", err=True)  # fmt: skip
+        typer.echo(
+            f"warning: the embedded worker runs models WITHOUT a sandbox ({isolation.note}); "
+            "install bubblewrap before letting others upload",
+            err=True,
+        )
         return ["--no-isolation"]
 
     def start_when_healthy(self) -> None:

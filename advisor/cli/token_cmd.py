@@ -39,7 +39,7 @@ def create(
 ) -> None:
     """Create a token in the server's database and print it (it cannot be shown again)."""
     from app.auth import create_token
-    from app.queue import utcnow
+    from app.job_queue import utcnow
 
     try:
         with _database() as session:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from advisor.client import TOKEN_ENV
+from advisor.cli.client import TOKEN_ENV
 
 
 def read_token(token_file: Path | None) -> str | None:

@@ -2,7 +2,7 @@
 
 The token comes from $ADVISOR_TOKEN or `--token-file` (mode 0600), never from the command line: a command
 line is readable by every process on the node through /proc. Every child that touches a model runs under
-bubblewrap (advisor.isolation); a worker that cannot isolate refuses to start unless told `--no-isolation`.
+bubblewrap (advisor.harness.isolation); a worker that cannot isolate refuses to start unless told `--no-isolation`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import typer
 
+from advisor.cli.client import TOKEN_ENV
 from advisor.cli.token_file import read_token
-from advisor.client import TOKEN_ENV
 
 
 def worker(
@@ -41,7 +41,7 @@ def worker(
 ) -> None:
     """Register with the server, then claim and measure jobs until stopped (Ctrl-C / SIGTERM: graceful)."""
     from advisor.cli.parent_watch import exit_with_parent
-    from advisor.isolation import ISOLATION_ENV, IsolationUnavailable, resolve_isolation
+    from advisor.harness.isolation import ISOLATION_ENV, IsolationUnavailable, resolve_isolation
     from workers.agent import AgentConfig, WorkerAgent
     from workers.api import WorkerApi
     from workers.capabilities import CapabilityError, detect_capabilities
@@ -52,8 +52,11 @@ def worker(
     try:
         isolation = resolve_isolation("none" if no_isolation else "bubblewrap")
     except IsolationUnavailable as exc:
-        typer.echo(f"error: this worker cannot isolate model children: {exc}. Pass --no-isolation only if every "
-                   "uploader is trusted; the server then lists this worker as not isolated.", err=True)  # fmt: skip
+        typer.echo(
+            f"error: this worker cannot isolate model children: {exc}. Pass --no-isolation only if every "
+            "uploader is trusted; the server then lists this worker as not isolated.",
+            err=True,
+        )
         raise typer.Exit(2) from None
     os.environ[ISOLATION_ENV] = isolation.kind  # the stage runner and every sandbox child it starts use the same
     typer.echo(f"isolation: {isolation.kind}" + (f" ({isolation.note})" if isolation.note else ""), err=True)

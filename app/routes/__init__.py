@@ -1,1 +1,1 @@
-"""HTTP routes, one module per resource. Handlers stay thin: the work is in app.queue / app.analyses."""
+"""HTTP routes, one module per resource. Handlers stay thin: the work is in app.job_queue / app.analyses."""

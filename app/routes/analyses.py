@@ -30,8 +30,8 @@ from app.analyses import (
 )
 from app.auth import Principal
 from app.deps import AnyRoleDep, QueueDep, SessionDep, SettingsDep, StoreDep, UserDep, require_owner_or_admin
+from app.job_queue import JobQueue
 from app.models import Analysis, AnalysisPublic, AnalysisSummaryPage, Artifact, Job
-from app.queue import JobQueue
 from app.settings import Settings
 from app.storage import ArtifactStore, IncomingFile, StoredFile
 from app.summaries import analysis_summary
@@ -81,16 +81,20 @@ ANALYZE_FORM = {
     response_model=AnalysisAccepted,
     responses={
         200: {"description": "an identical recent analysis (deduplicated)"},
-        413: {"description": "the upload is over the size limit, or its archive expands past one (entries, sizes, "
-              "compression ratio, metadata entries); the message names the entry and the limit"},
+        413: {
+            "description": "the upload is over the size limit, or its archive expands past one (entries, sizes, "
+            "compression ratio, metadata entries); the message names the entry and the limit"
+        },
         415: {"description": "not a TorchScript / ExportedProgram file (the message says what it is)"},
         422: {
             "description": "invalid form or context: one {field, message} per problem (also: a form of more "
             "than 16 parts, or a text field over 1 MiB)"
         },
         429: {"description": "this client already has its share of uploads in progress: retry after Retry-After"},
-        503: {"description": "the server is saturated (uploads received at once, or database writes): nothing was "
-              "submitted; retry after Retry-After"},
+        503: {
+            "description": "the server is saturated (uploads received at once, or database writes): nothing was "
+            "submitted; retry after Retry-After"
+        },
     },
     openapi_extra={"requestBody": ANALYZE_FORM},
     summary="Submit a model and its deployment context for analysis",
@@ -163,11 +167,17 @@ async def receive_and_submit(
     )
 
 
-# How the API answers each refusal of advisor.artifacts (the message names the entry and the limit); others: 415.
+# How the API answers each refusal of advisor.core.artifacts (the message names the entry and the limit); others: 415.
 _REFUSAL_STATUS = {
-    "zip_bomb": 413, "metadata_too_large": 413, "compression_ratio": 413,
-    "unsafe_path": 422, "forged_directory": 422, "truncated": 422, "encrypted": 422, "unsupported_compression": 422,
-}  # fmt: skip
+    "zip_bomb": 413,
+    "metadata_too_large": 413,
+    "compression_ratio": 413,
+    "unsafe_path": 422,
+    "forged_directory": 422,
+    "truncated": 422,
+    "encrypted": 422,
+    "unsupported_compression": 422,
+}
 
 
 def _accepted(request: Request, submission: Submission) -> JSONResponse:
@@ -206,20 +216,30 @@ def _form_fields(form: ReceivedForm) -> dict:
 
 def _check_backend_names(backends: list[str]) -> None:
     """A job waits for a worker offering every backend it names: an unknown name would wait forever."""
-    from advisor.backends import all_backends
+    from advisor.harness.backends import all_backends
 
     known = [backend.name for backend in all_backends()]
     unknown = [name for name in backends if name not in known]
     if unknown:
-        hint = " (modes are not chosen here: a worker measures every mode of each backend)" if any(
-            ":" in name for name in unknown) else ""  # fmt: skip
-        raise HTTPException(422, detail=[{"field": "backends", "message": f"unknown backend(s) {', '.join(unknown)}; "
-                                          f"known: {', '.join(known)}{hint}"}])  # fmt: skip
+        hint = (
+            " (modes are not chosen here: a worker measures every mode of each backend)"
+            if any(":" in name for name in unknown)
+            else ""
+        )
+        raise HTTPException(
+            422,
+            detail=[
+                {
+                    "field": "backends",
+                    "message": f"unknown backend(s) {', '.join(unknown)}; known: {', '.join(known)}{hint}",
+                }
+            ],
+        )
 
 
 def _parse_context(raw: str) -> dict:
     """The context JSON, decoded safely (depth, size, huge integers) and validated; 422 naming the field."""
-    from advisor.context import ContextError, parse_context, parse_context_json
+    from advisor.core.context import ContextError, parse_context, parse_context_json
 
     try:
         return parse_context(parse_context_json(raw)).model_dump(mode="json")
@@ -228,8 +248,8 @@ def _parse_context(raw: str) -> dict:
 
 
 def _store_model(incoming: IncomingFile, now) -> Artifact:  # noqa: ANN001
-    """Check the model file (advisor.artifacts.sniff) and store it; its row (not yet added) for submit_analysis."""
-    from advisor.artifacts import ArtifactRejected, sniff
+    """Check the model file (advisor.core.artifacts.sniff) and store it; its row (not yet added) for submit_analysis."""
+    from advisor.core.artifacts import ArtifactRejected, sniff
 
     try:
         stored, info = incoming.commit(check=sniff)
@@ -307,7 +327,7 @@ def get_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: UserDep
 
 @router.get("/analyses/{analysis_id}/report.md", response_class=PlainTextResponse, summary="Markdown report")
 def report_md(analysis_id: int, session: SessionDep, _: UserDep) -> PlainTextResponse:
-    from advisor.report import render
+    from advisor.core.report import render
 
     analysis, _job = _load(session, analysis_id)
     return PlainTextResponse(render(report_input(analysis), "markdown"), media_type="text/markdown; charset=utf-8")
@@ -315,7 +335,7 @@ def report_md(analysis_id: int, session: SessionDep, _: UserDep) -> PlainTextRes
 
 @router.get("/analyses/{analysis_id}/report.json", summary="JSON report")
 def report_json(analysis_id: int, session: SessionDep, _: UserDep) -> JSONResponse:
-    from advisor.report import render
+    from advisor.core.report import render
 
     analysis, _job = _load(session, analysis_id)
     return JSONResponse(json.loads(render(report_input(analysis), "json")))

@@ -10,8 +10,8 @@ from pydantic import BaseModel, BeforeValidator, Field
 
 from app.analyses import ANALYSIS_STATUS, DecisionFailed, decide_recommendation, outcome_recorder
 from app.deps import QueueDep, SessionDep, WorkerDep
+from app.job_queue import JobNotFound, LeaseLost
 from app.models import Analysis, Job
-from app.queue import JobNotFound, LeaseLost
 from app.results import ERROR_CHARS, ResultsInvalid, accept_results, truncate_text
 
 router = APIRouter(tags=["jobs"])
@@ -41,10 +41,10 @@ class CompleteBody(BaseModel):
     """Validated by the handler (app.results), so that a bad shape also fails the job with its reason."""
 
     inspection: Any = Field(
-        default=None, json_schema_extra={"type": ["object", "null"]}, description="advisor.schema.Inspection"
+        default=None, json_schema_extra={"type": ["object", "null"]}, description="advisor.core.schema.Inspection"
     )
     measurements: Any = Field(
-        default=None, json_schema_extra={"type": ["object", "null"]}, description="advisor.schema.MeasurementRun"
+        default=None, json_schema_extra={"type": ["object", "null"]}, description="advisor.core.schema.MeasurementRun"
     )
 
 
@@ -68,7 +68,7 @@ def heartbeat(job_id: int, body: HeartbeatBody, token: LeaseToken, session: Sess
 COMPLETE_RESPONSES = {
     **LEASE_RESPONSES,
     422: {
-        "description": "the results do not have the documented shape (advisor.schema): one {field, message} per "
+        "description": "the results do not have the documented shape (advisor.core.schema): one {field, message} per "
         "problem; the job has failed with that reason and is not retried"
     },
 }

@@ -17,8 +17,8 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from app.deps import QueueDep, SessionDep, SettingsDep, UserDep, WorkerDep, actor_of
+from app.job_queue import Actor, Claim
 from app.models import Analysis, Job, Worker, WorkerCreate, WorkerPublic
-from app.queue import Actor, Claim
 
 router = APIRouter(tags=["workers"])
 

@@ -274,8 +274,11 @@ def latency_chart(
         lo = x0 + min(bar.ci_low_ms, axis_end) * scale
         ci_clipped = bar.ci_high_ms > axis_end
         hi = x0 + min(bar.ci_high_ms, axis_end) * scale
-        high_end = (f"M{_num(hi - 6)} {_num(mid - 4)}L{_num(hi)} {_num(mid)}L{_num(hi - 6)} {_num(mid + 4)}"
-                    if ci_clipped else f"M{_num(hi)} {_num(mid - 5)}V{_num(mid + 5)}")  # fmt: skip
+        high_end = (
+            f"M{_num(hi - 6)} {_num(mid - 4)}L{_num(hi)} {_num(mid)}L{_num(hi - 6)} {_num(mid + 4)}"
+            if ci_clipped
+            else f"M{_num(hi)} {_num(mid - 5)}V{_num(mid + 5)}"
+        )
         parts.append(
             f'<path class="whisker{" clipped" if ci_clipped else ""}" d="M{_num(lo)} {_num(mid)}H{_num(hi)}'
             f'M{_num(lo)} {_num(mid - 5)}V{_num(mid + 5)}{high_end}"><title>95% CI of the median: '
@@ -481,8 +484,10 @@ def break_even_chart(
         )
         spot = _place(text, [(x + 4, top + 13, "start"), (x - 4, top + 13, "end")], taken, plot)
         if spot:
-            parts.append(f'<text class="expected-label" x="{_num(spot[0])}" y="{_num(spot[1])}" '
-                         f'text-anchor="{spot[2]}">{_text(text)}</text>')  # fmt: skip
+            parts.append(
+                f'<text class="expected-label" x="{_num(spot[0])}" y="{_num(spot[1])}" '
+                f'text-anchor="{spot[2]}">{_text(text)}</text>'
+            )
     samples = [x_low, x_high] if not log else [x_low * (x_high / x_low) ** (k / 48) for k in range(49)]
     for i, line in enumerate(lines):
         state = " highlighted" if line.highlighted else ""
@@ -495,8 +500,10 @@ def break_even_chart(
         )
         label_x = left + _PLOT_W + 10
         if abs(label_ys[i] - 4 - ends[i]) > 1:  # moved off its line's end: a leader shows whose it is
-            parts.append(f'<path class="leader series-{i % 6}" d="M{left + _PLOT_W} {_num(ends[i])}'
-                         f'L{label_x - 2} {_num(label_ys[i] - 4)}"/>')  # fmt: skip
+            parts.append(
+                f'<path class="leader series-{i % 6}" d="M{left + _PLOT_W} {_num(ends[i])}'
+                f'L{label_x - 2} {_num(label_ys[i] - 4)}"/>'
+            )
         parts.append(
             f'<text class="series-label series-{i % 6}{state}" x="{label_x}" y="{_num(label_ys[i])}">'
             f"{_text(_shorten(line.label, _SERIES_CHARS))}<title>{_text(line.label)}</title></text>"
@@ -518,11 +525,14 @@ def break_even_chart(
         if (round(cx / 4), round(cy / 4), text) in said:  # three lines meeting in one point: one label
             continue
         said.add((round(cx / 4), round(cy / 4), text))
-        candidates = [(cx + dx, cy + dy, "start" if dx > 0 else "end")
-                      for dy in (-8, 16, -22, 30, -36, 44) for dx in (8, -8)]  # fmt: skip
+        candidates = [
+            (cx + dx, cy + dy, "start" if dx > 0 else "end") for dy in (-8, 16, -22, 30, -36, 44) for dx in (8, -8)
+        ]
         spot = _place(text, candidates, taken, plot)
         if spot:
-            parts.append(f'<text class="crossing-label" x="{_num(spot[0])}" y="{_num(spot[1])}" '
-                         f'text-anchor="{spot[2]}">{_text(text)}</text>')  # fmt: skip
+            parts.append(
+                f'<text class="crossing-label" x="{_num(spot[0])}" y="{_num(spot[1])}" '
+                f'text-anchor="{spot[2]}">{_text(text)}</text>'
+            )
     parts.append("</svg>")
     return "".join(parts)

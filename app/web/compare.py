@@ -79,8 +79,16 @@ def compare_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[CompareRow]
     rows += [_row("Context", key, ctx_a.get(key), ctx_b.get(key)) for key in sorted(set(ctx_a) | set(ctx_b))]
     env_a = (a.get("measurements") or {}).get("environment") or {}
     env_b = (b.get("measurements") or {}).get("environment") or {}
-    for key in ("measured_on", "device", "device_name", "soc_version", "torch_version", "torch_npu_version",
-                "cann_version", "host"):  # fmt: skip
+    for key in (
+        "measured_on",
+        "device",
+        "device_name",
+        "soc_version",
+        "torch_version",
+        "torch_npu_version",
+        "cann_version",
+        "host",
+    ):
         if key in env_a or key in env_b:
             rows.append(_row("Environment", key.replace("_", " "), env_a.get(key), env_b.get(key)))
     m_a, m_b = _measurements(a), _measurements(b)

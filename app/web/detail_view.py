@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor import decision_rules, noise
+from advisor.core import noise
+from advisor.core.decision import rules as decision_rules
 from app.web.charts import (
     CompileBar,
     CostLine,
@@ -65,7 +66,7 @@ class MeasurementRow:
     accuracy: Mapping | None
     graph_breaks: int | None
     recommended: bool
-    noise: str | None = None  # why advisor.noise calls this row's timings noisy; None when they are not
+    noise: str | None = None  # why advisor.core.noise calls this row's timings noisy; None when they are not
     unresolved: bool = False  # its CI is too wide for its speed to be called faster than anything
 
 
@@ -81,9 +82,9 @@ class Answer:
     confidence: str
     measured: bool
     tie: bool
-    noisy: bool  # the run's quality says noisy (advisor.noise)
+    noisy: bool  # the run's quality says noisy (advisor.core.noise)
     noisy_text: str | None
-    unresolved: bool  # the chosen row's CI is too wide to call it faster (advisor.noise)
+    unresolved: bool  # the chosen row's CI is too wide to call it faster (advisor.core.noise)
     summary: str  # the engine's summary without the sentences the card already states
 
 
@@ -116,7 +117,7 @@ class DetailView:
     context_json: str = ""
     terminal: bool = False
     training: bool = False  # a training run: times are per step, accuracy is the gradients'
-    quality: Mapping[str, Any] | None = None  # advisor.noise.quality_of(run): noisy, noisy_rows, unresolved, ...
+    quality: Mapping[str, Any] | None = None  # advisor.core.noise.quality_of(run): noisy, noisy_rows, unresolved, ...
     answer: Answer | None = None
 
     @property
@@ -139,7 +140,7 @@ def measurement_rows(
     run: Mapping | None, recommendation: Mapping | None, quality: Mapping[str, Any] | None = None
 ) -> list[MeasurementRow]:
     """One row per (backend, mode) measured, in the order the worker ran them, marked noisy / unresolved as the
-    run's quality says (its labels are advisor.noise's "backend:mode")."""
+    run's quality says (its labels are advisor.core.noise's "backend:mode")."""
     chosen = backend_label(recommendation.get("backend"), recommendation.get("mode")) if recommendation else None
     noisy_rows = (quality or {}).get("noisy_rows") or {}
     unresolved = set((quality or {}).get("unresolved") or ())
@@ -301,7 +302,7 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
 
 
 def run_quality(run: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """advisor.noise's verdict on the run (None before anything was measured, or for a shape it cannot read)."""
+    """advisor.core.noise's verdict on the run (None before anything was measured, or for a shape it cannot read)."""
     if not run or not run.get("measurements"):
         return None
     try:
@@ -363,7 +364,7 @@ _WHOLE_RUN_NOISY = (
 def answer_summary(summary: str, confidence: str, quality: Mapping[str, Any] | None = None) -> str:
     """The engine's summary less what the answer card states right above it: the opening "Use X on Y.", the
     side-by-side speedup and its CI, the noisy-run sentence and "Confidence: high." Only those exact phrasings
-    (advisor.decide's) are taken out; anything else stays as the engine wrote it."""
+    (advisor.core.decision.engine's) are taken out; anything else stays as the engine wrote it."""
     text = _USE_SENTENCE.sub("", summary, count=1)
     text = _SPEEDUP_CLAUSE.sub("It ran at ", text, count=1)
     drop = [f"Confidence: {confidence}.", _WHOLE_RUN_NOISY]

@@ -26,13 +26,13 @@ from jinja2 import Environment, FileSystemLoader
 from sqlalchemy import select
 from sqlmodel import Session
 
-from advisor.context import ContextError, decode_json_value
+from advisor.core.context import ContextError, decode_json_value
 from app.analyses import RerunRefused, analysis_view, job_of, rerun_analysis
 from app.auth import Principal, authenticate
 from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep, is_owner_or_admin, require_owner_or_admin
+from app.job_queue import QueueError
 from app.models import Analysis
 from app.path_ids import id_or_none
-from app.queue import QueueError
 from app.routes import analyses as analyses_api
 from app.storage import UploadTooLarge
 from app.upload_form import ReceivedForm
@@ -229,9 +229,15 @@ def detail_page(
 
 @router.post("/analyses/{analysis_id}/{action}")
 def act(
-    request: Request, analysis_id: int, action: str, session: SessionDep, queue: QueueDep,
-    store: StoreDep, settings: SettingsDep, who: PageViewer,
-) -> RedirectResponse:  # fmt: skip
+    request: Request,
+    analysis_id: int,
+    action: str,
+    session: SessionDep,
+    queue: QueueDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    who: PageViewer,
+) -> RedirectResponse:
     """Cancel / re-decide / re-run (the API's own functions), then back to the analysis (the new one after a re-run).
     Users cancel and re-run only their own analyses; admins any."""
     _acting(request, who)
@@ -247,9 +253,13 @@ def act(
     elif action == "rerun":
         try:
             submission = rerun_analysis(
-                session, queue, store, analysis_id=analysis_id, submitted_by=who.name,
+                session,
+                queue,
+                store,
+                analysis_id=analysis_id,
+                submitted_by=who.name,
                 cache_window_s=settings.cache_window_s,
-            )  # fmt: skip
+            )
         except RerunRefused as exc:
             raise HTTPException(exc.status_code, detail=str(exc)) from None
         analysis_id = int(submission.analysis.id)
@@ -274,9 +284,17 @@ def compare_page(
     rows = compare_rows(first, second) if first and second else []
     recent = session.execute(select(Analysis.id, Analysis.model_name).order_by(Analysis.id.desc()).limit(20)).all()
     return _render(
-        request, "compare.html", who, active="compare", a=first, b=second, ids=ids, rows=rows,
-        missing=missing, recent=recent,
-    )  # fmt: skip
+        request,
+        "compare.html",
+        who,
+        active="compare",
+        a=first,
+        b=second,
+        ids=ids,
+        rows=rows,
+        missing=missing,
+        recent=recent,
+    )
 
 
 # ------------------------------------------------------------------ queue and workers
@@ -351,9 +369,16 @@ def _upload_errors(
         summary = str(detail)
     files_note = "Files are not kept: choose the model file (and inputs file) again."
     return _render(
-        request, "upload.html", who, status_code=status_code, active="upload", fields=fields, errors=errors,
-        form_error=" ".join([summary, *unplaced, files_note]), values=entered,
-    )  # fmt: skip
+        request,
+        "upload.html",
+        who,
+        status_code=status_code,
+        active="upload",
+        fields=fields,
+        errors=errors,
+        form_error=" ".join([summary, *unplaced, files_note]),
+        values=entered,
+    )
 
 
 def fold_context(values: dict[str, str], fields: list) -> dict[str, Any]:

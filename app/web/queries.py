@@ -269,8 +269,11 @@ def queue_overview(
     session: Session, *, depth: dict, now: datetime, lost_after_s: float, limit: int = 50
 ) -> QueueOverview:
     """Running and waiting jobs with their model names, and the workers: all but those stopped over a day ago."""
-    overview = QueueOverview(by_state=depth.get("by_state", {}), oldest_waiting=depth.get("oldest_waiting", {}),
-                             no_worker_for=depth.get("no_worker_for", []))  # fmt: skip
+    overview = QueueOverview(
+        by_state=depth.get("by_state", {}),
+        oldest_waiting=depth.get("oldest_waiting", {}),
+        no_worker_for=depth.get("no_worker_for", []),
+    )
     jobs = select(Job, Analysis.model_name).join(Analysis, Analysis.id == Job.analysis_id)
     overview.running = [
         (job, name) for job, name in session.execute(jobs.where(Job.status == "running").order_by(Job.id).limit(limit))

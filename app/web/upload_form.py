@@ -1,4 +1,4 @@
-"""The upload form's context fields, generated from `advisor.context.DeploymentContext`.
+"""The upload form's context fields, generated from `advisor.core.context.DeploymentContext`.
 
 Each field's input kind comes from its type (choices for Literals, numbers, checkboxes, JSON for
 nested values) and its help text is the field's own description, so the form never drifts from the
@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.context import DeploymentContext
+from advisor.core.context import DeploymentContext
 
 FIELD_PREFIX = "ctx."
 

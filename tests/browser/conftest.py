@@ -127,11 +127,22 @@ def live_service(tmp_path_factory) -> Iterator[LiveService]:
     port = free_port()
     log = root / "serve.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ADVISOR_")}
-    command = [sys.executable, "-c", "from advisor.cli import app; app()", "serve", "--port", str(port),
-               "--data-dir", str(root / "data"), "--worker-backends", "eager"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-c",
+        "from advisor.cli import app; app()",
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(root / "data"),
+        "--worker-backends",
+        "eager",
+    ]
     with open(log, "wb") as out:
-        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, 60, process)

@@ -126,9 +126,13 @@ def test_keyboard_reaches_content_and_navigation(page, seeded_server):
 def test_queue_and_compare_pages(page, seeded_server, shot):
     registered = httpx.post(
         seeded_server.url + "/api/v1/workers/register",
-        json={"name": "npu-node-7", "device_kind": "npu", "backends": ["eager", "inductor", "torchair"],
-              "environment": {"device_name": "Ascend910B (test double)", "measured_on": "test-double"}},
-    )  # fmt: skip
+        json={
+            "name": "npu-node-7",
+            "device_kind": "npu",
+            "backends": ["eager", "inductor", "torchair"],
+            "environment": {"device_name": "Ascend910B (test double)", "measured_on": "test-double"},
+        },
+    )
     assert registered.status_code == 200
     page.goto(seeded_server.url + "/queue")
     assert page.locator('tr[data-worker="npu-node-7"]').count() == 1

@@ -23,9 +23,15 @@ def run_with_double(code: str, *, env: dict[str, str] | None = None, doubles: bo
     path = [str(REPO_ROOT)] + ([str(DOUBLES_DIR)] if doubles else [])
     full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), **(env or {})}
     script = textwrap.dedent(code) + f"\nimport json as _j\nprint({_MARKER!r} + _j.dumps(result))\n"
-    proc = subprocess.run([sys.executable, "-c", script], env=full_env, capture_output=True, text=True,
-                          timeout=timeout, cwd=str(REPO_ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(REPO_ROOT),
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith(_MARKER)]
     if proc.returncode != 0 or not lines:
         raise AssertionError(f"child failed (rc={proc.returncode}):\n{proc.stderr[-4000:]}")
-    return json.loads(lines[-1][len(_MARKER):])
+    return json.loads(lines[-1][len(_MARKER) :])

@@ -11,8 +11,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app.db import create_db_engine, upgrade_database
+from app.job_queue import JobQueue, QueuePolicy
 from app.models import Analysis, Artifact
-from app.queue import JobQueue, QueuePolicy
 from app.settings import Settings
 
 
@@ -89,8 +89,8 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture(scope="session")
 def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real ExportedProgram (advisor.examples' mlp), exported once per test session."""
-    from advisor.examples import export_example
+    """A real ExportedProgram (advisor.harness.examples' mlp), exported once per test session."""
+    from advisor.harness.examples import export_example
 
     return export_example("mlp", tmp_path_factory.mktemp("models") / "mlp.pt2")
 

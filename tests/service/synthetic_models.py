@@ -1,4 +1,4 @@
-"""Small model archives that pass `advisor.artifacts.sniff` without torch: distinct bytes per seed."""
+"""Small model archives that pass `advisor.core.artifacts.sniff` without torch: distinct bytes per seed."""
 
 from __future__ import annotations
 

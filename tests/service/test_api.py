@@ -121,7 +121,7 @@ HOSTILE_UPLOADS = {
 
 @pytest.mark.parametrize("kind", sorted(HOSTILE_UPLOADS))
 def test_hostile_upload_is_refused_with_the_sniffers_message_and_leaves_nothing(client, settings, kind, tmp_path):
-    from advisor.artifacts import ArtifactRejected, sniff
+    from advisor.core.artifacts import ArtifactRejected, sniff
 
     path = tmp_path / "upload.bin"
     path.write_bytes(HOSTILE_UPLOADS[kind])

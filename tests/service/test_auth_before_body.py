@@ -146,8 +146,12 @@ def test_login_refuses_a_huge_multipart_without_spooling_it(locked, tmp_path: Pa
 def test_uploads_keep_their_own_larger_cap(locked, settings):
     user = {"authorization": f"Bearer {token(locked, 'user')}"}
     limit = settings.max_upload_bytes + settings.max_inputs_bytes + (1 << 20)
-    declared = drive(locked, "POST", "/api/v1/analyze", user | {"content-type": "multipart/form-data; boundary=b",
-                                                                 "content-length": str(limit + 1)})  # fmt: skip
+    declared = drive(
+        locked,
+        "POST",
+        "/api/v1/analyze",
+        user | {"content-type": "multipart/form-data; boundary=b", "content-length": str(limit + 1)},
+    )
     assert (declared.status, declared.pulled) == (413, 0)
 
 

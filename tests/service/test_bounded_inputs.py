@@ -91,7 +91,7 @@ def test_huge_or_deep_context_values_are_a_422_naming_the_field(guarded, model_f
 
 
 def test_the_largest_accepted_context_is_stored_and_its_pages_render(guarded, model_file):
-    from advisor import context as ctx
+    from advisor.core import context as ctx
 
     context = {
         "target": "cpu",

@@ -7,13 +7,19 @@ import json
 
 import pytest
 
-from advisor.artifacts import ArtifactRejected, sniff
+from advisor.core.artifacts import ArtifactRejected, sniff
 
 from .conftest import stored_files
 
 CPU_CONTEXT = {"stage": "production", "target": "cpu"}
-EXPECTED_STATUS = {"metadata_too_large": 413, "compression_ratio": 413, "zip_bomb": 413, "forged_directory": 422,
-                   "unsafe_path": 422, "truncated": 422}  # fmt: skip
+EXPECTED_STATUS = {
+    "metadata_too_large": 413,
+    "compression_ratio": 413,
+    "zip_bomb": 413,
+    "forged_directory": 422,
+    "unsafe_path": 422,
+    "truncated": 422,
+}
 
 
 def test_every_archive_attack_is_refused_at_upload_with_its_specific_status(client, settings, hostile_corpus):
@@ -23,8 +29,11 @@ def test_every_archive_attack_is_refused_at_upload_with_its_specific_status(clie
         with pytest.raises(ArtifactRejected) as rejected:
             sniff(case.path)
         assert rejected.value.code == case.detail, case.name
-        response = client.post("/api/v1/analyze", files={"model": (case.path.name, case.path.read_bytes())},
-                               data={"context": json.dumps(CPU_CONTEXT)})  # fmt: skip
+        response = client.post(
+            "/api/v1/analyze",
+            files={"model": (case.path.name, case.path.read_bytes())},
+            data={"context": json.dumps(CPU_CONTEXT)},
+        )
         assert response.status_code == EXPECTED_STATUS.get(case.detail, 415), (case.name, response.text)
         assert response.json()["detail"] == str(rejected.value)
     assert stored_files(settings) == []

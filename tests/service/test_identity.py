@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 from sqlmodel import Session
 
 from app.auth import create_token
+from app.job_queue import Actor, JobQueue, NotYourWorker, QueuePolicy
 from app.models import Job
-from app.queue import Actor, JobQueue, NotYourWorker, QueuePolicy
 
 from .conftest import add_analysis, new_session
 

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import Engine, select
 
 from app.db import create_db_engine, upgrade_database
+from app.job_queue import InvalidTransition, JobQueue, LeaseLost, QueuePolicy, WorkerNotFound
 from app.models import Job, JobEvent
-from app.queue import InvalidTransition, JobQueue, LeaseLost, QueuePolicy, WorkerNotFound
 
 from .conftest import FakeClock, add_analysis, new_session
 

@@ -18,43 +18,109 @@ from .test_api import claim, register_worker, submit
 # What real workers send (trimmed from `npu-advisor inspect --json` / `measure --json` of the example MLP on a CPU)
 # and what the test doubles send: the models must accept them unchanged.
 REAL_INSPECTION = {
-    "format": "exported_program", "saved_with_torch": "2.13.0+cpu", "parameters": {"count": 669706, "bytes": 2678824},
-    "flops": 10698752, "inputs": [{"name": "input", "shape": [8, 784], "dtype": "float32"}],
-    "ops": [{"name": "aten.linear.default", "namespace": "aten", "count": 3, "has_fake_kernel": True,
-             "coverage": {"inductor": "decomposed", "torchair": "partial",
-                          "torchair_via": ["aten.t.default", "aten.addmm.default"],
-                          "inductor_via": ["aten.permute.default", "aten.addmm.default"]}}],
-    "custom_ops": [], "graph_breaks": {"analysed": True, "count": 0, "graph_count": 1, "reasons": []},
-    "dynamic_dims": [], "torchair_coverage": {"source": "table", "torch_npu_version": "2.14.0"},
-    "runnable": {"ok": True, "reason": None}, "warnings": ["example inputs: stored in the archive"],
-}  # fmt: skip
+    "format": "exported_program",
+    "saved_with_torch": "2.13.0+cpu",
+    "parameters": {"count": 669706, "bytes": 2678824},
+    "flops": 10698752,
+    "inputs": [{"name": "input", "shape": [8, 784], "dtype": "float32"}],
+    "ops": [
+        {
+            "name": "aten.linear.default",
+            "namespace": "aten",
+            "count": 3,
+            "has_fake_kernel": True,
+            "coverage": {
+                "inductor": "decomposed",
+                "torchair": "partial",
+                "torchair_via": ["aten.t.default", "aten.addmm.default"],
+                "inductor_via": ["aten.permute.default", "aten.addmm.default"],
+            },
+        }
+    ],
+    "custom_ops": [],
+    "graph_breaks": {"analysed": True, "count": 0, "graph_count": 1, "reasons": []},
+    "dynamic_dims": [],
+    "torchair_coverage": {"source": "table", "torch_npu_version": "2.14.0"},
+    "runnable": {"ok": True, "reason": None},
+    "warnings": ["example inputs: stored in the archive"],
+}
 REAL_LATENCY = {
-    "n": 284, "median_ms": 0.43, "p90_ms": 1.52, "p99_ms": 3.24, "mean_ms": 0.63, "stdev_ms": 0.61, "iqr_ms": 0.12,
-    "ci_low_ms": 0.42, "ci_high_ms": 0.44, "verdict": "noisy", "calls_per_sample": 3, "drift": 1.25,
-}  # fmt: skip
+    "n": 284,
+    "median_ms": 0.43,
+    "p90_ms": 1.52,
+    "p99_ms": 3.24,
+    "mean_ms": 0.63,
+    "stdev_ms": 0.61,
+    "iqr_ms": 0.12,
+    "ci_low_ms": 0.42,
+    "ci_high_ms": 0.44,
+    "verdict": "noisy",
+    "calls_per_sample": 3,
+    "drift": 1.25,
+}
 REAL_RUN = {
-    "environment": {"device": "cpu", "device_name": "Intel(R) Xeon(R) Processor (2 cores)", "soc_version": None,
-                    "cann_version": None, "driver_version": None, "torch_version": "2.13.0+cpu",
-                    "torch_npu_version": None, "python_version": "3.11.7", "host": "sandbox", "measured_on": "cpu"},
+    "environment": {
+        "device": "cpu",
+        "device_name": "Intel(R) Xeon(R) Processor (2 cores)",
+        "soc_version": None,
+        "cann_version": None,
+        "driver_version": None,
+        "torch_version": "2.13.0+cpu",
+        "torch_npu_version": None,
+        "python_version": "3.11.7",
+        "host": "sandbox",
+        "measured_on": "cpu",
+    },
     "workload": "inference",
-    "measurements": [{
-        "backend": "eager", "mode": "default", "family": "baseline", "device": "cpu", "workload": "inference",
-        "status": "ok", "reason": None, "stderr_tail": None, "compile_s_cold": 0.0, "compile_s_warm": 0.0,
-        "latency": REAL_LATENCY, "eager_latency": REAL_LATENCY, "speedup_vs_eager": 1.0, "speedup_ci": None,
-        "peak_memory_mb": 5.9, "memory_kind": "rss",
-        "accuracy": {"passed": True, "max_abs_err": 0.0, "rmse": 1.9e-08, "reference_rmse": 1.9e-08, "rmse_ratio": 1.0,
-                     "cosine": 0.99, "atol": 0.0001, "rtol": 0.0001},
-        "graph_count": None, "graph_breaks": None, "recompiles": None,
-        "throughput": {"samples_per_s": 18405.7, "tokens_per_s": None}, "dynamic": None, "wall_s": 6.9,
-        "snippet": "# eager PyTorch: no compilation\n",
-        "training": {"optimizer": "sgd", "state_mb": {"parameters": 2.5}},
-    }],
-}  # fmt: skip
+    "measurements": [
+        {
+            "backend": "eager",
+            "mode": "default",
+            "family": "baseline",
+            "device": "cpu",
+            "workload": "inference",
+            "status": "ok",
+            "reason": None,
+            "stderr_tail": None,
+            "compile_s_cold": 0.0,
+            "compile_s_warm": 0.0,
+            "latency": REAL_LATENCY,
+            "eager_latency": REAL_LATENCY,
+            "speedup_vs_eager": 1.0,
+            "speedup_ci": None,
+            "peak_memory_mb": 5.9,
+            "memory_kind": "rss",
+            "accuracy": {
+                "passed": True,
+                "max_abs_err": 0.0,
+                "rmse": 1.9e-08,
+                "reference_rmse": 1.9e-08,
+                "rmse_ratio": 1.0,
+                "cosine": 0.99,
+                "atol": 0.0001,
+                "rtol": 0.0001,
+            },
+            "graph_count": None,
+            "graph_breaks": None,
+            "recompiles": None,
+            "throughput": {"samples_per_s": 18405.7, "tokens_per_s": None},
+            "dynamic": None,
+            "wall_s": 6.9,
+            "snippet": "# eager PyTorch: no compilation\n",
+            "training": {"optimizer": "sgd", "state_mb": {"parameters": 2.5}},
+        }
+    ],
+}
 DOUBLE_RESULT = {  # tests/worker/fake_stages.py
     "inspection": {"format": "exported_program", "ops": []},
-    "measurements": {"environment": {"device": "cpu"}, "workload": "inference", "measurements": [],
-                     "backends_run": ["eager"], "tolerance_run": None},
-}  # fmt: skip
+    "measurements": {
+        "environment": {"device": "cpu"},
+        "workload": "inference",
+        "measurements": [],
+        "backends_run": ["eager"],
+        "tolerance_run": None,
+    },
+}
 
 
 def cpu_results() -> dict:

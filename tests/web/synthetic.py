@@ -1,4 +1,4 @@
-"""Synthetic analyses in the shapes of advisor.schema, for page tests and the dashboard benchmark.
+"""Synthetic analyses in the shapes of advisor.core.schema, for page tests and the dashboard benchmark.
 
 They are made-up numbers (clearly: measured_on = "synthetic"), never shown as measurements of anything.
 `seed_analyses` writes them straight into the server's tables the way the server stores a finished job.
@@ -109,7 +109,7 @@ def run(
 
 
 def noisy_run(*, whole_run: bool = False, seed: int = 0) -> dict[str, Any]:
-    """A run advisor.noise calls noisy: the last compiled row's side-by-side speedup CI spans 3x (unresolved);
+    """A run advisor.core.noise calls noisy: the last compiled row's side-by-side speedup CI spans 3x (unresolved);
     with whole_run, eager also ran twice as slow in one process (the machine's speed changed mid-run)."""
     noisy = run(seed=seed)
     last = noisy["measurements"][-1]

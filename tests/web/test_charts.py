@@ -152,20 +152,28 @@ def overlaps(root: ET.Element) -> list[tuple[str, str]]:
 BREAK_EVEN_CASES = {
     "one crossing": ([CostLine("eager", 0.0, 2.0), CostLine("inductor", 10.0, 1.0, True)], None),
     "close crossings": (  # three lines crossing eager within a few percent of each other
-        [CostLine("eager", 0.0, 2.0), CostLine("inductor", 1.0, 1.0, True), CostLine("inductor:max-autotune", 1.05,
-         0.99, True), CostLine("onnxruntime", 1.1, 0.98, True)], 1_000),
+        [
+            CostLine("eager", 0.0, 2.0),
+            CostLine("inductor", 1.0, 1.0, True),
+            CostLine("inductor:max-autotune", 1.05, 0.99, True),
+            CostLine("onnxruntime", 1.1, 0.98, True),
+        ],
+        1_000,
+    ),
     "same end point": ([CostLine("eager", 0.0, 1.0), CostLine("a", 5.0, 0.5), CostLine("b", 5.0, 0.5)], None),
     "fractional crossing": ([CostLine("eager", 0.0, 3.0), CostLine("inductor", 0.0123, 1.0, True)], 7),
     "orders of magnitude apart": (
         [CostLine("eager", 0.0, 20.0), CostLine("onnxruntime", 0.1, 2.0, True), CostLine("inductor", 60.0, 1.0)],
-        100_000),
+        100_000,
+    ),
     "expected next to the crossing": ([CostLine("eager", 0.0, 2.0), CostLine("inductor", 10.0, 1.0, True)], 10_500),
     "six long names": (
         [CostLine("eager", 0.0, 5.0)]
         + [CostLine(f"{HOSTILE}-backend-{i}:reduce-overhead", 2.0 + i, 4.0 - 0.5 * i, i == 3) for i in range(5)],
-        20_000),
+        20_000,
+    ),
     "huge counts": ([CostLine("eager", 0.0, 0.01), CostLine("inductor", 300.0, 0.005, True)], 5e7),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", BREAK_EVEN_CASES)

@@ -122,11 +122,15 @@ def test_running_analysis_page_refreshes_itself_and_missing_one_is_404(client: T
 
 # ------------------------------------------------------------------ queue and workers
 def test_queue_page_says_which_workers_run_models_without_isolation(client: TestClient, seeded: Db):
-    sandboxes = {"boxed": {"kind": "bubblewrap", "version": "0.8.0", "note": None},
-                 "open": {"kind": "none", "version": None, "note": "isolation switched off (--no-isolation)"}}
+    sandboxes = {
+        "boxed": {"kind": "bubblewrap", "version": "0.8.0", "note": None},
+        "open": {"kind": "none", "version": None, "note": "isolation switched off (--no-isolation)"},
+    }
     for name, isolation in sandboxes.items():
-        registered = client.post("/api/v1/workers/register", json={
-            "name": name, "device_kind": "cpu", "backends": ["eager"], "environment": {"isolation": isolation}})
+        registered = client.post(
+            "/api/v1/workers/register",
+            json={"name": name, "device_kind": "cpu", "backends": ["eager"], "environment": {"isolation": isolation}},
+        )
         assert registered.status_code == 200, registered.text
     html = client.get("/queue").text
     boxed = html.split('data-worker="boxed"')[1].split("</tr>")[0]
@@ -161,7 +165,7 @@ def test_queue_page_lists_jobs_and_workers_and_marks_lost_ones(client: TestClien
 
 # ------------------------------------------------------------------ upload and actions
 def test_upload_form_documents_every_context_field(client: TestClient):
-    from advisor.context import DeploymentContext
+    from advisor.core.context import DeploymentContext
 
     html = client.get("/upload").text
     for name, info in DeploymentContext.model_fields.items():

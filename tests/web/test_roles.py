@@ -32,8 +32,10 @@ def team(tmp_path) -> Iterator[tuple]:
     with Session(app.state.engine, expire_on_commit=False) as session:
         synthetic.seed_analyses(session, 6, statuses=("queued",))
         now = datetime.now(UTC)
-        tokens = {role: create_token(session, role=role, name=name, now=now)[1]
-                  for role, name in (("user", "alice"), ("admin", "root"), ("worker", "node-1"))}  # fmt: skip
+        tokens = {
+            role: create_token(session, role=role, name=name, now=now)[1]
+            for role, name in (("user", "alice"), ("admin", "root"), ("worker", "node-1"))
+        }
         owners = dict(session.execute(select(Analysis.id, Analysis.submitted_by)).all())
     with TestClient(app, base_url=OWN) as client:
         yield client, tokens, owners
@@ -98,8 +100,17 @@ def test_users_cancel_and_rerun_only_their_own_analyses_admins_any(team):
 
 
 def test_require_owner_or_admin():
-    analysis = Analysis(id=3, model_name="m", target="cpu", submitted_by="bob", artifact_sha256="0", context={},
-                        dedupe_key="k", created_at=datetime.now(UTC), updated_at=datetime.now(UTC))  # fmt: skip
+    analysis = Analysis(
+        id=3,
+        model_name="m",
+        target="cpu",
+        submitted_by="bob",
+        artifact_sha256="0",
+        context={},
+        dedupe_key="k",
+        created_at=datetime.now(UTC),
+        updated_at=datetime.now(UTC),
+    )
     for allowed in (ANONYMOUS, Principal("root", "admin", 1), Principal("bob", "user", 2)):
         require_owner_or_admin(allowed, analysis, "cancel")
     with pytest.raises(HTTPException) as refused:

@@ -112,7 +112,7 @@ def test_reproduce_command_names_the_file_once_when_the_model_name_is_a_file_nam
 # ------------------------------------------------------------------ the answer first, said once (issue 13)
 def decided(analysis: dict) -> dict:
     """The analysis with the real engine's recommendation for its synthetic numbers (its real summary text)."""
-    from advisor.decide import decide
+    from advisor.core.decision.engine import decide
 
     analysis["recommendation"] = decide(analysis["context"], analysis["inspection"], analysis["measurements"])
     return analysis
@@ -171,8 +171,17 @@ def test_tree_leaves_the_summary_and_the_why_not_reasons_to_the_page():
 
 # ------------------------------------------------------------------ the rendered page
 HOSTILE = "<script>alert(1)</script>"
-MEASUREMENT_HEADERS = ["backend", "status", "median (95% CI)", "p99", "speedup vs eager (95% CI)",
-                       "compile cold / warm", "peak memory", "graph breaks", "timing quality"]  # fmt: skip
+MEASUREMENT_HEADERS = [
+    "backend",
+    "status",
+    "median (95% CI)",
+    "p99",
+    "speedup vs eager (95% CI)",
+    "compile cold / warm",
+    "peak memory",
+    "graph breaks",
+    "timing quality",
+]
 
 
 def page_of(client, seeded, measurements: dict) -> tuple[str, str]:  # noqa: ANN001
@@ -184,8 +193,13 @@ def page_of(client, seeded, measurements: dict) -> tuple[str, str]:  # noqa: ANN
 
     done = seeded.first(select(Analysis).where(Analysis.recommendation.is_not(None)))
     analysis = decided(synthetic.analysis_dict() | {"measurements": measurements})
-    seeded.update(Analysis, done.id, context=analysis["context"], measurements=measurements,
-                  recommendation=analysis["recommendation"])  # fmt: skip
+    seeded.update(
+        Analysis,
+        done.id,
+        context=analysis["context"],
+        measurements=measurements,
+        recommendation=analysis["recommendation"],
+    )
     html = client.get(f"/analyses/{done.id}").text
     main = html[html.index("<main") :]
     first = main.index('class="card')

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlmodel import Session
 
-from advisor.context import parse_context
+from advisor.core.context import parse_context
 from app.main import create_app
 from app.models import Analysis, Artifact
 from app.web.upload_form import context_form_fields
@@ -40,8 +40,12 @@ def browser_form(model: bytes | None, filename: str = "tiny.pt", **ctx: str) -> 
             if value if value is not None else field.default:
                 parts.append((field.input_name, (None, "true")))
         else:
-            parts.append((field.input_name, (None, value if value is not None else field.default_text
-                                                 if field.kind == "choice" else "")))  # fmt: skip
+            parts.append(
+                (
+                    field.input_name,
+                    (None, value if value is not None else field.default_text if field.kind == "choice" else ""),
+                )
+            )
     assert not ctx, f"not context fields: {ctx}"
     return parts
 
@@ -62,9 +66,13 @@ def test_the_form_posts_to_the_page_without_script(client: TestClient):
 
 def test_a_plain_form_post_creates_the_analysis_and_redirects_to_it(client: TestClient, db: Db):
     parts = browser_form(
-        synthetic.torchscript_zip(), stage="edge", target="cpu", needs_offline_export="on",
-        latency_target_ms="", model_name="no script",
-    )  # fmt: skip
+        synthetic.torchscript_zip(),
+        stage="edge",
+        target="cpu",
+        needs_offline_export="on",
+        latency_target_ms="",
+        model_name="no script",
+    )
     response = post_upload(client, parts)
     assert response.status_code == 303, response.text
     [analysis] = db.all(select(Analysis))
@@ -83,9 +91,13 @@ def test_numbers_json_and_every_checkbox_are_folded_like_the_script_does(client:
     ranges = [{"input": "x", "dim": 0, "min": 1, "max": 8}]
     checkboxes = {f.name: "on" for f in context_form_fields() if f.kind == "checkbox"}
     parts = browser_form(
-        synthetic.torchscript_zip(), expected_calls_per_compile="5000", memory_budget_mb="512.5",
-        shape_ranges=json.dumps(ranges), force="on", **checkboxes,
-    )  # fmt: skip
+        synthetic.torchscript_zip(),
+        expected_calls_per_compile="5000",
+        memory_budget_mb="512.5",
+        shape_ranges=json.dumps(ranges),
+        force="on",
+        **checkboxes,
+    )
     assert len(parts) > MAX_PARTS  # the whole form: more parts than the API takes (the page has its own cap)
     response = post_upload(client, parts)
     assert response.status_code == 303, response.text
@@ -98,9 +110,12 @@ def test_numbers_json_and_every_checkbox_are_folded_like_the_script_does(client:
 
 def test_a_bad_field_value_shows_the_form_again_with_its_message(client: TestClient, db: Db):
     parts = browser_form(
-        synthetic.torchscript_zip(), expected_calls_per_compile="0", stage="edge", resource_constrained="on",
+        synthetic.torchscript_zip(),
+        expected_calls_per_compile="0",
+        stage="edge",
+        resource_constrained="on",
         model_name=HOSTILE,
-    )  # fmt: skip
+    )
     response = post_upload(client, parts)
     assert response.status_code == 422 and response.headers["content-type"].startswith("text/html")
     html = response.text
@@ -110,8 +125,10 @@ def test_a_bad_field_value_shows_the_form_again_with_its_message(client: TestCli
     # what was entered is kept (and escaped)
     assert '<option value="edge" selected>' in html
     assert 'name="ctx.resource_constrained" value="true" data-kind="checkbox"' in html
-    assert 'id="ctx-resource_constrained" name="ctx.resource_constrained" value="true" data-kind="checkbox" ' \
-           'aria-describedby="help-resource_constrained" checked>' in html  # fmt: skip
+    assert (
+        'id="ctx-resource_constrained" name="ctx.resource_constrained" value="true" data-kind="checkbox" '
+        'aria-describedby="help-resource_constrained" checked>' in html
+    )
     assert 'value="0"' in html
     assert HOSTILE not in html and 'value="&lt;script&gt;alert(1)&lt;/script&gt;"' in html
     assert "Traceback" not in html

@@ -27,8 +27,12 @@ def _note_pid(spec: dict[str, Any]) -> None:
 def quick(spec: dict[str, Any], emit) -> dict[str, Any]:
     emit("inspect", 0.0)
     emit("measure:eager:default", 0.5)
-    ran = {"backends_run": spec["backends"], "workload_run": spec["workload"], "optimizer_run": spec["optimizer"],
-           "tolerance_run": spec["accuracy_tolerance"]}
+    ran = {
+        "backends_run": spec["backends"],
+        "workload_run": spec["workload"],
+        "optimizer_run": spec["optimizer"],
+        "tolerance_run": spec["accuracy_tolerance"],
+    }
     return {**RESULT, "measurements": {**RESULT["measurements"], **ran}}
 
 
@@ -58,9 +62,9 @@ def sleep_and_note(pid_file: str, seconds: float) -> None:
 
 
 def sandboxed_sleep(spec: dict[str, Any], emit) -> dict[str, Any]:
-    """Like `slow`, but the sleeping happens in a real advisor.sandbox child (its own session)."""
-    from advisor.isolation import NO_ISOLATION
-    from advisor.sandbox import run_in_sandbox
+    """Like `slow`, but the sleeping happens in a real advisor.harness.sandbox child (its own session)."""
+    from advisor.harness.isolation import NO_ISOLATION
+    from advisor.harness.sandbox import run_in_sandbox
     from workers.stages import CANCEL
 
     emit("inspect", 0.0)

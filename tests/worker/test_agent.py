@@ -173,12 +173,24 @@ def test_only_backends_this_worker_has_are_run(api: WorkerApi, server: FakeServe
 def test_the_jobs_workload_optimizer_and_tolerance_reach_the_measurement(
     api: WorkerApi, server: FakeServer, tmp_path: Path
 ):
-    server.add_job(context={"stage": "production", "workload": "training", "optimizer": "adamw",
-                            "accuracy_tolerance": {"atol": 1e-3, "rtol": None}})  # fmt: skip
+    server.add_job(
+        context={
+            "stage": "production",
+            "workload": "training",
+            "optimizer": "adamw",
+            "accuracy_tolerance": {"atol": 1e-3, "rtol": None},
+        }
+    )
     server.add_job(context={"stage": "production"})
     make_agent(api, tmp_path, max_jobs=2).run()
-    ran = [(body["measurements"]["workload_run"], body["measurements"]["optimizer_run"],
-            body["measurements"]["tolerance_run"]) for body in server.bodies("complete")]  # fmt: skip
+    ran = [
+        (
+            body["measurements"]["workload_run"],
+            body["measurements"]["optimizer_run"],
+            body["measurements"]["tolerance_run"],
+        )
+        for body in server.bodies("complete")
+    ]
     assert ran == [("training", "adamw", {"atol": 1e-3, "rtol": None}), ("inference", "sgd", None)]
 
 
@@ -344,7 +356,8 @@ def test_a_device_this_node_lacks_is_refused_with_the_reason():
 def test_the_agent_process_never_imports_torch():
     """A crash in torch must cost a job, not the worker: only the children import it."""
     code = (
-        "import sys, workers.agent, workers.capabilities, advisor.cli.worker_cmd, advisor.sandbox, advisor.measure\n"
+        "import sys, workers.agent, workers.capabilities, advisor.cli.worker_cmd\n"
+        "import advisor.harness.sandbox, advisor.harness.measure\n"
         "assert 'torch' not in sys.modules, 'torch was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

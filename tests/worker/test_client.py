@@ -8,9 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-import advisor.remote
-from advisor.client import AdvisorClient, AdvisorError
-from advisor.remote import analyze_remote, describe_progress
+import advisor.cli.remote
+from advisor.cli.client import AdvisorClient, AdvisorError
+from advisor.cli.remote import analyze_remote, describe_progress
 
 
 @pytest.fixture
@@ -118,9 +118,9 @@ def test_wait_gives_up_on_a_client_error():
 
 
 def _patch_client(monkeypatch: pytest.MonkeyPatch, api: FakeAnalysisApi) -> None:
-    real = advisor.remote.AdvisorClient
+    real = advisor.cli.remote.AdvisorClient
     monkeypatch.setattr(
-        advisor.remote,
+        advisor.cli.remote,
         "AdvisorClient",
         lambda server, token, **options: real(server, token, transport=httpx.MockTransport(api), **options),
     )
@@ -153,7 +153,8 @@ def test_analyze_remote_submission_error_exits_2(monkeypatch, model_file: Path, 
 
 
 def test_analyze_remote_prints_the_same_report_as_local(monkeypatch, model_file: Path, capsys):
-    report = pytest.importorskip("advisor.report", reason="needs advisor.report (the decision engineer's module)")
+    from advisor.core import report
+
     recommendation = {"backend": "inductor", "mode": "default", "summary": "use inductor", "path": [], "caveats": []}
     stored = {"status": "done", "inspection": None, "measurements": None, "recommendation": recommendation}
     _patch_client(monkeypatch, FakeAnalysisApi([stored]))
@@ -167,12 +168,22 @@ def test_analyze_remote_prints_the_same_report_as_local(monkeypatch, model_file:
 
 def test_analyze_remote_sends_the_backends_and_writes_the_report_to_out(monkeypatch, model_file: Path, capsys):
     recommendation = {"backend": "inductor", "mode": "default", "summary": "use inductor", "path": [], "caveats": []}
-    api = FakeAnalysisApi([{"status": "done", "inspection": None, "measurements": None,
-                            "recommendation": recommendation}])  # fmt: skip
+    api = FakeAnalysisApi(
+        [{"status": "done", "inspection": None, "measurements": None, "recommendation": recommendation}]
+    )
     _patch_client(monkeypatch, api)
     out = model_file.parent / "report.md"
-    code = analyze_remote(model=model_file, context={}, server="http://advisor.test", token=None, wait=True,
-                          fmt="markdown", backends=["eager", "inductor"], force=True, out=out)  # fmt: skip
+    code = analyze_remote(
+        model=model_file,
+        context={},
+        server="http://advisor.test",
+        token=None,
+        wait=True,
+        fmt="markdown",
+        backends=["eager", "inductor"],
+        force=True,
+        out=out,
+    )
     assert code == 0
     body = api.uploads[0].read()
     assert b'name="backends"\r\n\r\neager,inductor' in body and b'name="force"\r\n\r\ntrue' in body

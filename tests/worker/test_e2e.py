@@ -47,8 +47,9 @@ class Services:
         return process
 
     def serve(self) -> subprocess.Popen:
-        process = self.start("serve", "--no-worker", "--port", str(self.port), "--data-dir", str(self.data_dir),
-                             log="serve.log")  # fmt: skip
+        process = self.start(
+            "serve", "--no-worker", "--port", str(self.port), "--data-dir", str(self.data_dir), log="serve.log"
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             assert process.poll() is None, self.log("serve.log")
@@ -95,7 +96,7 @@ def services(tmp_path: Path) -> Iterator[Services]:
 
 @pytest.fixture(scope="module")
 def example_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from advisor.examples import export_example
+    from advisor.harness.examples import export_example
 
     return export_example("mlp", tmp_path_factory.mktemp("model") / "mlp.pt2")
 
@@ -115,9 +116,13 @@ def test_queued_jobs_survive_a_server_crash_and_analyze_waits_for_the_stored_rep
 ):
     # 1. Five jobs queued while no worker runs.
     server = services.serve()
-    contexts = [("--stage", "production"), ("--stage", "prototype"),
-                ("--stage", "production", "--latency-target-ms", "50"),
-                ("--stage", "production", "--expected-calls", "10"), ("--stage", "prototype", "--fleet", "mixed")]
+    contexts = [
+        ("--stage", "production"),
+        ("--stage", "prototype"),
+        ("--stage", "production", "--latency-target-ms", "50"),
+        ("--stage", "production", "--expected-calls", "10"),
+        ("--stage", "prototype", "--fleet", "mixed"),
+    ]
     for flags in contexts:
         submitted = services.analyze(example_model, *flags, "--no-wait")
         assert submitted.returncode == 0, submitted.stderr
@@ -158,7 +163,7 @@ def test_hostile_uploads_end_with_a_clear_status_and_the_worker_takes_the_next_j
     marker are untouched; the same worker process then measures a clean model."""
     import torch
 
-    from advisor.isolation import IsolationUnavailable, probe_bubblewrap
+    from advisor.harness.isolation import IsolationUnavailable, probe_bubblewrap
 
     try:
         probe_bubblewrap()
@@ -174,8 +179,18 @@ def test_hostile_uploads_end_with_a_clear_status_and_the_worker_takes_the_next_j
         "script_writes_host_file.pt": None,  # any outcome, as long as the host file is unchanged
     }
     services.serve()
-    worker = services.start("worker", "--server", services.url, "--backends", "eager", "--name", "hostile",
-                            "--stage-timeout", "15", log="worker.log")  # fmt: skip
+    worker = services.start(
+        "worker",
+        "--server",
+        services.url,
+        "--backends",
+        "eager",
+        "--name",
+        "hostile",
+        "--stage-timeout",
+        "15",
+        log="worker.log",
+    )
     ids = {}
     for name in [*expected, "clean"]:
         path = example_model if name == "clean" else cases[name].path
@@ -211,8 +226,16 @@ def _children(pid: int) -> list[int]:
 
 def test_the_embedded_worker_stops_when_serve_is_killed(services: Services):
     """`serve` killed with SIGKILL (no shutdown handler runs): its embedded worker notices and exits."""
-    serve = services.start("serve", "--port", str(services.port), "--data-dir", str(services.data_dir),
-                           "--worker-backends", "eager", log="serve.log")  # fmt: skip
+    serve = services.start(
+        "serve",
+        "--port",
+        str(services.port),
+        "--data-dir",
+        str(services.data_dir),
+        "--worker-backends",
+        "eager",
+        log="serve.log",
+    )
 
     def registered() -> list[dict] | None:
         try:
@@ -229,8 +252,11 @@ def test_the_embedded_worker_stops_when_serve_is_killed(services: Services):
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
         time.sleep(0.5)
-    survivors = [pid for pid in workers if Path(f"/proc/{pid}").exists()
-                 and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"]  # fmt: skip
+    survivors = [
+        pid
+        for pid in workers
+        if Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    ]
     assert not survivors, f"the embedded worker outlived serve:\n{services.log('serve.log')}"
 
 
@@ -248,8 +274,9 @@ def test_a_worker_killed_mid_job_loses_it_to_another_that_finishes_it_once(servi
     services.serve()
     submitted = services.analyze(example_model, "--stage", "production", "--no-wait")
     assert submitted.returncode == 0, submitted.stderr
-    first = services.start("worker", "--server", services.url, "--backends", "eager", "--name", "first",
-                           log="worker.log")  # fmt: skip
+    first = services.start(
+        "worker", "--server", services.url, "--backends", "eager", "--name", "first", log="worker.log"
+    )
     wait_until(lambda: services.analyses()[0]["status"] == "running", 120, "the first worker should claim", services)
     first.kill()
     first.wait()

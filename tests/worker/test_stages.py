@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import advisor.measure
-from advisor.sandbox import Zygote
+import advisor.harness.measure
+from advisor.harness.sandbox import Zygote
 
 
 class RecordingZygote(Zygote):
@@ -24,30 +24,39 @@ class RecordingZygote(Zygote):
 
 
 def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from advisor.examples import export_example
+    from advisor.harness.examples import export_example
     from workers.stages import run_stages
 
     started: list[RecordingZygote] = []
 
     def one_zygote(device: str, readable: list | tuple = ()) -> Zygote:
-        started.append(RecordingZygote("advisor.measure_child:preload", {"device": device},
-                                       readable=[p for p in readable if p]))  # fmt: skip
+        started.append(
+            RecordingZygote(
+                "advisor.harness.measure_child:preload", {"device": device}, readable=[p for p in readable if p]
+            )
+        )
         return started[-1]
 
-    monkeypatch.setattr(advisor.measure, "measurement_zygote", one_zygote)
+    monkeypatch.setattr(advisor.harness.measure, "measurement_zygote", one_zygote)
     RecordingZygote.forked = []
     model = export_example("mlp", tmp_path / "mlp.pt2")
-    spec = {"artifact_path": str(model), "device": "cpu", "backends": ["eager"], "workload": "inference",
-            "optimizer": "sgd", "job": {}}  # fmt: skip
+    spec = {
+        "artifact_path": str(model),
+        "device": "cpu",
+        "backends": ["eager"],
+        "workload": "inference",
+        "optimizer": "sgd",
+        "job": {},
+    }
     stages: list[str] = []
     result = run_stages(spec, lambda stage, progress: stages.append(stage))
     assert result["error"] is None, result["error"]
     assert result["inspection"]["format"] == "exported_program"
     assert result["measurements"]["measurements"][0]["status"] == "ok"
     assert len(started) == 1  # one `import torch` for the whole job
-    # inspection, then eager's measurement (timed once more when the run was noisy: advisor.noise)
-    assert RecordingZygote.forked[0] == "advisor.inspect:inspect_model"
-    assert set(RecordingZygote.forked[1:]) == {"advisor.measure_child:measure_variant"}
+    # inspection, then eager's measurement (timed once more when the run was noisy: advisor.core.noise)
+    assert RecordingZygote.forked[0] == "advisor.harness.inspection:inspect_model"
+    assert set(RecordingZygote.forked[1:]) == {"advisor.harness.measure_child:measure_variant"}
     assert len(RecordingZygote.forked) in (2, 3)
     assert started[0]._proc is None  # closed when the job's stages end
     assert stages[0] == "inspect" and stages[-1] == "measure:eager:default"
@@ -55,17 +64,23 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
 
 def test_a_failed_inspection_carries_the_childs_last_stderr_lines(tmp_path: Path, monkeypatch) -> None:
     """The user sees why a child died (e.g. the interpreter's own segfault report), not only its status."""
-    import advisor.isolated_inspection
-    from advisor.sandbox import SandboxResult
+    import advisor.harness.isolated_inspection
+    from advisor.harness.sandbox import SandboxResult
     from workers.stages import run_stages
 
     tail = "Fatal Python error: Segmentation fault\n  File model.py, line 3 in forward"
     crashed = SandboxResult("crashed", None, "inspection crashed: the process was killed by SIGSEGV", tail, 1.0)
-    monkeypatch.setattr(advisor.isolated_inspection, "inspect_isolated", lambda *a, **k: crashed)
+    monkeypatch.setattr(advisor.harness.isolated_inspection, "inspect_isolated", lambda *a, **k: crashed)
     model = tmp_path / "m.pt2"
     model.write_bytes(b"stand-in: never loaded")
-    spec = {"artifact_path": str(model), "device": "cpu", "backends": ["eager"], "workload": "inference",
-            "optimizer": "sgd", "job": {}}  # fmt: skip
+    spec = {
+        "artifact_path": str(model),
+        "device": "cpu",
+        "backends": ["eager"],
+        "workload": "inference",
+        "optimizer": "sgd",
+        "job": {},
+    }
     result = run_stages(spec, lambda stage, progress: None)
     assert result["error"].startswith("inspection failed (crashed): inspection crashed: the process was killed by")
     assert "Fatal Python error: Segmentation fault" in result["error"] and result["retryable"] is False

@@ -14,14 +14,16 @@ def backend_calls():
 
 
 def record_call(gm, example_inputs, *, backend, mode, options):
-    _CALLS.append({
-        "backend": backend,
-        "mode": mode,
-        "options": options,
-        "input_shapes": _placeholder_shapes(gm),
-        "call_function_nodes": sum(1 for n in gm.graph.nodes if n.op == "call_function"),
-        "grad_enabled": torch.is_grad_enabled(),
-    })
+    _CALLS.append(
+        {
+            "backend": backend,
+            "mode": mode,
+            "options": options,
+            "input_shapes": _placeholder_shapes(gm),
+            "call_function_nodes": sum(1 for n in gm.graph.nodes if n.op == "call_function"),
+            "grad_enabled": torch.is_grad_enabled(),
+        }
+    )
 
 
 def _placeholder_shapes(gm):
@@ -49,8 +51,9 @@ def _npu_backend(gm, example_inputs, compiler_config=None, decompositions={}, **
     if torch.is_grad_enabled():  # training: like the real one, aot_autograd with get_compiler for both graphs
         from torch._dynamo.backends.common import aot_autograd
 
-        return aot_autograd(fw_compiler=_recording_compiler("forward", config),
-                            bw_compiler=_recording_compiler("backward", config))(gm, example_inputs)
+        return aot_autograd(
+            fw_compiler=_recording_compiler("forward", config), bw_compiler=_recording_compiler("backward", config)
+        )(gm, example_inputs)
     return aot_eager(gm, example_inputs)
 
 
@@ -81,8 +84,9 @@ def _recording_compiler(kind, config):
     compiler = get_compiler(config)
 
     def compile_graph(gm, example_inputs):
-        _FX_COMPILES.append({"kind": kind, "call_function_nodes": sum(1 for n in gm.graph.nodes
-                                                                     if n.op == "call_function")})
+        _FX_COMPILES.append(
+            {"kind": kind, "call_function_nodes": sum(1 for n in gm.graph.nodes if n.op == "call_function")}
+        )
         return make_boxed_func(compiler(gm, example_inputs))
 
     return compile_graph

@@ -26,8 +26,10 @@ class OptionValue:
     @value.setter
     def value(self, v):
         if isinstance(self.optional, (list, tuple)) and v not in self.optional:
-            raise ValueError(f"Value {v!r} (type: {type(v)}) not in optional list {self.optional!r} "
-                             f"(type: {type(self.optional[0]) if self.optional else None}).")
+            raise ValueError(
+                f"Value {v!r} (type: {type(v)}) not in optional list {self.optional!r} "
+                f"(type: {type(self.optional[0]) if self.optional else None})."
+            )
         self._value = v
 
 

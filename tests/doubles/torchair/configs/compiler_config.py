@@ -1,6 +1,6 @@
 """TEST DOUBLE — not torchair. `CompilerConfig` with the real option tree (torchair.md §2), written out by hand.
 
-Kept independent of advisor/backends/torchair_options.py on purpose: a test checks the two transcriptions agree.
+Kept independent of advisor/harness/backends/torchair_options.py on purpose: a test checks the two transcriptions agree.
 """
 
 from torchair.configs._option_base import (

@@ -44,8 +44,20 @@ def set_dim_gears(t, dim_gears):
     _DIM_GEAR_CALLS.append({"shape": list(t.shape), "dim_gears": {d: list(g) for d, g in dim_gears.items()}})
 
 
-def cache_compile(func, *, config=None, dynamic=True, cache_dir=None, global_rank=None, tp_rank=None,
-                  pp_rank=None, backend=None, custom_decompositions=None, ge_cache=False, **kwargs):
+def cache_compile(
+    func,
+    *,
+    config=None,
+    dynamic=True,
+    cache_dir=None,
+    global_rank=None,
+    tp_rank=None,
+    pp_rank=None,
+    backend=None,
+    custom_decompositions=None,
+    ge_cache=False,
+    **kwargs,
+):
     """Compile a bound nn.Module method; its first call writes (or finds) an entry under cache_dir."""
     from torchair._npu_backend import get_npu_backend
     from torchair.configs.compiler_config import CompilerConfig
@@ -57,8 +69,9 @@ def cache_compile(func, *, config=None, dynamic=True, cache_dir=None, global_ran
     config = config if config is not None else CompilerConfig()
     if ge_cache and config.mode.value != "max-autotune":
         raise ValueError("ge_cache is supported only in max-autotune mode")
-    entry_dir = os.path.join(cache_dir or ".torchair_cache", f"{type(func.__self__).__name__}_{func.__name__}",
-                             f"rank_{global_rank or 0}")
+    entry_dir = os.path.join(
+        cache_dir or ".torchair_cache", f"{type(func.__self__).__name__}_{func.__name__}", f"rank_{global_rank or 0}"
+    )
     npu_backend = backend or get_npu_backend(compiler_config=config)
     compiled = torch.compile(func, backend=npu_backend, dynamic=dynamic)
     state = {"first": True}
@@ -73,8 +86,15 @@ def cache_compile(func, *, config=None, dynamic=True, cache_dir=None, global_ran
             if not hit:
                 os.makedirs(entry_dir, exist_ok=True)
                 with open(marker, "w") as f:
-                    json.dump({"module": type(func.__self__).__name__, "method": func.__name__,
-                               "options": config.changed_options(), "torch": torch.__version__}, f)
+                    json.dump(
+                        {
+                            "module": type(func.__self__).__name__,
+                            "method": func.__name__,
+                            "options": config.changed_options(),
+                            "torch": torch.__version__,
+                        },
+                        f,
+                    )
             return result
         return compiled(*args, **kw)
 

@@ -1,0 +1,118 @@
+"""`npu-advisor analyze MODEL --server URL`: submit to a team server, follow it live, print the report.
+
+The report is rendered locally with `advisor.core.report.render` from the stored analysis, so it reads
+exactly like `--local`. Progress (queue position, then the worker's stage) goes to stderr; the
+report alone goes to stdout. A busy server's 429 / 503 is waited out after its Retry-After (a line on
+stderr says so) a bounded number of times (`advisor.cli.client`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from advisor.cli.client import AdvisorClient, AdvisorError
+
+EXIT_OK = 0
+EXIT_ANALYSIS_FAILED = 1
+EXIT_USAGE = 2
+REPORT_FIELDS = ("model_name", "context", "inspection", "measurements", "recommendation")
+
+
+def analyze_remote(
+    *,
+    model: Path,
+    context: dict,
+    server: str,
+    token: str | None,
+    wait: bool,
+    fmt: str,
+    inputs: Path | None = None,
+    model_name: str | None = None,
+    force: bool = False,
+    backends: list[str] | None = None,
+    out: Path | None = None,
+) -> int:
+    """Submit and (with `wait`) follow one analysis; returns the exit code (0 done, 1 failed/cancelled, 2 error).
+
+    `backends`: what the job measures (None: the server's choice); `out`: write the report there, not stdout."""
+    err = Console(stderr=True)
+
+    def busy(line: str) -> None:
+        err.print(f"[yellow]{line}[/yellow]", highlight=False)
+
+    with AdvisorClient(server, token, on_busy=busy) as client:
+        try:
+            submitted = client.submit(
+                model, context, inputs=inputs, model_name=model_name, force=force, backends=backends
+            )
+        except AdvisorError as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            return EXIT_USAGE
+        analysis_id = submitted["id"]
+        note = " (identical to an earlier submission: reusing its result; --force re-measures)"
+        err.print(f"analysis {analysis_id}: {submitted.get('status')}{note if submitted.get('deduplicated') else ''}")
+        if not wait:
+            links = submitted.get("links", {})
+            link = links.get("self") or f"/api/v1/analyses/{analysis_id}"  # the server's own links are absolute
+            err.print(f"follow it: {link if '://' in link else server.rstrip('/') + link}")
+            print(analysis_id)
+            return EXIT_OK
+        try:
+            analysis = _follow(client, analysis_id, err)
+        except AdvisorError as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            err.print(f"stopped waiting; the analysis goes on: npu-advisor analyze --server {server} ... or the web UI")
+            return 130
+    return _print_outcome(analysis, fmt, err, out)
+
+
+def describe_progress(analysis: dict[str, Any]) -> str:
+    """One line for the progress bar: where the analysis is now."""
+    status = analysis.get("status")
+    if status == "queued":
+        position = analysis.get("queue_position")
+        return f"queued (position {position})" if position else "queued"
+    if status == "running":
+        return f"running: {analysis.get('stage') or 'starting'}"
+    return str(status)
+
+
+def _follow(client: AdvisorClient, analysis_id: Any, err: Console) -> dict[str, Any]:
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"))
+    with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("submitted", total=1.0)
+
+        said: set[str] = set()
+
+        def update(analysis: dict[str, Any]) -> None:
+            note = analysis.get("waiting_for_worker")
+            if note and note not in said:  # e.g. target npu and no NPU worker yet: say so once, keep waiting
+                said.add(note)
+                bar.console.print(f"[yellow]{note}[/yellow]", highlight=False)
+            bar.update(task, description=describe_progress(analysis), completed=float(analysis.get("progress") or 0))
+
+        return client.wait(analysis_id, on_update=update)
+
+
+def _print_outcome(analysis: dict[str, Any], fmt: str, err: Console, out: Path | None = None) -> int:
+    status = analysis.get("status")
+    if status != "done":
+        reason = analysis.get("error") or "no reason recorded"
+        err.print(f"[red]analysis {analysis.get('id')} {status}:[/red] {reason}", highlight=False)
+        return EXIT_ANALYSIS_FAILED
+    from advisor.core.report import render
+
+    report = render({key: analysis.get(key) for key in REPORT_FIELDS}, fmt).rstrip("\n") + "\n"
+    if out is None:
+        sys.stdout.write(report)
+    else:
+        out.write_text(report)
+        err.print(f"report written to {out}", highlight=False, soft_wrap=True)
+    return EXIT_OK

@@ -1,0 +1,322 @@
+"""What the recommendation tells the user besides the choice: why-not texts, caveats with fixes, the snippet.
+
+Snippets come from the backend's own `snippet()` where the backends package is importable (it imports
+torch lazily), with fallbacks written against the real APIs only. Torch-free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.core.context import DeploymentContext
+from advisor.core.decision.break_even import format_calls
+from advisor.core.decision.candidates import TORCHAIR_EXPORT_MODE, Option, Provenance, beats
+from advisor.core.decision.rules import InspectionFacts, TradeOff, short_list, unresolved_phrase
+from advisor.core.schema import Caveat
+
+LONG_COMPILE_S = 5.0  # above this a shipped compile cache is worth suggesting
+
+
+def _a(device: str) -> str:
+    """The device with its article: "an NPU", "a CPU", "a CUDA GPU"."""
+    return {"npu": "an NPU", "cuda": "a CUDA GPU"}.get(device, f"a {device.upper()}")
+
+
+# ------------------------------------------------------------------------------------------- why not
+def speed_comparison(other: Option, chosen: Option) -> str:
+    """`other`'s speed against `chosen`'s: side by side with eager where both rows allow it."""
+    if other.side_by_side and chosen.side_by_side:
+        if chosen.is_baseline or other.is_baseline:
+            compiled = other if chosen.is_baseline else chosen
+            low, high = compiled.speedup_ci  # type: ignore[misc]
+            return (
+                f"{compiled.label} ran {compiled.speedup:.2f}x eager's speed side by side [95% CI {low:.2f}-{high:.2f}]"
+            )
+        return (
+            f"{other.latency_ms:.3g} ms vs {chosen.latency_ms:.3g} ms, both normalised to eager's "
+            f"{chosen.reference_ms:.3g} ms by their side-by-side speedups "
+            f"({other.speedup:.2f}x vs {chosen.speedup:.2f}x)"
+        )
+    raw = [o.label for o in (other, chosen) if not o.side_by_side]
+    return (
+        f"{other.latency_ms:.3g} ms vs {chosen.latency_ms:.3g} ms median; {' and '.join(raw)} without a side-by-side "
+        "eager timing, so timed in separate processes"
+    )
+
+
+def measured_why_not(other: Option, chosen: Option, trade: TradeOff, context: DeploymentContext) -> str:
+    warm = context.ships_compile_cache
+    ms = speed_comparison(other, chosen)
+    if beats(chosen, other):
+        return f"slower than {chosen.label}: {ms}"
+    if other.unresolved:
+        return f"unresolved: {unresolved_phrase(other)}; re-measure on a quiet machine to rank it"
+    eager = trade.eager
+    if eager is not None and other is not eager and chosen is not eager and not beats(other, eager):
+        return f"not faster than eager beyond the noise ({speed_comparison(other, eager)}), so not worth a compile"
+    if beats(other, chosen):
+        c_other, c_chosen = other.compile_s(warm), chosen.compile_s(warm)
+        compile_text = "" if c_other is None or c_chosen is None else f" ({c_other:.3g} s vs {c_chosen:.3g} s)"
+        if trade.decided_by == "break_even" and other is trade.fast_run:
+            return (
+                f"runs faster ({ms}) but its longer compile{compile_text} pays off only after "
+                f"{format_calls(trade.n_star)} {context.call_unit} per compile; you expect "
+                f"{context.expected_calls_per_compile:,}"
+            )
+        return f"runs faster ({ms}) but compiles slower{compile_text}, and compile time weighs most here"
+    return f"as fast within the measured noise ({ms}); {chosen.label} compiles faster or is simpler"
+
+
+def export_why_not(other: Option, chosen: Option) -> str:
+    """Why not `other` when the deployment needs an offline export and `chosen` is the export path."""
+    what = "plain PyTorch, not an exported graph" if other.is_baseline else "an online (JIT) compile, not an export"
+    text = f"the deployment needs an offline export; {other.label} is {what}"
+    if chosen.mode != TORCHAIR_EXPORT_MODE and other.latency_ms is not None and chosen.latency_ms is not None:
+        text += f" ({speed_comparison(other, chosen)})"
+    return text
+
+
+def unmeasured_why_not(other: Option, chosen: Option) -> str:
+    """Why not `other` when the choice did not rank measured speeds (the rows say what was measured)."""
+    if other.row is None:
+        return f"not measured; the selection tree prefers {chosen.label} here"
+    status = other.row.get("status", "ok")
+    if other.latency_ms is not None and chosen.latency_ms is not None:
+        return f"measured ({speed_comparison(other, chosen)}), but the selection tree prefers {chosen.label} here"
+    return f"measured (status {status}), but the selection tree prefers {chosen.label} here"
+
+
+def noise_caveats(quality: dict[str, Any] | None) -> list[Caveat]:
+    """The run's noise (advisor.core.noise): the whole run when the machine's speed changed or it was loaded, else
+    every noisy row by name."""
+    if not quality or not quality.get("noisy"):
+        return []
+    remeasured = quality.get("remeasured") or []
+    again = f" (re-measured once: {', '.join(remeasured)}; still noisy)" if remeasured else ""
+    fix = (
+        "Re-measure on a quiet node (no other jobs on the machine; on a shared VM, pin the worker to dedicated "
+        "cores); treat these speeds as rough until then."
+    )
+    if quality.get("whole_run"):
+        reasons = "; ".join(quality.get("run_reasons") or quality.get("reasons") or ())
+        rows = quality.get("noisy_rows") or {}
+        also = f" Noisy rows: {', '.join(rows)}." if rows else ""
+        return [Caveat(issue=f"The whole run was noisy{again}: {reasons}.{also}", fix=fix)]
+    rows = quality.get("noisy_rows") or {}
+    listed = "; ".join(f"{name} ({why})" for name, why in rows.items())
+    return [Caveat(issue=f"Noisy timings for {', '.join(rows)}{again}: {listed}.", fix=fix)]
+
+
+# ------------------------------------------------------------------------------------------- caveats
+def caveats_for(
+    chosen: Option | None,
+    context: DeploymentContext,
+    facts: InspectionFacts,
+    prov: Provenance,
+    trade: TradeOff | None,
+    export_blockers: list[str],
+    quality: dict[str, Any] | None = None,
+) -> list[Caveat]:
+    caveats: list[Caveat] = []
+    if prov.note and (prov.usable or prov.device is not None):
+        caveats.append(
+            Caveat(
+                issue=f"Provenance: {prov.note}.",
+                fix=f"Re-run the analysis on {_a(context.target)} worker before relying on the numbers.",
+            )
+        )
+    if not prov.usable:
+        caveats.append(
+            Caveat(
+                issue="Unmeasured: this recommendation comes from the selection tree and op coverage only.",
+                fix=f"Measure on {_a(context.target)} node (npu-advisor analyze on that node, or a worker).",
+            )
+        )
+    if context.workload == "training" and prov.usable:
+        caveats.append(
+            Caveat(
+                issue="Training: times, compile break-even and peak memory are per training step (forward, the "
+                f"advisor's default loss, backward, {context.optimizer} step), gradients and optimizer state "
+                "included; expected_calls_per_compile is read as steps per compile.",
+                fix="Set expected_calls_per_compile to the steps one compiled model runs (steps per job between "
+                "recompiles), and set the optimizer to the one you train with (sgd or adamw) if it is not "
+                f"{context.optimizer}.",
+            )
+        )
+    if not facts.runnable:
+        caveats.append(
+            Caveat(
+                issue=f"The model could not run where it was inspected: {facts.runnable_reason}.",
+                fix="Inspect and measure on a node that has the model's custom-op libraries (torch_npu).",
+            )
+        )
+    for gb in facts.graph_breaks:
+        where = f" at {gb['location']}" if gb.get("location") else ""
+        caveats.append(
+            Caveat(
+                issue=f"Graph break{where}: {gb.get('reason', 'unknown reason')}",
+                fix="Remove the break (e.g. avoid .item()/data-dependent Python control flow, use torch.cond); "
+                "check with torch._dynamo.explain(model)(*inputs).",
+            )
+        )
+    if facts.graph_break_count > len(facts.graph_breaks):
+        caveats.append(
+            Caveat(
+                issue=f"{facts.graph_break_count} graph breaks in total.",
+                fix="List them with torch._dynamo.explain(model)(*inputs).",
+            )
+        )
+    untraceable = [n for n in facts.inductor_untraceable if n in facts.custom_ops]
+    if untraceable:
+        caveats.append(
+            Caveat(
+                issue=f"torch.compile cannot trace {short_list(untraceable)} (no fake/meta kernel): "
+                "a graph break at each call.",
+                fix="Register a fake kernel with torch.library.register_fake('<ns>::<op>') so Dynamo can trace it.",
+            )
+        )
+    if facts.torchair_unknown and context.target == "npu" and not (prov.usable and prov.real):
+        caveats.append(
+            Caveat(
+                issue=f"TorchAir GE coverage of {short_list(facts.torchair_unknown)} is unknown until measured on "
+                "an NPU: on this host the op decomposes into CPU kernels TorchAir never sees; on an NPU torch_npu "
+                "picks the kernel when the graph is traced.",
+                fix=f"Measure on {_a('npu')} node (npu-advisor analyze on that node, or an NPU worker); if GE mode "
+                "fails there, use mode npugraph_ex (captures the eager kernels) or register a converter.",
+            )
+        )
+    if chosen is not None and chosen.backend == "torchair" and chosen.mode in ("max-autotune", TORCHAIR_EXPORT_MODE):
+        if facts.torchair_uncovered:
+            caveats.append(
+                Caveat(
+                    issue=f"TorchAir's GE mode has no converter for {short_list(facts.torchair_uncovered)}: "
+                    "its compile fails (no per-op fallback).",
+                    fix="Register a converter with @torchair.register_fx_node_ge_converter, or use mode npugraph_ex "
+                    "(captures the eager kernels; no converters needed).",
+                )
+            )
+    if export_blockers:
+        caveats.append(
+            Caveat(
+                issue="The offline export path is blocked: " + "; ".join(export_blockers) + ".",
+                fix="Fix the blockers above, then re-run the analysis with needs_offline_export.",
+            )
+        )
+    caveats += _dynamic_shape_caveats(chosen, context, facts)
+    caveats += _cache_caveats(chosen, context)
+    if prov.usable:
+        caveats += noise_caveats(quality)
+    if context.resource_constrained and context.memory_budget_mb is None:
+        caveats.append(
+            Caveat(
+                issue="Resource-constrained target without a memory budget: peak memory was not a filter.",
+                fix="Set memory_budget_mb so options that need too much memory are excluded.",
+            )
+        )
+    return caveats
+
+
+def _dynamic_shape_caveats(chosen: Option | None, context: DeploymentContext, facts: InspectionFacts) -> list[Caveat]:
+    dims = [f"{d.get('input')}[{d.get('dim')}]" for d in facts.dynamic_dims]
+    dims += [f"{r.input}[{r.dim}] ({r.min}..{r.max})" for r in context.shape_ranges]
+    if not dims:
+        return []
+    if chosen is not None and chosen.backend == "torchair":
+        fix = (
+            "Compile with dynamic=True and mark the dims: torch._dynamo.mark_dynamic(x, dim), or in GE mode "
+            "torchair.inference.set_dim_gears(x, dim_gears={dim: [sizes...]}) to compile one graph per gear."
+        )
+    else:
+        fix = (
+            "Mark the dims before compiling: torch._dynamo.mark_dynamic(x, dim, min=..., max=...) to avoid recompiles."
+        )
+    return [Caveat(issue=f"Dynamic shapes: {', '.join(sorted(set(dims)))}.", fix=fix)]
+
+
+def _cache_caveats(chosen: Option | None, context: DeploymentContext) -> list[Caveat]:
+    if chosen is None or chosen.is_baseline or chosen.backend not in ("inductor", "torchair"):
+        return []
+    compile_s = chosen.compile_s(context.ships_compile_cache)
+    if context.ships_compile_cache:
+        issue = "Compile times are the warm-cache numbers because the deployment ships a compile cache."
+    elif compile_s is not None and compile_s >= LONG_COMPILE_S:
+        issue = f"Compiling takes {compile_s:.3g} s on every start."
+    else:
+        return []
+    if chosen.backend == "torchair":
+        fix = (
+            "Cache the compiled graph: model.forward = torchair.inference.cache_compile(model.forward, config=config, "
+            "cache_dir=...); a recompile invalidates it and it is not portable across CANN versions."
+        )
+    else:
+        fix = "Keep Inductor's cache between runs: set TORCHINDUCTOR_CACHE_DIR to a directory you ship or persist."
+    return [Caveat(issue=issue, fix=fix)]
+
+
+# ------------------------------------------------------------------------------------------- snippets
+def snippet_for(option: Option | None, context: DeploymentContext, layered: dict[str, Any] | None) -> str:
+    if option is None:
+        return "# No backend qualifies: see why_not for each option.\n"
+    text = _one_snippet(option, context.workload)
+    if layered is None:
+        return text
+    dev = _one_snippet(Option("inductor", "default", "generic"), context.workload)
+    return f"# Development nodes (CPU/GPU):\n{dev}\n# Production nodes ({context.target.upper()}):\n{text}"
+
+
+def _one_snippet(option: Option, workload: str) -> str:
+    if option.mode == TORCHAIR_EXPORT_MODE:
+        return TORCHAIR_EXPORT_SNIPPET
+    if option.backend == "onnxruntime":
+        return ONNX_SNIPPET
+    try:  # the backend's own snippet; its package imports torch only when compiling
+        from advisor.harness.backends import get_backend
+
+        return get_backend(option.backend).snippet(option.mode, None, workload)
+    except Exception:  # noqa: BLE001 - absent or incomplete backends package: use the fallback text
+        pass
+    if option.row and option.row.get("snippet"):
+        return str(option.row["snippet"])
+    return _fallback_snippet(option)
+
+
+def _fallback_snippet(option: Option) -> str:
+    if option.backend == "eager":
+        return "# eager PyTorch: no compilation\nwith torch.no_grad():\n    output = model(*inputs)\n"
+    if option.backend == "torchair":
+        if option.mode == "npugraph_ex":
+            return (
+                "import torch\nimport torch_npu  # registers the npugraph_ex backend\n\n"
+                'model = torch.compile(model, backend="npugraph_ex", dynamic=False)\n'
+            )
+        return (
+            "import torch\nimport torch_npu\nimport torchair\n\nconfig = torchair.CompilerConfig()\n"
+            f'config.mode = "{option.mode}"\nnpu_backend = torchair.get_npu_backend(compiler_config=config)\n'
+            "model = torch.compile(model, backend=npu_backend, dynamic=False)\n"
+        )
+    mode = "" if option.mode == "default" else f', mode="{option.mode}"'
+    return f'import torch\n\nmodel = torch.compile(model, backend="{option.backend}"{mode})\n'
+
+
+TORCHAIR_EXPORT_SNIPPET = """import torch
+import torch_npu  # must come before torchair
+import torchair
+
+config = torchair.CompilerConfig()
+# Writes export_file/model.air (one whole graph: dynamo_export traces with fullgraph=True)
+torchair.dynamo_export(*inputs, model=model, export_path="export_file", export_name="model", dynamic=False,
+                       config=config)
+# Then, on a machine with CANN, build the offline model for your SoC (see `npu-smi info`):
+#   atc --model=export_file/model.air --framework=1 --output=model --soc_version=<your SoC, e.g. Ascend910B>
+"""
+
+ONNX_SNIPPET = """import torch
+import onnxruntime as ort
+
+onnx_program = torch.onnx.export(model, tuple(inputs), dynamo=True)
+onnx_program.save("model.onnx")
+
+session = ort.InferenceSession("model.onnx", providers=["CPUExecutionProvider"])  # or CUDAExecutionProvider
+names = [i.name for i in session.get_inputs()]
+outputs = session.run(None, {name: t.numpy() for name, t in zip(names, inputs)})
+"""

@@ -1,0 +1,320 @@
+"""The options the decision engine chooses between, where their numbers came from, and the hard filters.
+
+An option is one (backend, mode) variant, with its measurement row when there is one. Torch-free.
+
+Speeds are compared side by side: every measured row also timed eager interleaved in its own process, and
+its `speedup_vs_eager` (with `speedup_ci`) survives the machine's load, while medians taken in different
+processes do not (the same eager call measures 8.5-18 ms in different processes on a loaded host). Options are
+therefore compared on a common scale, `reference eager median / speedup`; a row without side-by-side data
+falls back to its raw median.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.core import noise
+from advisor.core.context import DeploymentContext
+
+# Simpler first: used to break ties between options that run equally fast.
+SIMPLICITY_RANK = {"eager": 0, "inductor": 1, "onnxruntime": 2, "openvino": 3, "tensorrt": 3, "torchair": 4}
+BACKEND_DEVICES = {
+    "eager": ("cpu", "cuda", "npu"),
+    "inductor": ("cpu", "cuda", "npu"),
+    "torchair": ("npu",),
+    "onnxruntime": ("cpu", "cuda"),
+    "openvino": ("cpu",),
+    "tensorrt": ("cuda",),
+}
+DISPLAY_NAMES = {
+    "eager": "eager PyTorch (no compilation)",
+    "inductor": "torch.compile with Inductor",
+    "torchair": "TorchAir",
+    "onnxruntime": "ONNX export + ONNX Runtime",
+    "openvino": "torch.compile with OpenVINO",
+    "tensorrt": "torch.compile with TensorRT",
+}
+TORCHAIR_EXPORT_MODE = "dynamo_export"  # torchair.dynamo_export -> .air -> atc -> .om
+
+
+@dataclass(frozen=True)
+class Option:
+    """One (backend, mode) the engine may recommend; `row` is its measurement, None when unmeasured."""
+
+    backend: str
+    mode: str
+    family: str
+    row: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    reference_ms: float | None = field(default=None, compare=False, hash=False)  # the run's eager median
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend}:{self.mode}"
+
+    @property
+    def display(self) -> str:
+        if self.mode == TORCHAIR_EXPORT_MODE:
+            return "TorchAir's offline export (torchair.dynamo_export, then atc)"
+        name = DISPLAY_NAMES.get(self.backend, self.backend)
+        return name if self.mode == "default" or self.backend == "eager" else f"{name} ({self.mode})"
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.family == "baseline"
+
+    def compile_s(self, warm: bool) -> float | None:
+        """Compile seconds (warm when the deployment ships a cache and a warm number exists); eager is 0."""
+        if self.is_baseline:
+            return 0.0
+        if self.row is None:
+            return None
+        value = self.row.get("compile_s_warm") if warm else None
+        if value is None:
+            value = self.row.get("compile_s_cold")
+        return None if value is None else max(float(value), 0.0)
+
+    def stat(self, key: str) -> float | None:
+        latency = (self.row or {}).get("latency") or {}
+        value = latency.get(key)
+        return None if value is None else float(value)
+
+    @property
+    def median_ms(self) -> float | None:
+        return self.stat("median_ms")
+
+    @property
+    def ci_ms(self) -> tuple[float, float] | None:
+        median = self.median_ms
+        if median is None:
+            return None
+        low, high = self.stat("ci_low_ms"), self.stat("ci_high_ms")
+        return (median if low is None else low, median if high is None else high)
+
+    @property
+    def peak_memory_mb(self) -> float | None:
+        value = (self.row or {}).get("peak_memory_mb")
+        return None if value is None else float(value)
+
+    @property
+    def noisy(self) -> bool:
+        """Its timings carry noise evidence (spread, disagreeing interleaved blocks, a too-wide CI; see core.noise)."""
+        return bool(noise.row_noise(self.row)) if self.row else False
+
+    @property
+    def interval_ratio(self) -> float | None:
+        """hi / lo of the interval its speed is compared on (side-by-side speedup CI, else its raw latency CI)."""
+        return noise.row_interval_ratio(self.row) if self.row and not self.is_baseline else None
+
+    @property
+    def unresolved(self) -> bool:
+        """Its interval spans more than noise.SPEEDUP_CI_MAX_RATIO: too wide to call it faster than anything."""
+        ratio = self.interval_ratio
+        return ratio is not None and ratio > noise.SPEEDUP_CI_MAX_RATIO
+
+    # ----------------------------------------------------------------------------- side by side with eager
+    @property
+    def speedup(self) -> float | None:
+        """Eager median / this option's median, both timed interleaved in the same process (eager: 1.0)."""
+        if self.is_baseline:
+            return 1.0
+        value = (self.row or {}).get("speedup_vs_eager")
+        return float(value) if value is not None and value > 0 else None
+
+    @property
+    def speedup_ci(self) -> tuple[float, float] | None:
+        if self.is_baseline:
+            return (1.0, 1.0)
+        interval = (self.row or {}).get("speedup_ci")
+        if self.speedup is None or not interval or len(interval) != 2:
+            return None
+        return (float(interval[0]), float(interval[1]))
+
+    @property
+    def side_by_side(self) -> bool:
+        """Whether this option sits on the common scale through a side-by-side speedup (eager: the reference)."""
+        return self.reference_ms is not None and self.speedup_ci is not None
+
+    @property
+    def latency_ms(self) -> float | None:
+        """The median on the common scale: reference eager median / speedup; the raw median without side-by-side
+        data (then it was timed in a process of its own, under whatever load that process saw)."""
+        if not self.side_by_side:
+            return self.median_ms
+        return self.reference_ms / self.speedup  # type: ignore[operator]
+
+    @property
+    def latency_ci_ms(self) -> tuple[float, float] | None:
+        """95% CI of `latency_ms`: the speedup's interval carried through; eager keeps its own relative spread
+        around the reference; the raw CI without side-by-side data."""
+        ref = self.reference_ms
+        if not self.side_by_side or ref is None:
+            return self.ci_ms
+        if self.is_baseline:
+            median, ci = self.median_ms, self.ci_ms
+            return (ref, ref) if not median or ci is None else (ref * ci[0] / median, ref * ci[1] / median)
+        low, high = self.speedup_ci  # type: ignore[misc]
+        return (ref / high if high > 0 else 0.0, ref / low if low > 0 else math.inf)
+
+    @property
+    def basis(self) -> str:
+        """How `latency_ms` was obtained, for the evidence."""
+        if not self.side_by_side:
+            return "raw median from its own process (no side-by-side eager timing)"
+        if self.is_baseline:
+            return "the reference eager median (of every process's eager timing)"
+        low, high = self.speedup_ci  # type: ignore[misc]
+        return f"reference eager median / side-by-side speedup {self.speedup:.3g}x [{low:.3g}-{high:.3g}]"
+
+
+def beats(fast: Option, slow: Option) -> bool:
+    """`fast` runs faster than `slow` beyond the measured noise.
+
+    Against eager, for an option timed side by side with it: its speedup CI lies entirely above 1.0 (or, for
+    eager to beat it, entirely below). Otherwise: their CIs on the common scale (`latency_ci_ms`) do not overlap.
+    Each option has one interval, and eager's contains the reference, so "beats" has no cycles.
+    An unresolved option (its interval spans more than noise.SPEEDUP_CI_MAX_RATIO) beats nothing: so wide an
+    interval cannot be the basis of "faster", although it can still be beaten.
+    """
+    if fast.unresolved:
+        return False
+    for option, other, faster in ((fast, slow, True), (slow, fast, False)):
+        if other.is_baseline and option.side_by_side and not option.is_baseline:
+            low, high = option.speedup_ci  # type: ignore[misc]
+            return low > 1.0 if faster else high < 1.0
+    fast_ci, slow_ci = fast.latency_ci_ms, slow.latency_ci_ms
+    return fast_ci is not None and slow_ci is not None and fast_ci[1] < slow_ci[0]
+
+
+def both_side_by_side(*options: Option) -> bool:
+    return all(o.side_by_side for o in options)
+
+
+def simplicity_key(option: Option, warm: bool) -> tuple[float, int, str]:
+    """Faster compile first, then the simpler backend, then the name (for determinism)."""
+    compile_s = option.compile_s(warm)
+    return (math.inf if compile_s is None else compile_s, SIMPLICITY_RANK.get(option.backend, 5), option.label)
+
+
+# ------------------------------------------------------------------------------------------- provenance
+@dataclass(frozen=True)
+class Provenance:
+    """Where the numbers came from, and whether they can rank options for the target."""
+
+    device: str | None  # the device the run measured on
+    measured_on: str | None  # "npu" only on a real Ascend NPU; "test-double" in CI
+    usable: bool  # the run measured on the target device and has at least one real attempt
+    real: bool  # the numbers came from real hardware of the target kind
+    note: str | None  # why the numbers are not used, or what they are not
+
+
+def provenance(context: DeploymentContext, run: dict[str, Any] | None) -> Provenance:
+    if not run:
+        return Provenance(None, None, False, False, "no measurements yet")
+    env = run.get("environment") or {}
+    device = env.get("device")
+    measured_on = env.get("measured_on") or (device if device in ("cpu", "cuda") else None)
+    rows = run.get("measurements") or []
+    if device != context.target:
+        note = f"the measurements were taken on {device or 'an unknown device'}, not on the target ({context.target})"
+        return Provenance(device, measured_on, False, False, note)
+    workload = run.get("workload") or "inference"
+    if workload != context.workload:
+        note = (
+            f"the measurements are of {workload}, not {context.workload}; measure again with "
+            f"--workload {context.workload}"
+        )
+        return Provenance(device, measured_on, False, False, note)
+    if not any(row.get("status") != "unavailable" for row in rows):
+        return Provenance(device, measured_on, False, False, f"no backend could run on {device} where it was measured")
+    real = measured_on == context.target
+    note = None
+    if not real:
+        where = "the TorchAir test double" if measured_on == "test-double" else (measured_on or "an unknown source")
+        note = f"the numbers come from {where}, not from a real {context.target.upper()}"
+    return Provenance(device, measured_on, True, real, note)
+
+
+# ------------------------------------------------------------------------------------------- options
+def measured_options(run: dict[str, Any]) -> list[Option]:
+    reference = reference_eager_ms(run)
+    options: dict[str, Option] = {}
+    for row in run.get("measurements") or []:
+        backend = row.get("backend") or "unknown"
+        family = row.get("family") or ("baseline" if backend == "eager" else "generic")
+        option = Option(backend, row.get("mode") or "default", family, row, reference)
+        options.setdefault(option.label, option)  # first row per variant wins: deterministic
+    return sorted(options.values(), key=lambda o: o.label)
+
+
+def reference_eager_ms(run: dict[str, Any] | None) -> float | None:
+    """The eager median the side-by-side scale is anchored on: the median of every process's eager timing.
+
+    Each row's `eager_latency` (the eager row's own latency where it has none). The lower middle for an even
+    count: load only ever adds time. None when no row timed eager.
+    """
+    medians = []
+    for row in (run or {}).get("measurements") or []:
+        is_eager = row.get("backend") == "eager" or row.get("family") == "baseline"
+        eager = row.get("eager_latency") or (row.get("latency") if is_eager else None)
+        value = (eager or {}).get("median_ms")
+        if value is not None and value > 0:
+            medians.append(float(value))
+    return statistics.median_low(medians) if medians else None
+
+
+def unmeasured_options(target: str) -> list[Option]:
+    """What the tree may recommend on `target` without numbers (eager is never recommended blind)."""
+    options = [Option("inductor", "default", "generic")]
+    if target == "npu":
+        options += [Option("torchair", "max-autotune", "vendor"), Option("torchair", "npugraph_ex", "vendor")]
+    return options
+
+
+# ------------------------------------------------------------------------------------------- hard filters
+def exclusion_reason(option: Option, context: DeploymentContext) -> str | None:
+    """Why `option` cannot be recommended at all, or None when it qualifies."""
+    devices = BACKEND_DEVICES.get(option.backend)
+    if devices is not None and context.target not in devices:
+        runs_on = ", ".join(devices)
+        return f"not available on the target: {option.display} runs on {runs_on}, the target is {context.target}"
+    row = option.row
+    if row is None:
+        return None
+    status = row.get("status", "ok")
+    reason = row.get("reason") or ""
+    if status == "fail_accuracy":
+        accuracy = row.get("accuracy") or {}
+        detail = accuracy.get("reason") or reason or "outputs differ from the float64 reference beyond tolerance"
+        return f"failed the accuracy check: {detail}"
+    if status == "unavailable":
+        return f"unavailable on {context.target}: {reason or 'not installed or no device'}"
+    if status != "ok":
+        return f"{status.replace('_', ' ')}: {reason or 'no details'}"
+    if (row.get("accuracy") or {}).get("passed") is False:
+        detail = (row.get("accuracy") or {}).get("reason") or "outputs differ from the float64 reference"
+        return f"failed the accuracy check: {detail}"
+    p99 = option.stat("p99_ms")
+    if context.latency_target_ms is not None and p99 is not None and p99 > context.latency_target_ms:
+        return f"over the latency target: p99 {p99:.3g} ms > {context.latency_target_ms:g} ms"
+    memory = option.peak_memory_mb
+    if context.memory_budget_mb is not None and memory is not None and memory > context.memory_budget_mb:
+        peak = "training peak (gradients and optimizer state included)" if context.workload == "training" else "peak"
+        return f"over the memory budget: {peak} {memory:.4g} MiB > {context.memory_budget_mb:g} MiB"
+    if option.median_ms is None:
+        return "measured without a steady-state latency"
+    return None
+
+
+def split_by_filters(options: list[Option], context: DeploymentContext) -> tuple[list[Option], dict[str, str]]:
+    qualified: list[Option] = []
+    excluded: dict[str, str] = {}
+    for option in options:
+        reason = exclusion_reason(option, context)
+        if reason is None:
+            qualified.append(option)
+        else:
+            excluded[option.label] = reason
+    return qualified, excluded

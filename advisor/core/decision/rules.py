@@ -1,0 +1,507 @@
+"""The selection tree, one named rule per question. Each rule returns a RuleStep (question, evidence, outcome).
+
+Tree: edge / offline export -> export path if the graph converts; prototype or frequent changes -> fast compile;
+otherwise steady-state speed (strongly so for npu:: ops TorchAir covers and Inductor cannot trace); the
+break-even and the noise decide between the fast-compiling and the fast-running option; mixed fleets are layered.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.core import noise
+from advisor.core.context import DeploymentContext
+from advisor.core.decision.break_even import break_even_calls, format_calls
+from advisor.core.decision.candidates import (
+    TORCHAIR_EXPORT_MODE,
+    Option,
+    Provenance,
+    beats,
+    both_side_by_side,
+    simplicity_key,
+)
+from advisor.core.schema import RuleStep
+
+COVERED = ("supported", "partial")
+# Phrases of the note advisor/harness/decomposed_coverage.py writes for an op whose decomposition picks a kernel for the
+# device it is traced on (sdpa): its GE coverage is only known on an NPU. Matched for inspections written before
+# the `torchair_unknown` marker existed.
+_DEVICE_DEPENDENT_PHRASES = (
+    "decomposes per device",
+    "picks the kernel",
+    "only known there",
+    "measure it on an npu",
+    "auto-generate",  # custom ops without a converter (also the wording stored before this was marked unknown)
+)
+
+
+def step(rule: str, question: str, evidence: dict[str, Any], outcome: str) -> RuleStep:
+    return RuleStep(rule=rule, question=question, evidence=evidence, outcome=outcome)
+
+
+# ------------------------------------------------------------------------------------------- inspection facts
+@dataclass(frozen=True)
+class InspectionFacts:
+    """What the decision needs from an Inspection (all empty when there is none)."""
+
+    present: bool = False
+    custom_ops: tuple[str, ...] = ()
+    npu_ops: tuple[str, ...] = ()
+    torchair_uncovered: tuple[str, ...] = ()  # GE mode has no converter (none / stub): compile fails
+    torchair_unknown: tuple[str, ...] = ()  # the kernel TorchAir gets is picked on the NPU: unknown until measured
+    npu_ops_torchair_covered: bool = False
+    inductor_untraceable: tuple[str, ...] = ()  # no fake kernel: Dynamo breaks the graph there
+    graph_breaks_analysed: bool = False
+    graph_breaks: tuple[dict[str, Any], ...] = ()
+    graph_break_count: int = 0
+    dynamic_dims: tuple[dict[str, Any], ...] = field(default=())
+    runnable: bool = True
+    runnable_reason: str | None = None
+
+    @classmethod
+    def of(cls, inspection: dict[str, Any] | None) -> InspectionFacts:
+        if not inspection:
+            return cls()
+        ops = list(inspection.get("ops") or []) + list(inspection.get("custom_ops") or [])
+        by_name = {op["name"]: op for op in ops if "name" in op}
+        custom = sorted(op["name"] for op in inspection.get("custom_ops") or [])
+        npu = sorted(name for name in custom if by_name[name].get("namespace", name.split(".")[0]) == "npu")
+        coverage = {name: op.get("coverage") or {} for name, op in by_name.items()}
+        unknown = sorted(n for n, c in coverage.items() if torchair_status_unknown(c))
+        uncovered = sorted(n for n, c in coverage.items() if c.get("torchair") not in COVERED and n not in unknown)
+        untraceable = sorted(
+            n
+            for n, op in by_name.items()
+            if coverage[n].get("inductor") == "untraceable" or (n in custom and op.get("has_fake_kernel") is False)
+        )
+        breaks = inspection.get("graph_breaks") or {}
+        runnable = inspection.get("runnable") or {}
+        return cls(
+            present=True,
+            custom_ops=tuple(custom),
+            npu_ops=tuple(npu),
+            torchair_uncovered=tuple(uncovered),
+            torchair_unknown=tuple(unknown),
+            npu_ops_torchair_covered=bool(npu) and not set(npu) & (set(uncovered) | set(unknown)),
+            inductor_untraceable=tuple(untraceable),
+            graph_breaks_analysed=bool(breaks.get("analysed")),
+            graph_breaks=tuple(breaks.get("reasons") or ()),
+            graph_break_count=int(breaks.get("count") or 0),
+            dynamic_dims=tuple(inspection.get("dynamic_dims") or ()),
+            runnable=runnable.get("ok", True) is not False,
+            runnable_reason=runnable.get("reason"),
+        )
+
+    @property
+    def strong_torchair_case(self) -> bool:
+        """npu:: ops that TorchAir converts while Inductor cannot trace them."""
+        return self.npu_ops_torchair_covered and bool(set(self.npu_ops) & set(self.inductor_untraceable))
+
+
+def torchair_status_unknown(coverage: dict[str, Any]) -> bool:
+    """Whether an op's GE coverage can only be known on an NPU (its kernel is picked there), not "uncovered"."""
+    if "torchair_unknown" in coverage:
+        return bool(coverage["torchair_unknown"])
+    note = str(coverage.get("torchair_note") or "").lower()
+    return any(phrase in note for phrase in _DEVICE_DEPENDENT_PHRASES)
+
+
+def short_list(names: tuple[str, ...] | list[str], limit: int = 4) -> str:
+    names = list(names)
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+# ------------------------------------------------------------------------------------------- rules
+def rule_measurements(prov: Provenance, context: DeploymentContext) -> RuleStep:
+    evidence = {"device": prov.device, "measured_on": prov.measured_on, "target": context.target}
+    if prov.usable:
+        outcome = "Yes: the options are ranked by their measurements."
+        if not prov.real:
+            outcome += f" Note: {prov.note}."
+    else:
+        outcome = f"No ({prov.note}): deciding from the selection tree and op coverage alone (unmeasured)."
+    return step(
+        "measurements_on_target", f"Are there measurements on the target device ({context.target})?", evidence, outcome
+    )
+
+
+def rule_hard_filters(
+    qualified: list[Option], excluded: dict[str, str], context: DeploymentContext | None = None
+) -> RuleStep:
+    evidence: dict[str, Any] = {"qualified": [o.label for o in qualified], "excluded": dict(excluded)}
+    if context is not None and context.latency_target_ms is not None:
+        evidence["latency_target"] = (
+            f"p99 <= {context.latency_target_ms:g} ms, checked on each option's own p99 as timed in its own "
+            "process (a tail latency has no side-by-side normalisation)"
+        )
+    if not qualified:
+        outcome = "No option qualifies."
+    else:
+        outcome = f"{len(qualified)} option(s) qualify: {', '.join(o.label for o in qualified)}."
+        if excluded:
+            outcome += f" Excluded: {', '.join(excluded)}."
+    return step(
+        "hard_filters", "Which options ran, stayed accurate and fit the latency and memory limits?", evidence, outcome
+    )
+
+
+def export_option(
+    context: DeploymentContext, facts: InspectionFacts, options: list[Option], excluded: dict[str, str]
+) -> tuple[Option | None, list[str]]:
+    """The export-path option for the target, or None with the reasons the graph does not convert."""
+    blockers: list[str] = []
+    by_backend = {o.backend: o for o in options}
+    if context.target == "npu":
+        ge = next((o for o in options if o.label == "torchair:max-autotune"), None)
+        if ge is not None and ge.label in excluded:
+            blockers.append(f"the TorchAir GE graph (what dynamo_export writes) is out: {excluded[ge.label]}")
+        if facts.torchair_uncovered:
+            blockers.append(f"no TorchAir GE converter for {short_list(facts.torchair_uncovered)}")
+        option = Option("torchair", TORCHAIR_EXPORT_MODE, "export", ge.row if ge else None)
+    else:
+        onnx = by_backend.get("onnxruntime")
+        if onnx is not None and onnx.label in excluded:
+            blockers.append(f"the ONNX Runtime run is out: {excluded[onnx.label]}")
+        if facts.custom_ops:
+            blockers.append(f"ONNX export has no translation for the custom ops {short_list(facts.custom_ops)}")
+        option = onnx if onnx is not None else Option("onnxruntime", "default", "export")
+    if facts.graph_break_count:
+        blockers.append(f"{facts.graph_break_count} graph break(s): an offline export needs one whole graph")
+    if not facts.present and option.row is None:
+        blockers.append("without an inspection or a measurement it is unknown whether the graph converts")
+    return (None if blockers else option), blockers
+
+
+def rule_export_path(context: DeploymentContext, option: Option | None, blockers: list[str]) -> RuleStep:
+    evidence = {"stage": context.stage, "needs_offline_export": context.needs_offline_export, "blockers": blockers}
+    path = "torchair.dynamo_export -> atc" if context.target == "npu" else "ONNX export -> ONNX Runtime"
+    if option is not None:
+        outcome = f"The deployment needs an offline export and the graph converts: use the export path ({path})."
+    else:
+        outcome = (
+            f"The deployment needs an offline export, but the export path ({path}) is blocked: "
+            f"{'; '.join(blockers)}. Falling back to steady-state speed."
+        )
+    return step(
+        "edge_prefers_export_path",
+        "Does the deployment need an offline export (edge or needs_offline_export)?",
+        evidence,
+        outcome,
+    )
+
+
+def fast_compile_wanted(context: DeploymentContext) -> bool:
+    return context.stage == "prototype" or context.model_changes == "frequent"
+
+
+def rule_objective(context: DeploymentContext) -> RuleStep:
+    evidence = {"stage": context.stage, "model_changes": context.model_changes}
+    if fast_compile_wanted(context):
+        return step(
+            "prototype_prefers_fast_compile",
+            "Is this a prototype or a model that changes often?",
+            evidence,
+            "A prototype or often-changed model recompiles at every change, so compile time weighs most.",
+        )
+    return step(
+        "production_prefers_steady_state",
+        "Is this a fixed production model?",
+        evidence,
+        "A fixed production model is compiled rarely and called often, so steady-state speed weighs most.",
+    )
+
+
+def rule_npu_custom_ops(facts: InspectionFacts) -> RuleStep:
+    evidence = {
+        "npu_ops": list(facts.npu_ops),
+        "torchair_covers_them": facts.npu_ops_torchair_covered,
+        "inductor_cannot_trace": [n for n in facts.inductor_untraceable if n in facts.npu_ops],
+    }
+    if facts.strong_torchair_case:
+        outcome = (
+            "TorchAir converts the npu:: ops while Inductor cannot trace them (graph breaks): "
+            "a strong case for TorchAir."
+        )
+    elif facts.npu_ops_torchair_covered:
+        outcome = "TorchAir converts them and Inductor can trace them too: no strong preference."
+    else:
+        outcome = "TorchAir's GE mode lacks a converter for some of them: no case for TorchAir from coverage."
+    return step(
+        "npu_custom_ops_favour_torchair",
+        "Does the model use npu:: custom ops that only TorchAir handles?",
+        evidence,
+        outcome,
+    )
+
+
+# ------------------------------------------------------------------------------------------- measured trade-off
+@dataclass
+class TradeOff:
+    """The measured choice: fast-compiling option A vs fast-running option B."""
+
+    chosen: Option
+    fast_compile: Option
+    fast_run: Option
+    unbeaten: list[Option]
+    n_star: float | None
+    decided_by: str  # "single" | "dominates" | "break_even" | "objective"
+    steps: list[RuleStep]
+    eager: Option | None = None  # the qualified eager option, the baseline every compiled option must beat
+
+    @property
+    def tie(self) -> bool:
+        return self.chosen in self.unbeaten and len([o for o in self.unbeaten if not o.unresolved]) > 1
+
+    @property
+    def latency_basis(self) -> str:
+        """ "side_by_side" when A's and B's latencies (and so N*) come from side-by-side speedups, else "raw"
+        (at least one of them is a raw median from its own process)."""
+        return "side_by_side" if both_side_by_side(self.fast_compile, self.fast_run) else "raw"
+
+
+def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> TradeOff:
+    """Pick among qualified measured options.
+
+    When eager qualified, only the compiled options faster than eager beyond the noise compete (a tie with
+    eager is not worth a compile); when none is, eager wins. Among the competitors:
+    B = of those no other beats beyond noise, the fastest-compiling (then simplest);
+    A = the fastest-compiling (then simplest). "Beats" compares side by side with eager where the rows allow
+    (see decision_candidates). B wins when it compiles no slower; otherwise the break-even against expected
+    calls decides, and without expected calls the stage's objective does.
+    """
+    warm = context.ships_compile_cache
+    eager = next((o for o in qualified if o.is_baseline), None)
+    faster_than_eager = [o for o in qualified if eager is not None and o is not eager and beats(o, eager)]
+    pool = faster_than_eager or qualified  # no cycles in "beats": eager is unbeaten in `qualified` when empty
+    unbeaten = [o for o in pool if not any(beats(other, o) for other in pool if other is not o)]
+    resolved = [o for o in unbeaten if not o.unresolved]  # an unresolved option is unbeaten for want of evidence
+    fast_run = min(resolved or unbeaten, key=lambda o: simplicity_key(o, warm))
+    fast_compile = fast_run if fast_run.is_baseline else min(pool, key=lambda o: simplicity_key(o, warm))
+    compiled = [o for o in qualified if not o.is_baseline]
+
+    steps: list[RuleStep] = []
+    if eager is not None and compiled:
+        steps.append(rule_compiled_vs_eager(eager, compiled))
+    unresolved = [o for o in qualified if o.unresolved]
+    if unresolved:
+        steps.append(rule_unresolved(unresolved))
+    if len(resolved) > 1:
+        steps.append(rule_noise_tie(resolved, fast_run, warm))
+    a, b = fast_compile, fast_run
+    compile_a, compile_b = a.compile_s(warm), b.compile_s(warm)
+    lat_a, lat_b = a.latency_ms, b.latency_ms
+    n_star: float | None = None
+    if a == b:
+        chosen, decided_by = a, "single"
+    elif compile_a is not None and compile_b is not None and compile_b <= compile_a:
+        chosen, decided_by, n_star = b, "dominates", 0.0
+    elif lat_a is not None and lat_b is not None and lat_a <= lat_b:
+        chosen, decided_by = a, "dominates"
+    else:
+        if compile_a is not None and compile_b is not None and lat_a is not None and lat_b is not None:
+            n_star = break_even_calls(compile_a, lat_a, compile_b, lat_b)
+        expected = context.expected_calls_per_compile
+        if n_star is not None and expected is not None:
+            chosen, decided_by = (b if expected > n_star else a), "break_even"
+        else:
+            chosen, decided_by = (a if fast_compile_wanted(context) else b), "objective"
+    steps.append(rule_break_even(context, a, b, n_star, chosen, decided_by))
+    return TradeOff(chosen, a, b, unbeaten, n_star, decided_by, steps, eager)
+
+
+def eager_verdict(option: Option, eager: Option) -> str:
+    """ "faster" / "slower" / "tie" against eager, beyond the noise (side by side where the row allows);
+    "unresolved" when its interval is too wide to call it faster (noise.SPEEDUP_CI_MAX_RATIO) and it is not
+    clearly slower."""
+    if beats(option, eager):
+        return "faster"
+    if beats(eager, option):
+        return "slower"
+    return "unresolved" if option.unresolved else "tie"
+
+
+def unresolved_phrase(option: Option) -> str:
+    """Why an unresolved option's speed settles nothing, with its interval."""
+    ratio = option.interval_ratio or math.inf
+    if option.side_by_side:
+        low, high = option.speedup_ci  # type: ignore[misc]
+        what = f"its side-by-side speedup {option.speedup:.2f}x has a 95% CI of {low:.3g}-{high:.3g}x"
+    else:
+        low, high = option.ci_ms or (math.nan, math.nan)
+        what = f"its median {option.median_ms:.3g} ms has a 95% CI of {low:.3g}-{high:.3g} ms"
+    return (
+        f"{what}, {ratio:.3g}x from end to end (more than {noise.SPEEDUP_CI_MAX_RATIO:g}x): too noisy to count as "
+        "faster"
+    )
+
+
+def rule_compiled_vs_eager(eager: Option, compiled: list[Option]) -> RuleStep:
+    """Each compiled option against eager, from the speedup timed interleaved in the same process."""
+    options: dict[str, Any] = {}
+    texts = []
+    for option in compiled:
+        verdict = eager_verdict(option, eager)
+        word = {
+            "faster": "faster than",
+            "slower": "slower than",
+            "tie": "a tie with",
+            "unresolved": "unresolved against",
+        }[verdict]
+        if option.side_by_side:
+            low, high = option.speedup_ci  # type: ignore[misc]
+            options[option.label] = {"speedup": option.speedup, "speedup_ci": [low, high], "verdict": verdict}
+            texts.append(f"{option.label} {option.speedup:.2f}x [{low:.2f}-{high:.2f}] ({word} eager)")
+        else:
+            options[option.label] = {
+                "basis": "raw medians from separate processes (the row has no side-by-side eager timing)",
+                "median_ms": option.median_ms,
+                "eager_median_ms": eager.median_ms,
+                "verdict": verdict,
+            }
+            texts.append(f"{option.label} {word} eager by raw medians from separate processes")
+    evidence = {
+        "reference_eager_ms": eager.reference_ms,
+        "reference": "median of the eager timings of every measured process",
+        "options": options,
+    }
+    faster = [label for label, item in options.items() if item["verdict"] == "faster"]
+    unresolved = [o.label for o in compiled if options[o.label]["verdict"] == "unresolved"]
+    evidence["max_ci_ratio"] = noise.SPEEDUP_CI_MAX_RATIO
+    if faster:
+        outcome = f"{'; '.join(texts)}. Faster than eager beyond the noise: {', '.join(faster)}."
+    else:
+        outcome = (
+            f"{'; '.join(texts)}. No compiled option is faster than eager beyond the noise: "
+            "a tie or slower is not worth a compile."
+        )
+    if unresolved:
+        outcome += f" Unresolved (95% CI wider than {noise.SPEEDUP_CI_MAX_RATIO:g}x): {', '.join(unresolved)}."
+    return step(
+        "compiled_vs_eager_side_by_side",
+        "Does each compiled option run faster than eager, timed side by side in the same process?",
+        evidence,
+        outcome,
+    )
+
+
+def rule_unresolved(unresolved: list[Option]) -> RuleStep:
+    """Options whose interval is too wide to rank: they count as faster than nothing."""
+    evidence = {
+        "max_ci_ratio": noise.SPEEDUP_CI_MAX_RATIO,
+        "options": {o.label: {"ci_ratio": o.interval_ratio, "basis": o.basis} for o in unresolved},
+    }
+    outcome = (
+        "Unresolved, so not counted as faster than anything: "
+        + "; ".join(f"{o.label}: {unresolved_phrase(o)}" for o in unresolved)
+        + ". Re-measure on a quiet machine to rank them."
+    )
+    return step(
+        "wide_ci_is_unresolved",
+        "Is any option's speed too uncertain to rank (a confidence interval wider than the set ratio)?",
+        evidence,
+        outcome,
+    )
+
+
+def rule_noise_tie(unbeaten: list[Option], winner: Option, warm: bool) -> RuleStep:
+    evidence: dict[str, Any] = {
+        o.label: {
+            "latency_ms": o.latency_ms,
+            "ci_ms": list(o.latency_ci_ms or ()),
+            "basis": o.basis,
+            "compile_s": o.compile_s(warm),
+        }
+        for o in unbeaten
+    }
+    others = ", ".join(o.label for o in unbeaten if o is not winner)
+    outcome = (
+        f"Tie: {winner.label} and {others} run equally fast within the measured noise (their confidence "
+        f"intervals overlap); preferring {winner.label}, the faster-compiling, simpler option."
+    )
+    return step(
+        "noise_is_a_tie",
+        "Is any speed difference between the fastest options larger than the noise?",
+        evidence,
+        outcome,
+    )
+
+
+def rule_break_even(
+    context: DeploymentContext,
+    a: Option,
+    b: Option,
+    n_star: float | None,
+    chosen: Option,
+    decided_by: str,
+) -> RuleStep:
+    warm = context.ships_compile_cache
+    unit = context.call_unit
+    evidence = {
+        "fast_compile": a.label,
+        "fast_run": b.label,
+        "compile_s": {a.label: a.compile_s(warm), b.label: b.compile_s(warm)},
+        "compile_kind": "warm (cached)" if warm else "cold",
+        "latency_ms": {a.label: a.latency_ms, b.label: b.latency_ms},
+        "latency_basis": {a.label: a.basis, b.label: b.basis},
+        "n_star": n_star,
+        "expected_calls_per_compile": context.expected_calls_per_compile,
+    }
+    if decided_by == "single" and a.is_baseline:
+        outcome = f"{a.label} needs no compile and no compiled option runs faster beyond the noise: no trade-off."
+    elif decided_by == "single":
+        outcome = f"{a.label} both compiles fastest and runs fastest (within noise): no trade-off."
+    elif decided_by == "dominates":
+        loser = a if chosen is b else b
+        outcome = f"{chosen.label} is at least as fast to compile and to run as {loser.label}: no trade-off."
+    elif decided_by == "break_even":
+        side = "above" if chosen is b else "at or below"
+        outcome = (
+            f"{b.label} pays for its longer compile after {format_calls(n_star)} {unit}; you expect "
+            f"{context.expected_calls_per_compile:,} per compile ({side} the break-even): {chosen.label}."
+        )
+    else:
+        why = "compile time weighs most" if chosen is a else "steady-state speed weighs most"
+        known = f"break-even {format_calls(n_star)} {unit}" if n_star is not None else "break-even unknown"
+        outcome = f"Expected {unit} per compile not given ({known}); {why} at this stage: {chosen.label}."
+    return step(
+        "break_even_decides",
+        f"Does the faster-running option pay for its compile time over the expected {unit}?",
+        evidence,
+        outcome,
+    )
+
+
+def rule_layered(context: DeploymentContext, production: Option | None) -> tuple[RuleStep, dict[str, Any] | None]:
+    evidence = {"fleet": context.fleet, "target": context.target}
+    if production is None:
+        return step(
+            "mixed_fleet_layered",
+            "Is the model developed on CPU/GPU and served on NPU?",
+            evidence,
+            "Mixed fleet, but no option qualifies for production.",
+        ), None
+    layered = {
+        "development": {
+            "backend": "inductor",
+            "mode": "default",
+            "devices": ["cpu", "cuda"],
+            "why": "fast to compile and runs anywhere while the model is being developed",
+        },
+        "production": {
+            "backend": production.backend,
+            "mode": production.mode,
+            "devices": [context.target],
+            "why": f"the choice for serving on {context.target}",
+        },
+    }
+    outcome = (
+        f"Mixed fleet: layered - torch.compile with Inductor on the CPU/GPU development nodes, {production.label} "
+        f"on the {context.target.upper()} production nodes."
+    )
+    return step(
+        "mixed_fleet_layered", "Is the model developed on CPU/GPU and served on NPU?", evidence, outcome
+    ), layered

@@ -1,0 +1,158 @@
+"""Is a backend's output right? Compared the way PyTorch's dynamo benchmark runner does it.
+
+1. allclose against the eager float32 output with dtype-aware tolerances;
+2. if that fails and a float64 reference exists: pass when the backend's RMSE against the
+   float64 reference is at most `multiplier` x eager-fp32's own RMSE against it (+ atol / 10).
+   A compiler that reorders float32 reductions is as accurate as eager, just differently wrong;
+3. without a float64 reference: cosine similarity >= 0.99.
+
+Inputs are lists of output leaves (tensors, or other values compared for equality).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from advisor.core.schema import Accuracy
+
+# (atol, rtol) per output dtype. float32 is loose enough for reordered reductions, tight enough to
+# catch a wrong kernel; half types follow torch.testing's bfloat16 / float16 defaults, loosened.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-4, 1e-4),
+    "float16": (1e-3, 1e-3),
+    "bfloat16": (1e-2, 1.6e-2),
+}
+MIN_COSINE = 0.99
+
+
+def tolerance_for(dtype: Any) -> tuple[float, float]:
+    name = str(dtype).removeprefix("torch.")
+    return TOLERANCES.get(name, (0.0, 0.0))
+
+
+def _rmse_multiplier(numel: int) -> float:
+    """The dynamo runner allows more slack for tiny outputs, where one element dominates the RMSE."""
+    if numel <= 10:
+        return 10.0
+    if numel <= 100:
+        return 3.0
+    return 2.0
+
+
+def compare_outputs(
+    result: Sequence[Any],
+    eager: Sequence[Any],
+    reference_fp64: Sequence[Any] | None,
+    tolerance: Mapping[str, float | None] | None = None,
+) -> Accuracy:
+    """Compare a backend's output leaves with eager's (and with the float64 reference when given).
+
+    `tolerance`: {"atol", "rtol"} overriding the dtype defaults (the deployment context's
+    `accuracy_tolerance`); a None value keeps that default."""
+    import torch
+
+    if len(result) != len(eager):
+        return _structural_failure(f"the backend returned {len(result)} outputs, eager returned {len(eager)}")
+    floats_res, floats_eager, floats_ref = [], [], []
+    atol, rtol = 0.0, 0.0
+    all_close = True
+    for i, (res, exp) in enumerate(zip(result, eager, strict=True)):
+        if not isinstance(exp, torch.Tensor):
+            if res != exp:
+                return _structural_failure(f"output {i} is {res!r}, eager gave {exp!r}")
+            continue
+        if not isinstance(res, torch.Tensor) or tuple(res.shape) != tuple(exp.shape):
+            shape = tuple(res.shape) if isinstance(res, torch.Tensor) else type(res).__name__
+            return _structural_failure(f"output {i} has shape {shape}, eager gave {tuple(exp.shape)}")
+        res, exp = res.detach().cpu(), exp.detach().cpu()
+        if not exp.is_floating_point():
+            if not torch.equal(res, exp.to(res.dtype)):
+                return _structural_failure(f"integer output {i} differs from eager")
+            continue
+        leaf_atol, leaf_rtol = _overridden(tolerance_for(exp.dtype), tolerance)
+        atol, rtol = max(atol, leaf_atol), max(rtol, leaf_rtol)
+        all_close &= bool(torch.allclose(res.to(exp.dtype), exp, atol=leaf_atol, rtol=leaf_rtol, equal_nan=True))
+        floats_res.append(res.double().flatten())
+        floats_eager.append(exp.double().flatten())
+        if reference_fp64 is not None:
+            floats_ref.append(reference_fp64[i].detach().cpu().double().flatten())
+    if not floats_res:
+        return Accuracy(
+            passed=True,
+            max_abs_err=0.0,
+            rmse=0.0,
+            reference_rmse=0.0,
+            rmse_ratio=None,
+            cosine=1.0,
+            atol=atol,
+            rtol=rtol,
+        )
+    res_all, eager_all = torch.cat(floats_res), torch.cat(floats_eager)
+    ref_all = torch.cat(floats_ref) if floats_ref else eager_all
+    max_abs = _finite(float((res_all - eager_all).abs().nan_to_num(nan=math.inf).max()))
+    rmse = _rmse(res_all, ref_all)
+    ref_rmse = _rmse(eager_all, ref_all) if floats_ref else 0.0
+    cosine = float(torch.nn.functional.cosine_similarity(res_all.nan_to_num(), ref_all.nan_to_num(), dim=0))
+    ratio = rmse / ref_rmse if ref_rmse > 0 else None
+    if all_close:
+        passed, reason = True, None
+    elif floats_ref:
+        limit = _rmse_multiplier(res_all.numel()) * ref_rmse + atol / 10
+        passed = rmse <= limit
+        reason = (
+            None
+            if passed
+            else (
+                f"RMSE against the float64 reference is {rmse:.3g}, above the allowed {limit:.3g} "
+                f"(eager float32's own RMSE is {ref_rmse:.3g}); max abs diff from eager {max_abs:.3g}"
+            )
+        )
+    else:
+        passed = cosine >= MIN_COSINE
+        reason = None if passed else f"no float64 reference; cosine similarity to eager is {cosine:.4f} < {MIN_COSINE}"
+    accuracy = Accuracy(
+        passed=passed,
+        max_abs_err=max_abs,
+        rmse=rmse,
+        reference_rmse=ref_rmse,
+        rmse_ratio=ratio,
+        cosine=cosine,
+        atol=atol,
+        rtol=rtol,
+    )
+    if reason:
+        accuracy["reason"] = reason
+    return accuracy
+
+
+def _overridden(default: tuple[float, float], tolerance: Mapping[str, float | None] | None) -> tuple[float, float]:
+    if not tolerance:
+        return default
+    atol, rtol = tolerance.get("atol"), tolerance.get("rtol")
+    return (default[0] if atol is None else float(atol), default[1] if rtol is None else float(rtol))
+
+
+def _rmse(a: Any, b: Any) -> float:
+    return _finite(float(((a - b) ** 2).mean().sqrt()))
+
+
+def _finite(value: float) -> float:
+    """JSON has no NaN/Infinity: report them as the largest float so they still fail comparisons."""
+    return value if math.isfinite(value) else 1.7976931348623157e308
+
+
+def _structural_failure(reason: str) -> Accuracy:
+    return Accuracy(
+        passed=False,
+        max_abs_err=1.7976931348623157e308,
+        rmse=1.7976931348623157e308,
+        reference_rmse=0.0,
+        rmse_ratio=None,
+        cosine=0.0,
+        atol=0.0,
+        rtol=0.0,
+        reason=reason,
+    )

@@ -1,0 +1,33 @@
+"""Eager PyTorch: the reference every other backend is compared with, and the speedup denominator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, device_usable, run_for_workload
+
+
+class EagerBackend(Backend):
+    """Compile time: none (`compile_s_cold` = `compile_s_warm` = 0); the baseline every speedup divides by."""
+
+    name = "eager"
+    family = "baseline"
+    devices = ("cpu", "cuda", "npu")
+    modes = ("default",)
+
+    def available(self, device: str) -> tuple[bool, str]:
+        return device_usable(device)
+
+    def compile(self, module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> Callable:
+        self.check_request(request)
+        if request.options:
+            raise UnsupportedRequest(f"eager takes no options, got {sorted(request.options)}")
+        return run_for_workload(module, request.workload)
+
+    def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
+        if workload == "training":
+            from advisor.harness.training_step import snippet_step_lines
+
+            return "\n".join(["# eager PyTorch: no compilation", *snippet_step_lines()]) + "\n"
+        return "# eager PyTorch: no compilation\nwith torch.no_grad():\n    output = model(*inputs)\n"

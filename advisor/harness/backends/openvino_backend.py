@@ -1,0 +1,67 @@
+"""OpenVINO through `torch.compile(backend="openvino")`, CPU only.
+
+`import openvino.torch` registers the backend and flips a global Dynamo setting
+(`inline_inbuilt_nn_modules=False`), so it must only ever run in its own child process. (Named
+`openvino_backend` so it does not shadow the `openvino` package.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, run_for_workload
+
+# aot_autograd: without it any nn.Conv2d fails; f32: on AVX512-BF16 CPUs OpenVINO defaults to bf16.
+DEFAULT_OPTIONS: dict[str, Any] = {"aot_autograd": True, "config": {"INFERENCE_PRECISION_HINT": "f32"}}
+
+
+class OpenVinoBackend(Backend):
+    """Compile time: `torch.compile(backend="openvino")` is lazy, so `compile_s_cold` is the first call (Dynamo
+    tracing, conversion to an OpenVINO model, OpenVINO's compile for the CPU). `compile_s_warm` is the same in a
+    new process: nothing is cached between processes unless the user passes OpenVINO's `model_caching` options."""
+
+    name = "openvino"
+    family = "vendor"
+    devices = ("cpu",)
+    modes = ("default",)
+    needs_own_process = True
+
+    def available(self, device: str) -> tuple[bool, str]:
+        if device != "cpu":
+            return False, f"the OpenVINO backend is measured on cpu only, not on {device}"
+        if importlib.util.find_spec("openvino") is None:
+            return False, "the openvino package is not installed (pip install openvino)"
+        return True, ""
+
+    def compile(self, module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> Callable:
+        self.check_request(request)
+        if request.workload != "inference":
+            raise UnsupportedRequest("the OpenVINO backend measures inference only")
+        import openvino.torch  # noqa: F401 - registers backend="openvino"
+        import torch
+
+        compiled = torch.compile(module, backend="openvino", options=_merged(request.options))
+        return run_for_workload(compiled, request.workload)
+
+    def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
+        return (
+            "\n".join(
+                [
+                    "import torch",
+                    "import openvino.torch  # registers the openvino backend; changes Dynamo config process-wide",
+                    "",
+                    f'model = torch.compile(model, backend="openvino", options={_merged(options)!r})',
+                    "with torch.no_grad():",
+                    "    output = model(*inputs)  # first call compiles",
+                ]
+            )
+            + "\n"
+        )
+
+
+def _merged(options: dict[str, Any] | None) -> dict[str, Any]:
+    merged = {**DEFAULT_OPTIONS, **(options or {})}
+    merged["config"] = {**DEFAULT_OPTIONS["config"], **(options or {}).get("config", {})}
+    return merged

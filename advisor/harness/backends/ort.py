@@ -1,0 +1,176 @@
+"""ONNX export + ONNX Runtime: the offline-export path on CPU/GPU nodes.
+
+The analogue of TorchAir's `torchair.dynamo_export` -> ATC path on NPU nodes: the same ONNX file can be turned
+into an offline `.om` model with `atc --framework=5`. (Named `ort` so it does not shadow the `onnxruntime` package.)
+
+Compile time, as a user waits for it:
+- cold (`compile_s_cold`): `torch.onnx.export(..., dynamo=True)` + saving `model.onnx` + creating the
+  `InferenceSession` (graph optimisation) + the first run's overhead. The export dominates (seconds, even for
+  small models); the session takes milliseconds.
+- warm (`compile_s_warm`): a new process creates the session from the saved `model.onnx` (no export), as a
+  deployment that ships the .onnx file does.
+`compile()` does the whole export eagerly and puts the parts on the returned callable as `compile_breakdown`
+({"export_s": export + save, "session_s": session creation, "cached": whether the file was reused}).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest
+
+_REQUIRED_PACKAGES = ("onnxruntime", "onnx", "onnxscript")
+_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+_MODEL_FILE = "model.onnx"
+_FINGERPRINT_FILE = "model.onnx.fingerprint"
+
+
+class OnnxRuntimeBackend(Backend):
+    """Compile time (an export backend: everything happens in `compile()`, before the first call):
+    `compile_s_cold` = ONNX export (`torch.onnx.export(dynamo=True)`) + saving model.onnx + creating the
+    InferenceSession + the first run's overhead; `compile_s_warm` = creating the session from the saved
+    model.onnx in a new process + the first run's overhead. `compile_breakdown` gives export_s and session_s."""
+
+    name = "onnxruntime"
+    family = "export"
+    devices = ("cpu", "cuda")
+    modes = ("default",)
+
+    def available(self, device: str) -> tuple[bool, str]:
+        if device not in _PROVIDERS:
+            return False, f"ONNX Runtime is measured on cpu or cuda here, not on {device} (NPU nodes use atc)"
+        missing = [name for name in _REQUIRED_PACKAGES if importlib.util.find_spec(name) is None]
+        if missing:
+            return False, f"not installed: {', '.join(missing)} (pip install 'npu-advisor[export]')"
+        if device == "cuda":
+            import onnxruntime
+
+            if _PROVIDERS["cuda"] not in onnxruntime.get_available_providers():
+                return False, "this onnxruntime build has no CUDAExecutionProvider (install onnxruntime-gpu)"
+        return True, ""
+
+    def compile(self, module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> Callable:
+        self.check_request(request)
+        if request.workload != "inference":
+            raise UnsupportedRequest("the ONNX Runtime backend measures inference only")
+        if request.options:
+            raise UnsupportedRequest(f"onnxruntime takes no options here, got {sorted(request.options)}")
+        import onnxruntime
+        import torch
+
+        onnx_dir = request.cache_dir or tempfile.mkdtemp(prefix="npu-advisor-onnx-")
+        os.makedirs(onnx_dir, exist_ok=True)
+        path = os.path.join(onnx_dir, _MODEL_FILE)
+        fingerprint = _fingerprint(module, example_inputs, request)
+        cached = _saved_model_matches(onnx_dir, fingerprint)
+        started = time.perf_counter()
+        if not cached:
+            with torch.no_grad():
+                program = torch.onnx.export(
+                    module,
+                    tuple(example_inputs),
+                    dynamo=True,
+                    dynamic_shapes=_batch_dynamic(example_inputs) if request.dynamic else None,
+                )
+            program.save(path)
+            with open(os.path.join(onnx_dir, _FINGERPRINT_FILE), "w", encoding="utf-8") as handle:
+                handle.write(fingerprint)
+        exported = time.perf_counter()
+        options = onnxruntime.SessionOptions()
+        # Spinning intra-op threads slow down everything else in the process (e.g. interleaved eager runs).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = onnxruntime.InferenceSession(path, options, providers=[_PROVIDERS[request.device]])
+        runner = _SessionCallable(session)
+        runner.compile_breakdown = {
+            "export_s": 0.0 if cached else exported - started,
+            "session_s": time.perf_counter() - exported,
+            "cached": cached,
+        }
+        return runner
+
+    def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
+        return (
+            "\n".join(
+                [
+                    "import torch",
+                    "import onnxruntime as ort",
+                    "",
+                    "with torch.no_grad():",
+                    "    onnx_program = torch.onnx.export(model, tuple(inputs), dynamo=True)",
+                    'onnx_program.save("model.onnx")',
+                    "",
+                    "so = ort.SessionOptions()",
+                    'so.add_session_config_entry("session.intra_op.allow_spinning", "0")',
+                    'session = ort.InferenceSession("model.onnx", so, providers=["CPUExecutionProvider"])',
+                    "feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), inputs)}",
+                    "outputs = session.run(None, feeds)",
+                    "",
+                    "# On an Ascend NPU node, convert the same file offline with ATC instead:",
+                    "#   atc --model=model.onnx --framework=5 --output=model --soc_version=<SoC from npu-smi info>",
+                    "# (TorchAir's own export: "
+                    'torchair.dynamo_export(*inputs, model=model, export_path="export_file"),',
+                    "#  then atc --model=export_file/export.air --framework=1 ...)",
+                ]
+            )
+            + "\n"
+        )
+
+
+class _SessionCallable:
+    """Calls an ORT session with torch tensors and returns torch tensors (one, or a tuple)."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.input_names = [i.name for i in session.get_inputs()]
+        self.compile_breakdown: dict[str, Any] = {}
+
+    def __call__(self, *inputs: Any) -> Any:
+        import torch
+
+        feeds = {name: tensor.detach().cpu().numpy() for name, tensor in zip(self.input_names, inputs, strict=False)}
+        outputs = [torch.from_numpy(array) for array in self.session.run(None, feeds)]
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _fingerprint(module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> str:
+    """What the saved model.onnx was exported from: versions, the inputs' and the weights' names, shapes and
+    dtypes. The cache directory belongs to one measurement of one model; this guards against a stale file."""
+    import onnxruntime
+    import torch
+
+    def describe(value: Any) -> Any:
+        return [list(value.shape), str(value.dtype)] if isinstance(value, torch.Tensor) else type(value).__name__
+
+    state = module.state_dict() if isinstance(module, torch.nn.Module) else {}
+    data = {
+        "torch": torch.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "dynamic": request.dynamic,
+        "device": request.device,
+        "inputs": [describe(v) for v in example_inputs],
+        "state": [[name, describe(value)] for name, value in state.items()],
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _saved_model_matches(onnx_dir: str, fingerprint: str) -> bool:
+    """True when the directory holds a model.onnx exported (by an earlier run) from the same model and inputs."""
+    try:
+        with open(os.path.join(onnx_dir, _FINGERPRINT_FILE), encoding="utf-8") as handle:
+            recorded = handle.read().strip()
+    except OSError:
+        return False
+    return recorded == fingerprint and os.path.isfile(os.path.join(onnx_dir, _MODEL_FILE))
+
+
+def _batch_dynamic(example_inputs: Sequence[Any]) -> tuple:
+    from torch.export import Dim
+
+    return tuple({0: Dim.AUTO} if getattr(t, "dim", lambda: 0)() > 0 else None for t in example_inputs)

@@ -1,0 +1,233 @@
+"""Which ops each graph compiler really receives for the ops of an exported graph.
+
+An ExportedProgram holds the high-level "training IR" (linear, conv2d, batch_norm, layer_norm, sdpa, dropout...).
+Under `torch.compile`, AOTAutograd traces Dynamo's graph with `make_fx`, which runs the CompositeImplicitAutograd
+kernel of every such op (`OpOverload.decompose`) and applies the backend's decomposition table on top:
+
+- TorchAir (`get_npu_backend`) passes `get_npu_default_decompositions()` (only two collectives:
+  `npu_define.allgather`, `_c10d_functional.all_to_all_single`) and `add_npu_patch` re-points
+  `aten.upsample_nearest2d.vec` at `aten.upsample_nearest2d.default` and keeps the latter whole
+  (`_utils/adjust_implicit_decomposition.py` in the torch_npu wheel);
+- Inductor passes `select_decomp_table()`.
+
+`ep.run_decompositions` with the same tables reproduces those graphs (checked against a captured AOTAutograd
+forward graph), and `node.meta["from_node"]` maps each resulting node back to the exported node it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+
+from advisor.core.schema import OpInfo
+from advisor.harness import coverage
+from advisor.harness.coverage import op_name
+
+# Runtime checks that export inserts (for `.to(...)`); Dynamo's graphs for torch.compile never contain them.
+EXPORT_ONLY_OPS = frozenset({"aten._assert_tensor_metadata.default"})
+
+DecompTable = Mapping[Any, Callable[..., Any]]
+
+# What a decomposed op can turn into that Inductor cannot generate code for.
+_INDUCTOR_WEAK = {
+    "fallback": "which it runs as a fallback kernel (no fusion across it)",
+    "untraceable": "which has no fake kernel: torch.compile cannot trace it",
+}
+
+# Decompositions that pick a kernel for the device they are traced on (sdpa) name CPU kernels like this.
+_CPU_KERNEL_MARK = "_for_cpu"
+_EXPORT_ONLY_NOTE = "export inserts this check; the graphs torch.compile hands to TorchAir do not contain it"
+_PER_DEVICE_NOTE = (
+    "decomposes per device: on this CPU into {via}, which TorchAir never sees; on an NPU torch_npu picks the "
+    "kernel when the graph is traced, so GE coverage of this op is only known there (measure it on an NPU node)"
+)
+
+
+def judge_on_received_ops(program: torch.export.ExportedProgram, ops: list[OpInfo]) -> list[str]:
+    """Judge each op's coverage on the ops the compilers really receive for it, in place.
+
+    TorchAir: an op decomposed before TorchAir sees it takes the worst status of the ops it becomes
+    (`torchair_via`); a status the table gives is kept with a `torchair_note` where it needs one.
+    Inductor: a "decomposed" op keeps that status and lists what it becomes (`inductor_via`).
+    Returns warnings (a decomposition into a fallback/untraceable op, or a decomposition that failed).
+    """
+    warnings: list[str] = []
+    try:
+        _judge_torchair(program, ops)
+        warnings += _judge_inductor(program, ops)
+    except Exception as error:  # keep the table's answers, and say what really failed (not a guessed op)
+        warnings.append(
+            f"coverage is judged on the exported ops themselves: decomposing the graph failed ({describe_error(error)})"
+        )
+    add_table_notes(ops)
+    return warnings
+
+
+def describe_error(error: BaseException) -> str:
+    """`Type: first line` of the exception run_decompositions raised, and of its root cause when that is another
+    exception (torch wraps the real error, e.g. in a BackendCompilerFailed or a RuntimeError "see above").
+    First lines only: they say what failed without the paths of the machine it failed on."""
+    text = _first_line(error)
+    root = error
+    seen = {id(root)}
+    while (cause := root.__cause__ or root.__context__) is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        root = cause
+    if root is not error and _first_line(root) != text:
+        text += f"; caused by {_first_line(root)}"
+    return text
+
+
+def _first_line(error: BaseException) -> str:
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first}"[:500] if first else type(error).__name__
+
+
+def add_table_notes(ops: list[OpInfo]) -> None:
+    """`coverage.torchair_note` for each op whose TorchAir status is the table's own and has no note yet."""
+    for op in ops:
+        if "torchair_note" not in op["coverage"] and "torchair_via" not in op["coverage"]:
+            note = coverage.torchair_note(op["name"])
+            if note:
+                op["coverage"]["torchair_note"] = note
+            if coverage.torchair_may_auto_convert(op["name"]):
+                op["coverage"]["torchair_unknown"] = True
+
+
+def _judge_torchair(program: torch.export.ExportedProgram, ops: list[OpInfo]) -> None:
+    table = torchair_table()
+    candidates = [op for op in ops if op["name"] not in EXPORT_ONLY_OPS and _decomposed(op["name"], table)]
+    received = received_ops(program, [op["name"] for op in candidates], table) if candidates else {}
+    for op in ops:
+        via = [] if op["name"] in EXPORT_ONLY_OPS else received.get(op["name"])
+        if via is None or via == [op["name"]]:
+            continue  # not decomposed, or its decomposition could not be traced back: the table answers
+        via = [name for name in via if name not in EXPORT_ONLY_OPS]
+        if any(_CPU_KERNEL_MARK in name for name in via):
+            op["coverage"]["torchair_note"] = _PER_DEVICE_NOTE.format(via=", ".join(via))
+            op["coverage"]["torchair_unknown"] = True
+            continue
+        statuses = {name: coverage.torchair_status(name) for name in via}
+        op["coverage"]["torchair"] = coverage.worst_torchair_status(statuses.values())
+        op["coverage"]["torchair_via"] = via
+        if op["name"] in EXPORT_ONLY_OPS:
+            op["coverage"]["torchair_note"] = _EXPORT_ONLY_NOTE
+        elif uncovered := [name for name, status in statuses.items() if status in ("none", "stub")]:
+            op["coverage"]["torchair_note"] = (
+                f"decomposed before TorchAir: no working GE converter for {', '.join(uncovered)}"
+            )
+
+
+def _judge_inductor(program: torch.export.ExportedProgram, ops: list[OpInfo]) -> list[str]:
+    names = [op["name"] for op in ops if op["coverage"]["inductor"] == "decomposed"]
+    received = received_ops(program, names, inductor_table()) if names else {}
+    warnings = []
+    for op in ops:
+        via = received.get(op["name"])
+        if via is None:
+            continue
+        op["coverage"]["inductor_via"] = via
+        for name in via:
+            status = coverage.inductor_status(name) if name != op["name"] else "decomposed"
+            if status in _INDUCTOR_WEAK:
+                where = " (on CPU; other devices pick their own kernel)" if _CPU_KERNEL_MARK in name else ""
+                warnings.append(f"Inductor decomposes {op['name']} into {name}{where}, {_INDUCTOR_WEAK[status]}")
+    return warnings
+
+
+def received_ops(
+    program: torch.export.ExportedProgram, op_names: Iterable[str], table: DecompTable
+) -> dict[str, list[str] | None]:
+    """For each op name of `program`'s graph in `op_names`: the ops its nodes become after decomposing with `table`
+    (first-seen order, Python builtins such as getitem left out; `[]` when they vanish), or None when some node of
+    the decomposed graph cannot be traced back, so an empty answer cannot be trusted."""
+    wanted = set(op_names)
+    originals = {node.name: op_name(node.target) for node in _call_nodes(program)}
+    decomposed = program.run_decompositions(dict(table))
+    via: dict[str, dict[str, None]] = {name: {} for name in wanted}
+    untraced = False
+    for node in _call_nodes(decomposed):
+        origin = _origin(node, originals)
+        if origin is None:
+            untraced = untraced or not _is_shape_read(node.target)
+        elif origin in wanted and isinstance(node.target, torch._ops.OpOverload | torch._ops.HigherOrderOperator):
+            via[origin][op_name(node.target)] = None
+    return {name: list(ops) if ops or not untraced else None for name, ops in via.items()}
+
+
+def torchair_table() -> dict[Any, Callable[..., Any]]:
+    """What AOTAutograd applies for TorchAir: every CompositeImplicitAutograd kernel, with TorchAir's patch."""
+    from torch._export.utils import _collect_all_valid_cia_ops, _get_decomp_for_cia
+
+    aten = torch.ops.aten
+    table = {op: _get_decomp_for_cia(op) for op in _collect_all_valid_cia_ops()}
+    table.pop(aten.upsample_nearest2d.default, None)  # TorchAir removes its Python CIA kernel: kept whole
+    table[aten.upsample_nearest2d.vec] = _upsample_nearest2d_vec
+    return table
+
+
+def inductor_table() -> dict[Any, Callable[..., Any]]:
+    """What AOTAutograd applies for Inductor: every CompositeImplicitAutograd kernel, then Inductor's table."""
+    from torch._export.utils import _collect_all_valid_cia_ops, _get_decomp_for_cia
+    from torch._inductor.decomposition import select_decomp_table
+
+    table = {op: _get_decomp_for_cia(op) for op in _collect_all_valid_cia_ops()}
+    table.update(select_decomp_table())
+    return table
+
+
+def _decomposed(name: str, table: DecompTable) -> bool:
+    """Whether AOTAutograd rewrites the op: it is in `table` or has a CompositeImplicitAutograd kernel (export
+    leaves some of those out of its CIA list, e.g. aten.dropout, but decomposes them all the same)."""
+    from torch._export.utils import _is_cia_op
+
+    op = coverage.resolve_op(name)
+    return isinstance(op, torch._ops.OpOverload) and (op in table or _is_cia_op(op))
+
+
+def _upsample_nearest2d_vec(input_tensor: torch.Tensor, output_size: Any, scale_factors: Any) -> torch.Tensor:
+    """torchair._utils.adjust_implicit_decomposition.new_upsample_nearest2d_vec."""
+    from torch._decomp.decompositions import get_scale_value, upsample_compute_output_size
+
+    osize = upsample_compute_output_size(input_tensor.size(), output_size, scale_factors)
+    scale_h = get_scale_value(scale_factors, 0)
+    scale_w = get_scale_value(scale_factors, 1)
+    return torch.ops.aten.upsample_nearest2d(input_tensor, osize, scale_h, scale_w)
+
+
+def _call_nodes(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
+    """The call_function nodes of the graph and of its subgraphs (the branches of cond, the body of map...)."""
+    return [
+        node
+        for module in program.graph_module.modules()
+        if isinstance(module, torch.fx.GraphModule)
+        for node in module.graph.nodes
+        if node.op == "call_function"
+    ]
+
+
+def _is_shape_read(target: Any) -> bool:
+    """aten.sym_size.int & co.: the tracer re-creates these for dynamic input shapes, without provenance."""
+    return op_name(target).startswith("aten.sym_")
+
+
+def _origin(node: torch.fx.Node, originals: Mapping[str, str]) -> str | None:
+    """The op name of the exported node `node` was decomposed from, following `from_node` provenance."""
+    pending = list(node.meta.get("from_node") or ())
+    seen: set[int] = set()
+    while pending:
+        source = pending.pop()
+        if id(source) in seen:
+            continue
+        seen.add(id(source))
+        if originals.get(source.name) == _target_name(source.target):
+            return originals[source.name]
+        pending.extend(source.from_node or ())
+    return None
+
+
+def _target_name(target: Any) -> str:
+    """NodeSource keeps the target as a string ("aten.linear.default") in recent torch, as an object before."""
+    return target if isinstance(target, str) else op_name(target)

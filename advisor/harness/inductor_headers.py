@@ -1,0 +1,139 @@
+"""Inductor's precompiled C++ header, built once by trusted code and handed to every sandboxed job.
+
+Inductor precompiles the header its CPU kernels include (~155 MB, ~8-11 s of g++) into
+`<tempfile.gettempdir()>/torchinductor_<user>/precompiled_headers` and reuses it across processes. That
+directory ignores TORCHINDUCTOR_CACHE_DIR. An unconfined job finds it in the host's /tmp, warm from earlier
+jobs; a sandboxed job has a private /tmp and used to rebuild it for every analysis (the isolation cost in
+benchmarks/RESULTS.md). Sharing the host's copy with sandboxes would be a channel between jobs: one upload
+could replace the header every later job compiles against.
+
+So the header is built here by a sandboxed child that compiles only a fixed function of ours (no upload is
+involved), kept in a per-user cache keyed by torch and compiler version, bound read-only into each job's
+sandbox, and copied by the job's zygote into its private /tmp before any model is loaded. A job that needs
+another header (other flags) still builds it, in its own copy. Nothing a job writes reaches the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from advisor.harness.isolation import Isolation
+
+CACHE_ENV = "ADVISOR_INDUCTOR_HEADER_CACHE"  # where the trusted headers are kept (default ~/.cache/npu-advisor/…)
+BUILD_TIMEOUT_S = 600.0
+BUILD_MEMORY_MB = 16384
+BUILD_RECIPE = 3  # bump when build_into compiles other kernels: caches built before are not reused
+_COMPLETE = ".complete"
+VEC_ISA_FILE = ".vec-isa"  # the vector ISA Inductor picked for the build: a job that picks another needs another header
+_HEADERS = "precompiled_headers"
+log = logging.getLogger("npu_advisor.inductor_headers")
+
+
+def trusted_headers(isolation: Isolation) -> str | None:
+    """The directory of trusted precompiled headers for sandboxed jobs, built on first use; None when there is
+    no sandbox (unconfined children share the host's own cache) or the build failed (each job builds its own)."""
+    if not isolation.isolated:
+        return None
+    target = _cache_root() / _version_key()
+    if (target / _COMPLETE).exists():
+        return str(target / _HEADERS)
+    try:
+        return _build(isolation, target)
+    except OSError as exc:
+        log.warning("could not build Inductor's precompiled header once for all jobs (%s); each job builds it", exc)
+        return None
+
+
+def install(source: str | None) -> None:
+    """In a sandboxed zygote, before any model: copy the trusted headers into this sandbox's private /tmp,
+    where Inductor looks for them. Copies, not links, so nothing done here reaches the trusted files."""
+    if not source or not os.path.isdir(source):
+        return
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    destination = os.path.join(default_cache_dir(), _HEADERS)
+    shutil.copytree(source, destination, dirs_exist_ok=True, ignore=shutil.ignore_patterns("locks", VEC_ISA_FILE))
+
+
+def build_into(out_dir: str) -> int:
+    """Sandbox target: compile a fixed function with Inductor on CPU, then copy the headers it precompiled
+    into `out_dir`. Returns how many files were copied."""
+    import torch
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    def kernels(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # pointwise, reductions over either dim and a matmul: Inductor builds one header per kernel build command
+        return torch.relu(x @ x.T).sin().sum(dim=1), (x * 3).cos().sum(dim=0)
+
+    torch.compile(kernels)(torch.randn(8, 16))
+    torch.compile(lambda x: (x * 3).cos().sum(dim=0))(torch.randn(4, 32))
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    source = os.path.join(default_cache_dir(), _HEADERS)
+    shutil.copytree(source, os.path.join(out_dir, _HEADERS), ignore=shutil.ignore_patterns("locks"))
+    Path(out_dir, _HEADERS, VEC_ISA_FILE).write_text(str(pick_vec_isa()))
+    return sum(len(files) for _, _, files in os.walk(out_dir))
+
+
+def _build(isolation: Isolation, target: Path) -> str | None:
+    from advisor.harness.sandbox import run_in_sandbox
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
+    try:
+        result = run_in_sandbox(
+            "advisor.harness.inductor_headers:build_into",
+            {"out_dir": str(staging)},
+            timeout_s=BUILD_TIMEOUT_S,
+            memory_limit_mb=BUILD_MEMORY_MB,
+            writable=[str(staging)],
+            isolation=isolation,
+        )
+        if result.status != "ok" or not (staging / _HEADERS).is_dir():
+            log.warning(
+                "building Inductor's precompiled header failed (%s: %s); each job builds its own",
+                result.status,
+                result.reason,
+            )
+            return None
+        (staging / _COMPLETE).touch()
+        try:
+            staging.rename(target)
+        except OSError:  # another process finished first: use its copy
+            if not (target / _COMPLETE).exists():
+                raise
+        return str(target / _HEADERS)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _cache_root() -> Path:
+    configured = os.environ.get(CACHE_ENV)
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "npu-advisor" / "inductor-headers"
+
+
+def _version_key() -> str:
+    """Build recipe, torch, Python and C++ compiler versions: a header built by another of them is never offered."""
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = "none"
+    compiler = os.environ.get("CXX") or "c++"
+    try:
+        compiler_version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        compiler_version = "unknown"
+    versions = f"{BUILD_RECIPE}|{torch_version}|{sys.version}|{compiler_version}"
+    digest = hashlib.sha256(versions.encode()).hexdigest()[:16]
+    return f"torch-{torch_version}-{digest}"

@@ -1,0 +1,613 @@
+"""The job queue. Every job state transition lives in this module; route handlers stay thin.
+
+States: queued -> running -> succeeded | failed | cancelled. A retry goes back to queued with
+`available_at` in the future; `failed` is the dead letter (last error kept). Each claim draws a new
+random lease token that fences heartbeat / complete / fail: a worker that lost its lease (re-claimed,
+terminal) gets LeaseLost (HTTP 409). Expiry is lazy: the claim query itself takes expired running jobs
+that still have attempts left; the reaper fails the exhausted ones and marks silent workers lost.
+Worker identity: a worker token acts (claims, deregisters) only for the workers it registered; admins
+(and the anonymous admin of an open server) for any (NotYourWorker, HTTP 403). A graceful release does
+not spend an attempt, so it is counted instead: the `max_releases`-th release of a job dead-letters it.
+All state is in the database and the clock is injected, so a server restart needs no recovery step
+and tests can move time. Design: /work/shared/reference/queue-protocol.md (B3, B4).
+"""
+
+from __future__ import annotations
+
+import hmac
+import random
+import secrets
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import and_, bindparam, exists, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import aliased
+from sqlmodel import Session
+
+from app.models import Job, JobEvent, JobRequirement, Worker
+
+Clock = Callable[[], datetime]
+OutcomeRecorder = Callable[[Session, Job], None]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class QueueError(Exception):
+    """A refused transition; `status_code` is the HTTP status the API answers with."""
+
+    status_code = 409
+
+
+class JobNotFound(QueueError):
+    status_code = 404
+
+
+class WorkerNotFound(QueueError):
+    status_code = 404
+
+
+class LeaseLost(QueueError):
+    """The caller's lease token no longer owns the job: stop working on it and do not upload."""
+
+    status_code = 409
+
+
+class InvalidTransition(QueueError):
+    status_code = 409
+
+
+class NotYourWorker(QueueError):
+    """A worker token tried to act for a worker that another token registered."""
+
+    status_code = 403
+
+
+def not_your_worker(worker_id: str) -> NotYourWorker:
+    return NotYourWorker(
+        f"worker {worker_id} was registered with another token: a worker token acts only for the workers it "
+        "registered (an admin token may act for any)"
+    )
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts for a worker: its token (`token_id`), or an admin (any worker). Default: the server itself."""
+
+    token_id: int | None = None
+    admin: bool = True
+
+    def may_act_for(self, worker_token_id: int | None) -> bool:
+        return self.admin or (self.token_id is not None and worker_token_id == self.token_id)
+
+
+SERVER = Actor()
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    lease_ttl_s: float = 60
+    max_attempts: int = 3
+    backoff_base_s: float = 15
+    backoff_cap_s: float = 600
+    backoff_jitter: float = 0.1
+    worker_lost_after_s: float = 90
+    max_releases: int = 5  # the max_releases-th graceful release of one job sends it to the dead letter
+
+
+@dataclass(frozen=True)
+class Claim:
+    job: Job
+    lease_token: str
+    lease_expires_at: datetime
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    lease_expires_at: datetime
+    cancel_requested: bool
+
+
+@dataclass
+class ReapReport:
+    failed: list[int] = field(default_factory=list)
+    cancelled: list[int] = field(default_factory=list)
+    lost_workers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ReleaseReport:
+    released: list[int] = field(default_factory=list)  # back to queued, no attempt spent
+    dead_lettered: list[int] = field(default_factory=list)  # released max_releases times: now `failed`
+
+
+@contextmanager
+def _transaction(session: Session) -> Iterator[None]:
+    """One short write transaction (BEGIN IMMEDIATE on SQLite): commit on success, roll back on error."""
+    try:
+        yield
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+
+
+class JobQueue:
+    """Queue transitions on a SQLModel session. `clock` and `rng` are injectable for tests."""
+
+    def __init__(self, policy: QueuePolicy | None = None, clock: Clock = utcnow, rng: random.Random | None = None):
+        self.policy = policy or QueuePolicy()
+        self.clock = clock
+        self.rng = rng or random.Random()
+
+    # ------------------------------------------------------------ producers
+    def enqueue(
+        self,
+        session: Session,
+        *,
+        analysis_id: int,
+        device_kind: str,
+        backends: Iterable[str] = (),
+        dedupe_key: str | None = None,
+        priority: int = 0,
+    ) -> tuple[Job, bool]:
+        """Add a job; (job, created). An active job with the same dedupe_key is returned instead."""
+        backends = sorted(set(backends))
+        with _transaction(session):
+            if dedupe_key is not None and (existing := self._active_job_with_key(session, dedupe_key)):
+                return existing, False
+            now = self.clock()
+            job = Job(
+                analysis_id=analysis_id,
+                device_kind=device_kind,
+                backends=backends,
+                dedupe_key=dedupe_key,
+                priority=priority,
+                max_attempts=self.policy.max_attempts,
+                available_at=now,
+                created_at=now,
+            )
+            session.add(job)
+            try:
+                session.flush()
+            except IntegrityError:  # another writer enqueued the same key first (PostgreSQL)
+                session.rollback()
+                existing = self._active_job_with_key(session, dedupe_key or "")
+                if existing is None:
+                    raise
+                return existing, False
+            session.add_all(JobRequirement(job_id=job.id, backend=name) for name in backends)
+            self._event(session, job, "enqueued", at=now)
+        return job, True
+
+    def cancel(self, session: Session, *, job_id: int) -> Job:
+        """Cancel: a queued job at once; a running one is flagged and its worker sees it on the next heartbeat."""
+        with _transaction(session):
+            job = self._get(session, job_id)
+            if job.status == "queued":
+                self._finish(job, "cancelled")
+                self._event(session, job, "cancelled")
+            elif job.status == "running":
+                if not job.cancel_requested:
+                    job.cancel_requested = True
+                    self._event(session, job, "cancel_requested")
+            else:
+                raise InvalidTransition(f"job {job_id} is already {job.status}; there is nothing to cancel")
+        return job
+
+    # ------------------------------------------------------------ workers
+    def register_worker(
+        self,
+        session: Session,
+        *,
+        name: str,
+        device_kind: str,
+        backends: Iterable[str],
+        environment: dict | None = None,
+        token_id: int | None = None,
+    ) -> Worker:
+        now = self.clock()
+        worker = Worker(
+            id=secrets.token_hex(8),
+            name=name,
+            device_kind=device_kind,
+            backends=sorted(set(backends)),
+            environment=environment or {},
+            token_id=token_id,
+            registered_at=now,
+            last_seen_at=now,
+        )
+        with _transaction(session):
+            session.add(worker)
+        return worker
+
+    def claim(self, session: Session, *, worker_id: str, actor: Actor = SERVER) -> Claim | None:
+        """Atomically lease the next job this worker can run, or None.
+
+        One `UPDATE job ... WHERE id = (SELECT ... LIMIT 1 [FOR UPDATE SKIP LOCKED]) RETURNING`:
+        queued jobs that are due, or running jobs whose lease expired and which have attempts left,
+        on the worker's device kind, whose required backends are all offered by the worker.
+        Only `actor` may claim for the worker: its registering token or an admin (NotYourWorker otherwise).
+        """
+        now = self.clock()
+        with _transaction(session):
+            touch = update(Worker).where(Worker.id == worker_id, Worker.state != "stopped")  # lost + back = active
+            if not actor.admin:
+                touch = touch.where(Worker.token_id == actor.token_id)
+            worker = session.execute(
+                touch.values(last_seen_at=now, state="active")
+                .returning(Worker.device_kind, Worker.backends)
+                .execution_options(synchronize_session=False)
+            ).first()
+            if worker is None:
+                owner = session.execute(select(Worker.token_id).where(Worker.id == worker_id)).first()
+                if owner is not None and not actor.may_act_for(owner.token_id):
+                    raise not_your_worker(worker_id)
+                # Also after deregistration: a long-poll still in flight must neither revive nor lease to it.
+                raise WorkerNotFound(f"worker {worker_id} is not registered (or has deregistered); register again")
+            token = secrets.token_hex(16)
+            expires = now + timedelta(seconds=self.policy.lease_ttl_s)
+            job = session.scalars(
+                _CLAIM_STATEMENT,
+                {
+                    "claim_now": now,
+                    "wanted_device_kind": worker.device_kind,
+                    "offered": list(worker.backends),
+                    "new_token": token,
+                    "new_worker_id": worker_id,
+                    "new_expiry": expires,
+                },
+                execution_options={"populate_existing": True, "synchronize_session": False},
+            ).first()
+            if job is None:
+                return None
+            self._event(session, job, "claimed", at=now)
+        return Claim(job=job, lease_token=token, lease_expires_at=expires)
+
+    def heartbeat(
+        self,
+        session: Session,
+        *,
+        job_id: int,
+        lease_token: str,
+        stage: str | None = None,
+        progress: float | None = None,
+    ) -> Heartbeat:
+        """Extend the lease and record progress; tells the worker whether a cancel was requested."""
+        with _transaction(session):
+            job = self._leased(session, job_id, lease_token)
+            now = self.clock()
+            job.lease_expires_at = now + timedelta(seconds=self.policy.lease_ttl_s)
+            job.heartbeat_at = now
+            if stage is not None:
+                job.stage = stage
+            if progress is not None:
+                job.progress = progress
+            self._touch_worker(session, job.worker_id, now)
+        return Heartbeat(lease_expires_at=job.lease_expires_at, cancel_requested=job.cancel_requested)
+
+    def complete(
+        self, session: Session, *, job_id: int, lease_token: str, record_outcome: OutcomeRecorder | None = None
+    ) -> tuple[Job, bool]:
+        """Mark the job succeeded; (job, newly_completed). Repeating it with the same token changes nothing.
+
+        `record_outcome(session, job)` runs in the same transaction, so the result is stored exactly once.
+        """
+        with _transaction(session):
+            job = self._get(session, job_id)
+            if job.status == "succeeded" and self._token_matches(job, lease_token):
+                return job, False
+            job = self._leased(session, job_id, lease_token)
+            if record_outcome is not None:
+                record_outcome(session, job)
+            job.progress = 1.0
+            self._finish(job, "succeeded")
+            self._event(session, job, "completed")
+            self._touch_worker(session, job.worker_id, self.clock())
+        return job, True
+
+    def fail(self, session: Session, *, job_id: int, lease_token: str, error: str, retryable: bool) -> Job:
+        """Record a failed attempt: back to queued after a backoff, or `failed` (dead letter) when exhausted."""
+        with _transaction(session):
+            job = self._get(session, job_id)
+            if job.status in ("queued", "failed") and job.last_error == error and self._token_matches(job, lease_token):
+                return job  # the same report again (lost response)
+            job = self._leased(session, job_id, lease_token)
+            now = self.clock()
+            job.last_error = error
+            if job.cancel_requested:
+                self._finish(job, "cancelled")
+                self._event(session, job, "cancelled", detail={"error": error})
+            elif retryable and job.attempts < job.max_attempts:
+                delay = self.backoff_s(job.attempts)
+                job.status = "queued"
+                job.available_at = now + timedelta(seconds=delay)
+                job.lease_expires_at = None
+                self._event(session, job, "retry_scheduled", detail={"error": error, "delay_s": round(delay, 3)})
+            else:
+                self._finish(job, "failed")
+                self._event(session, job, "failed", detail={"error": error, "retryable": retryable})
+            self._touch_worker(session, job.worker_id, now)
+        return job
+
+    def acknowledge_cancel(self, session: Session, *, job_id: int, lease_token: str) -> Job:
+        """The worker stopped a job whose cancel it saw on a heartbeat."""
+        with _transaction(session):
+            job = self._get(session, job_id)
+            if job.status == "cancelled" and self._token_matches(job, lease_token):
+                return job
+            job = self._leased(session, job_id, lease_token)
+            self._finish(job, "cancelled")
+            self._event(session, job, "cancelled")
+        return job
+
+    def release_worker(self, session: Session, *, worker_id: str, actor: Actor = SERVER) -> list[int]:
+        """Graceful deregistration: put the worker's running jobs back without spending an attempt.
+
+        The ids of the jobs put back (see `deregister_worker` for the ones dead-lettered instead)."""
+        return self.deregister_worker(session, worker_id=worker_id, actor=actor).released
+
+    def deregister_worker(self, session: Session, *, worker_id: str, actor: Actor = SERVER) -> ReleaseReport:
+        """Stop the worker and release its running jobs. Only the worker's own token or an admin may (403).
+
+        A release spends no attempt, so a deregister loop could hold a job forever; releases are counted
+        (`released` events) and the `max_releases`-th one sends the job to the dead letter with its reason."""
+        report = ReleaseReport()
+        with _transaction(session):
+            worker = session.get(Worker, worker_id, populate_existing=True)
+            if worker is None:
+                raise WorkerNotFound(f"worker {worker_id} is not registered")
+            if not actor.may_act_for(worker.token_id):
+                raise not_your_worker(worker_id)
+            now = self.clock()
+            worker.state = "stopped"
+            worker.last_seen_at = now
+            jobs = session.scalars(select(Job).where(Job.worker_id == worker_id, Job.status == "running")).all()
+            earlier = self._release_counts(session, [job.id for job in jobs])
+            for job in jobs:
+                if job.cancel_requested:  # its worker left instead of confirming the cancel: done, not re-run
+                    self._finish(job, "cancelled")
+                    self._event(session, job, "cancelled", detail={"reason": f"worker {worker_id} deregistered"})
+                    continue
+                releases = earlier.get(job.id, 0) + 1
+                if releases >= self.policy.max_releases:
+                    job.last_error = (
+                        f"released {releases} times by its workers without finishing (the last by worker "
+                        f"{worker_id} deregistering); a job is dead-lettered after {self.policy.max_releases} "
+                        "releases so that workers leaving repeatedly cannot hold it forever"
+                    )
+                    job.attempts = max(0, job.attempts - 1)  # a release spends no attempt, the last one included
+                    self._finish(job, "failed")
+                    self._event(session, job, "failed", detail={"error": job.last_error, "releases": releases})
+                    report.dead_lettered.append(job.id)
+                    continue
+                job.status = "queued"
+                job.attempts = max(0, job.attempts - 1)
+                job.available_at = now
+                job.lease_expires_at = None
+                job.stage = None
+                job.progress = None
+                self._event(session, job, "released", detail={"releases": releases})
+                report.released.append(job.id)
+        return report
+
+    def reap(self, session: Session) -> ReapReport:
+        """Fail exhausted expired jobs, finish cancelled ones whose worker vanished, mark silent workers lost."""
+        report = ReapReport()
+        with _transaction(session):
+            now = self.clock()
+            expired = session.scalars(
+                select(Job)
+                .where(Job.status == "running", Job.lease_expires_at < now)
+                .where(or_(Job.cancel_requested.is_(True), Job.attempts >= Job.max_attempts))
+                .with_for_update(skip_locked=True)
+            ).all()
+            for job in expired:
+                if job.cancel_requested:
+                    self._finish(job, "cancelled")
+                    self._event(session, job, "cancelled", detail={"reason": "lease expired after cancel"})
+                    report.cancelled.append(job.id)
+                else:
+                    job.last_error = (
+                        f"lease expired: worker {job.worker_id} stopped sending heartbeats "
+                        f"(attempt {job.attempts} of {job.max_attempts})"
+                    )
+                    self._finish(job, "failed")
+                    self._event(session, job, "failed", detail={"error": job.last_error})
+                    report.failed.append(job.id)
+            silent_since = now - timedelta(seconds=self.policy.worker_lost_after_s)
+            for worker in session.scalars(
+                select(Worker).where(Worker.state == "active", Worker.last_seen_at < silent_since)
+            ).all():
+                worker.state = "lost"
+                report.lost_workers.append(worker.id)
+        return report
+
+    # ------------------------------------------------------------ reads
+    def waiting_for_worker(self, session: Session, job: Job) -> str | None:
+        """Why a queued job cannot be claimed by anyone now: no worker of its device kind was seen lately, or
+        none of them offers every backend it needs. None when some worker could claim it (or it is not queued)."""
+        if job.status != "queued":
+            return None
+        seen_since = self.clock() - timedelta(seconds=self.policy.worker_lost_after_s)
+        offers = session.scalars(
+            select(Worker.backends).where(
+                Worker.device_kind == job.device_kind, Worker.state == "active", Worker.last_seen_at >= seen_since
+            )
+        ).all()
+        if not offers:
+            return (
+                f"no worker for {job.device_kind} has been seen; the analysis waits in the queue until one "
+                f"joins (`npu-advisor worker --device {job.device_kind}` on such a node)"
+            )
+        needed = set(job.backends or ())
+        if needed and not any(needed <= set(offered or ()) for offered in offers):
+            return (
+                f"no {job.device_kind} worker offers every backend this analysis asked for "
+                f"({', '.join(sorted(needed))}); it waits until one does"
+            )
+        return None
+
+    def queue_position(self, session: Session, job: Job) -> int | None:
+        """1 = next for its device kind; None when the job is not waiting."""
+        if job.status != "queued":
+            return None
+        ahead = session.scalar(
+            select(func.count())
+            .select_from(Job)
+            .where(Job.status == "queued", Job.device_kind == job.device_kind)
+            .where(or_(Job.priority > job.priority, and_(Job.priority == job.priority, Job.id < job.id)))
+        )
+        return int(ahead or 0) + 1
+
+    def depth(self, session: Session) -> dict:
+        """Jobs per state and device kind, and how long the oldest queued job of each kind has waited."""
+        now = self.clock()
+        by_state: dict[str, dict[str, int]] = {}
+        for status, kind, count in session.execute(
+            select(Job.status, Job.device_kind, func.count()).group_by(Job.status, Job.device_kind)
+        ):
+            by_state.setdefault(status, {})[kind] = count
+        oldest: dict[str, dict] = {}
+        for kind, created in session.execute(
+            select(Job.device_kind, func.min(Job.created_at)).where(Job.status == "queued").group_by(Job.device_kind)
+        ):
+            created = _aware(created)
+            oldest[kind] = {"created_at": created, "waiting_s": round((now - created).total_seconds(), 3)}
+        seen_since = now - timedelta(seconds=self.policy.worker_lost_after_s)
+        served = set(
+            session.scalars(
+                select(Worker.device_kind).where(Worker.state == "active", Worker.last_seen_at >= seen_since).distinct()
+            ).all()
+        )
+        unserved = sorted(kind for kind in oldest if kind not in served)  # queued work no worker can take
+        return {"by_state": by_state, "oldest_waiting": oldest, "no_worker_for": unserved}
+
+    def backoff_s(self, attempt: int) -> float:
+        """Delay before retry number `attempt`: min(cap, base * 2^(attempt-1)) * (1 + jitter * U[0,1))."""
+        base = min(self.policy.backoff_cap_s, self.policy.backoff_base_s * 2 ** max(0, attempt - 1))
+        return base * (1 + self.policy.backoff_jitter * self.rng.random())
+
+    # ------------------------------------------------------------ internals
+    def _get(self, session: Session, job_id: int) -> Job:
+        job = session.get(Job, job_id, populate_existing=True, with_for_update=True)
+        if job is None:
+            raise JobNotFound(f"job {job_id} does not exist")
+        return job
+
+    def _leased(self, session: Session, job_id: int, lease_token: str) -> Job:
+        job = self._get(session, job_id)
+        if not self._token_matches(job, lease_token):
+            raise LeaseLost(f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it")
+        if job.status != "running":
+            raise LeaseLost(f"job {job_id} is already {job.status}; stop working on it")
+        return job
+
+    @staticmethod
+    def _release_counts(session: Session, job_ids: list[int]) -> dict[int, int]:
+        if not job_ids:
+            return {}
+        rows = session.execute(
+            select(JobEvent.job_id, func.count())
+            .where(JobEvent.job_id.in_(job_ids), JobEvent.type == "released")
+            .group_by(JobEvent.job_id)
+        )
+        return {job_id: int(count) for job_id, count in rows}
+
+    @staticmethod
+    def _token_matches(job: Job, lease_token: str) -> bool:
+        return job.lease_token is not None and hmac.compare_digest(job.lease_token, lease_token or "")
+
+    def _finish(self, job: Job, status: str) -> None:
+        job.status = status
+        job.finished_at = self.clock()
+        job.lease_expires_at = None
+
+    def _active_job_with_key(self, session: Session, dedupe_key: str) -> Job | None:
+        return session.scalars(
+            select(Job).where(Job.dedupe_key == dedupe_key, Job.status.in_(("queued", "running")))
+        ).first()
+
+    def _touch_worker(self, session: Session, worker_id: str | None, now: datetime) -> None:
+        if worker_id is not None:
+            session.execute(
+                update(Worker)
+                .where(Worker.id == worker_id)
+                .values(last_seen_at=now)
+                .execution_options(synchronize_session=False)
+            )
+
+    def _event(
+        self, session: Session, job: Job, type_: str, *, at: datetime | None = None, detail: dict | None = None
+    ) -> None:
+        session.add(
+            JobEvent(
+                job_id=job.id,
+                attempt=job.attempts,
+                worker_id=job.worker_id,
+                type=type_,
+                at=at or self.clock(),
+                detail=detail,
+            )
+        )
+
+
+def _claim_statement():  # noqa: ANN202 - an ORM UPDATE ... RETURNING Job, built once and reused
+    candidate = aliased(Job, name="candidate")
+    moment = Job.__table__.c.available_at.type
+    now = bindparam("claim_now", type_=moment)
+    unmet_requirement = (
+        select(JobRequirement.job_id)
+        .where(
+            JobRequirement.job_id == candidate.id,
+            JobRequirement.backend.not_in(bindparam("offered", expanding=True)),
+        )
+        .correlate(candidate)
+    )
+    claimable = or_(
+        and_(candidate.status == "queued", candidate.available_at <= now),
+        and_(
+            candidate.status == "running",
+            candidate.lease_expires_at < now,
+            candidate.attempts < candidate.max_attempts,
+            candidate.cancel_requested.is_(False),
+        ),
+    )
+    next_job_id = (
+        select(candidate.id)
+        .where(claimable, candidate.device_kind == bindparam("wanted_device_kind"), ~exists(unmet_requirement))
+        .order_by(candidate.priority.desc(), candidate.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)  # PostgreSQL; SQLite has one writer at a time anyway
+        .scalar_subquery()
+    )
+    return (
+        update(Job)
+        .where(Job.id == next_job_id)
+        .values(
+            status="running",
+            attempts=Job.attempts + 1,
+            lease_token=bindparam("new_token"),
+            worker_id=bindparam("new_worker_id"),
+            lease_expires_at=bindparam("new_expiry", type_=moment),
+            heartbeat_at=now,
+            started_at=now,
+            stage=None,
+            progress=None,
+        )
+        .returning(Job)
+    )
+
+
+_CLAIM_STATEMENT = _claim_statement()
+
+
+def _aware(moment: datetime) -> datetime:
+    """Aggregates (min/max) bypass the column type on SQLite and come back naive or as text."""
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
