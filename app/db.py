@@ -30,7 +30,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, text
 from sqlmodel import Session
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+import migrations
+
+MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
 # Other processes only (the CLI, a second server): in-process writers queue on the WriteGate instead.
 SQLITE_BUSY_TIMEOUT_MS = 5_000
 WRITE_WAIT_S = 5.0  # how long a write transaction waits for the process's SQLite write gate
