@@ -40,6 +40,7 @@ case "$cmd" in
   test)
     setup
     "$VENV/bin/ruff" check .
+    "$VENV/bin/ruff" format --check .
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
   *)

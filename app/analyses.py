@@ -1,7 +1,8 @@
-"""Analyses: submission (with dedupe), the public view, storing a worker's results, re-deciding.
+"""Analyses: submission (with dedupe), re-runs, the public view and the list.
 
-An analysis has exactly one job; its status, stage and progress are the job's (no second copy to
-keep in sync). Decisions come from `advisor.core.decision.engine`, reports from `advisor.core.report`, both torch-free.
+An analysis has exactly one job; its status, stage and progress are the job's (no second copy to keep in sync).
+What a finished job stores on its analysis (results, recommendation) is app.outcomes, called by the queue's
+completion (app.job_queue); reports come from `advisor.core.report`, torch-free.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,8 +21,13 @@ from sqlmodel import Session
 
 from advisor.core.noise import is_noisy
 from app.job_queue import JobQueue
-from app.models import Analysis, Artifact, Job, Measurement
-from app.results import finite_json
+from app.models import Analysis, Artifact, Job
+
+# Re-exported for the routes that re-decide a stored analysis; the queue's completion uses app.outcomes itself.
+from app.outcomes import DecisionFailed as DecisionFailed
+from app.outcomes import decide_recommendation as decide_recommendation
+from app.outcomes import recommendation_columns as recommendation_columns
+from app.outcomes import store_recommendation as store_recommendation
 from app.storage import ArtifactStore
 
 ANALYSIS_STATUS = {
@@ -43,10 +48,6 @@ SORTABLE = {
     "id": Analysis.id,
     "speedup": Analysis.speedup_vs_eager,
 }
-
-
-class DecisionFailed(Exception):
-    """The decision engine could not produce a recommendation; the message says why."""
 
 
 class RerunRefused(Exception):
@@ -384,77 +385,6 @@ def list_analyses(
         base.order_by(ordering, Analysis.id.desc()).offset((page - 1) * per_page).limit(per_page)
     ).all()
     return [(row[0], row[1]) for row in rows], total
-
-
-def decide_recommendation(context: dict, inspection: dict | None, measurements: dict | None) -> dict:
-    """Run the decision engine on stored data; the result carries `engine_version`."""
-    try:
-        from advisor.core.context import parse_context
-        from advisor.core.decision.engine import ENGINE_VERSION, decide
-
-        recommendation = dict(decide(parse_context(context), inspection, measurements))
-    except Exception as exc:  # noqa: BLE001 - surfaced to the user as the analysis' error
-        raise DecisionFailed(f"the decision engine failed: {type(exc).__name__}: {exc}") from exc
-    recommendation.setdefault("engine_version", ENGINE_VERSION)
-    return finite_json(recommendation)  # e.g. a CI ratio over a zero lower bound is inf: stored as null
-
-
-def outcome_recorder(
-    analysis_id: int, inspection: dict | None, measurements: dict | None, recommendation: dict, now: datetime
-) -> Callable[[Session, Job], None]:
-    """What `JobQueue.complete` stores in its transaction: results, recommendation, measurement rows."""
-
-    def record(session: Session, job: Job) -> None:
-        analysis = session.get(Analysis, analysis_id)
-        analysis.inspection = inspection
-        analysis.measurements = measurements
-        store_recommendation(analysis, recommendation, now)
-        for row in (measurements or {}).get("measurements", []):
-            session.add(measurement_row(analysis_id, row))
-
-    return record
-
-
-def store_recommendation(analysis: Analysis, recommendation: dict, now: datetime) -> None:
-    """Store the recommendation and its denormalised, indexed columns (the dashboard sorts on them)."""
-    analysis.recommendation = recommendation
-    columns = recommendation_columns(recommendation, analysis.measurements)
-    analysis.recommended_backend = columns["recommended_backend"]
-    analysis.recommended_mode = columns["recommended_mode"]
-    analysis.speedup_vs_eager = columns["speedup_vs_eager"]
-    analysis.engine_version = recommendation.get("engine_version")
-    analysis.updated_at = now
-
-
-def recommendation_columns(recommendation: dict | None, measurements: dict | None) -> dict[str, Any]:
-    """recommended_backend / recommended_mode ("default" when the engine names none) / speedup_vs_eager: the
-    side-by-side speedup of the recommended backend+mode's measurement row, None when it was not measured."""
-    backend = (recommendation or {}).get("backend")
-    if not backend:
-        return {"recommended_backend": None, "recommended_mode": None, "speedup_vs_eager": None}
-    mode = (recommendation or {}).get("mode") or "default"
-    speedup = None
-    for row in (measurements or {}).get("measurements", []):
-        if row.get("backend") == backend and (row.get("mode") or "default") == mode:
-            value = row.get("speedup_vs_eager")
-            speedup = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-            break
-    return {"recommended_backend": backend, "recommended_mode": mode, "speedup_vs_eager": speedup}
-
-
-def measurement_row(analysis_id: int, row: dict) -> Measurement:
-    latency = row.get("latency") or {}
-    return Measurement(
-        analysis_id=analysis_id,
-        backend=str(row.get("backend", "?")),
-        mode=row.get("mode"),
-        device=row.get("device"),
-        status=str(row.get("status", "?")),
-        median_ms=latency.get("median_ms"),
-        compile_s_cold=row.get("compile_s_cold"),
-        speedup_vs_eager=row.get("speedup_vs_eager"),
-        data=row,
-    )
 
 
 def report_input(analysis: Analysis) -> dict:

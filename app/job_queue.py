@@ -1,15 +1,15 @@
-"""The job queue. Every job state transition lives in this module; route handlers stay thin.
+"""The job queue. Every job state transition lives in this module, completion included; route handlers stay thin.
 
 States: queued -> running -> succeeded | failed | cancelled. A retry goes back to queued with
 `available_at` in the future; `failed` is the dead letter (last error kept). Each claim draws a new
 random lease token that fences heartbeat / complete / fail: a worker that lost its lease (re-claimed,
-terminal) gets LeaseLost (HTTP 409). Expiry is lazy: the claim query itself takes expired running jobs
+terminal) gets StaleLease (HTTP 409). Expiry is lazy: the claim query itself takes expired running jobs
 that still have attempts left; the reaper fails the exhausted ones and marks silent workers lost.
 Worker identity: a worker token acts (claims, deregisters) only for the workers it registered; admins
 (and the anonymous admin of an open server) for any (NotYourWorker, HTTP 403). A graceful release does
 not spend an attempt, so it is counted instead: the `max_releases`-th release of a job dead-letters it.
 All state is in the database and the clock is injected, so a server restart needs no recovery step
-and tests can move time. Design: /work/shared/reference/queue-protocol.md (B3, B4).
+and tests can move time (the README's deployment section describes the protocol).
 """
 
 from __future__ import annotations
@@ -21,13 +21,16 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import and_, bindparam, exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlmodel import Session
 
-from app.models import Job, JobEvent, JobRequirement, Worker
+from app.models import Analysis, Job, JobEvent, JobRequirement, Worker
+from app.outcomes import DecisionFailed, decide_recommendation, store_outcome
+from app.results import ERROR_CHARS, ResultsInvalid, accept_results, truncate_text
 
 Clock = Callable[[], datetime]
 OutcomeRecorder = Callable[[Session, Job], None]
@@ -51,7 +54,7 @@ class WorkerNotFound(QueueError):
     status_code = 404
 
 
-class LeaseLost(QueueError):
+class StaleLease(QueueError):
     """The caller's lease token no longer owns the job: stop working on it and do not upload."""
 
     status_code = 409
@@ -100,16 +103,26 @@ class QueuePolicy:
 
 
 @dataclass(frozen=True)
-class Claim:
+class JobClaim:
     job: Job
     lease_token: str
     lease_expires_at: datetime
 
 
 @dataclass(frozen=True)
-class Heartbeat:
+class LeaseRenewal:
     lease_expires_at: datetime
     cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a worker's upload came to: the job, whether it succeeded just now (a repeat did not), and - when the
+    results did not have the documented shape - one {field, message} per problem (the job failed with them)."""
+
+    job: Job
+    newly_completed: bool
+    problems: list[dict] | None = None
 
 
 @dataclass
@@ -225,7 +238,7 @@ class JobQueue:
             session.add(worker)
         return worker
 
-    def claim(self, session: Session, *, worker_id: str, actor: Actor = SERVER) -> Claim | None:
+    def claim(self, session: Session, *, worker_id: str, actor: Actor = SERVER) -> JobClaim | None:
         """Atomically lease the next job this worker can run, or None.
 
         One `UPDATE job ... WHERE id = (SELECT ... LIMIT 1 [FOR UPDATE SKIP LOCKED]) RETURNING`:
@@ -266,7 +279,7 @@ class JobQueue:
             if job is None:
                 return None
             self._event(session, job, "claimed", at=now)
-        return Claim(job=job, lease_token=token, lease_expires_at=expires)
+        return JobClaim(job=job, lease_token=token, lease_expires_at=expires)
 
     def heartbeat(
         self,
@@ -276,7 +289,7 @@ class JobQueue:
         lease_token: str,
         stage: str | None = None,
         progress: float | None = None,
-    ) -> Heartbeat:
+    ) -> LeaseRenewal:
         """Extend the lease and record progress; tells the worker whether a cancel was requested."""
         with _transaction(session):
             job = self._leased(session, job_id, lease_token)
@@ -288,7 +301,7 @@ class JobQueue:
             if progress is not None:
                 job.progress = progress
             self._touch_worker(session, job.worker_id, now)
-        return Heartbeat(lease_expires_at=job.lease_expires_at, cancel_requested=job.cancel_requested)
+        return LeaseRenewal(lease_expires_at=job.lease_expires_at, cancel_requested=job.cancel_requested)
 
     def complete(
         self, session: Session, *, job_id: int, lease_token: str, record_outcome: OutcomeRecorder | None = None
@@ -309,6 +322,43 @@ class JobQueue:
             self._event(session, job, "completed")
             self._touch_worker(session, job.worker_id, self.clock())
         return job, True
+
+    def complete_with_results(
+        self, session: Session, *, job_id: int, lease_token: str, inspection: Any, measurements: Any
+    ) -> Completion:
+        """A worker's upload, start to end: fence, validate (app.results), decide (advisor.core only), store, finish.
+
+        Results of the wrong shape, or ones the engine cannot decide on, fail the job (not retried) with the reason.
+        The fence is checked before the slow part (validating, deciding), which runs outside any transaction; the
+        store and the transition then happen in `complete`'s one transaction, so a repeat stores nothing twice."""
+        job = session.get(Job, job_id)
+        if job is None:
+            raise JobNotFound(f"job {job_id} does not exist")
+        if job.status == "running" and job.lease_token != lease_token:
+            raise StaleLease(
+                f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it"
+            )
+        analysis_id = job.analysis_id
+        context = dict(session.get(Analysis, analysis_id).context)
+        session.commit()  # end the read's (write-locking, on SQLite) transaction: validating and deciding are slow
+        try:
+            inspection, measurements = accept_results(inspection, measurements)
+        except ResultsInvalid as exc:
+            failed = self.fail(session, job_id=job_id, lease_token=lease_token, error=exc.job_error, retryable=False)
+            return Completion(failed, newly_completed=False, problems=exc.problems)
+        try:
+            recommendation = decide_recommendation(context, inspection, measurements)
+        except DecisionFailed as exc:
+            error = truncate_text(str(exc), ERROR_CHARS, keep="both")
+            failed = self.fail(session, job_id=job_id, lease_token=lease_token, error=error, retryable=False)
+            return Completion(failed, newly_completed=False)
+        now = self.clock()
+
+        def record(session: Session, job: Job) -> None:
+            store_outcome(session, analysis_id, inspection, measurements, recommendation, now)
+
+        done, newly = self.complete(session, job_id=job_id, lease_token=lease_token, record_outcome=record)
+        return Completion(done, newly_completed=newly)
 
     def fail(self, session: Session, *, job_id: int, lease_token: str, error: str, retryable: bool) -> Job:
         """Record a failed attempt: back to queued after a backoff, or `failed` (dead letter) when exhausted."""
@@ -502,9 +552,11 @@ class JobQueue:
     def _leased(self, session: Session, job_id: int, lease_token: str) -> Job:
         job = self._get(session, job_id)
         if not self._token_matches(job, lease_token):
-            raise LeaseLost(f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it")
+            raise StaleLease(
+                f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it"
+            )
         if job.status != "running":
-            raise LeaseLost(f"job {job_id} is already {job.status}; stop working on it")
+            raise StaleLease(f"job {job_id} is already {job.status}; stop working on it")
         return job
 
     @staticmethod

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -32,7 +31,6 @@ from app.upload_limit import UploadLimitMiddleware
 
 API_PREFIX = "/api/v1"
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-DASHBOARD_MODULES = ("app.web.pages", "app.routes.pages")
 log = logging.getLogger("npu_advisor.server")
 
 
@@ -106,18 +104,11 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
 
 
 def _include_dashboard(app: FastAPI) -> None:
-    """The dashboard (app/web/pages.py, app/templates/, app/static/) is built separately; wire it in when present."""
-    for name in DASHBOARD_MODULES:
-        try:
-            pages = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
-        app.include_router(pages.router)
-        break
-    if STATIC_DIR.is_dir():
-        app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    """The dashboard: server-rendered pages (app/web/pages.py, app/templates/) and their static files."""
+    from app.web import pages
+
+    app.include_router(pages.router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
 
 @asynccontextmanager

@@ -34,10 +34,6 @@ class Artifact(ArtifactBase, table=True):
     created_at: datetime
 
 
-class ArtifactPublic(ArtifactBase):
-    created_at: datetime
-
-
 # ---------------------------------------------------------------- Analysis
 class AnalysisBase(SQLModel):
     model_name: str = Field(max_length=200, index=True)
@@ -66,13 +62,6 @@ class Analysis(AnalysisBase, table=True):
     engine_version: str | None = Field(default=None, max_length=32)
     created_at: datetime = Field(index=True)
     updated_at: datetime
-
-
-class AnalysisCreate(AnalysisBase):
-    """What a submission carries besides the uploaded files."""
-
-    context: dict[str, Any]
-    backends: list[str] = []
 
 
 class AnalysisPublic(AnalysisBase):
@@ -145,11 +134,6 @@ class Measurement(MeasurementBase, table=True):
     data: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
 
 
-class MeasurementPublic(MeasurementBase):
-    id: int
-    analysis_id: int
-
-
 # ---------------------------------------------------------------- Job
 class JobBase(SQLModel):
     analysis_id: int = Field(foreign_key="analysis.id", index=True)
@@ -199,21 +183,6 @@ class JobRequirement(SQLModel, table=True):
 
     job_id: int = Field(foreign_key="job.id", primary_key=True)
     backend: str = Field(primary_key=True, max_length=64)
-
-
-class JobPublic(JobBase):
-    id: int
-    status: str
-    attempts: int
-    backends: list[str]
-    worker_id: str | None
-    stage: str | None
-    progress: float | None
-    cancel_requested: bool
-    last_error: str | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
 
 
 # ---------------------------------------------------------------- JobEvent
@@ -286,9 +255,3 @@ class ApiToken(ApiTokenBase, table=True):
     created_at: datetime
     last_used_at: datetime | None = None
     revoked: bool = False
-
-
-class ApiTokenPublic(ApiTokenBase):
-    id: int
-    created_at: datetime
-    last_used_at: datetime | None

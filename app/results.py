@@ -10,7 +10,7 @@ be stored, or raises ResultsInvalid naming the field:
   16 KiB, every other string its first 4 KiB; object keys are cut at 200 characters;
 - integers outside int64, nesting deeper than MAX_DEPTH, containers of more than MAX_CONTAINER_ITEMS items and
   more than MAX_NODES values in all are refused;
-- then the shapes are checked with advisor.core.result_models (types, bounded lists such as at most 200 measurement
+- then the shapes are checked with advisor.core.results (types, bounded lists such as at most 200 measurement
   rows, identifier lengths of the indexed columns).
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from advisor.core.result_models import INT64, CompletedResults
+from advisor.core.results import INT64, CompletedResults
 
 STDERR_TAIL_CHARS = 64 * 1024
 SNIPPET_CHARS = 16 * 1024

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workers.api import Claim, LeaseLost, Registration, WorkerApi
+from advisor.core.progress import ProgressEvent
+from workers.api import LeasedJob, LeaseLost, Registration, WorkerApi
 from workers.heartbeat import Heartbeat
 from workers.retry import ApiError, RetryPolicy
 from workers.stage_process import StageProcess
@@ -141,7 +142,7 @@ class WorkerAgent:
             self.jobs_done += 1  # right after a job: claim again without the jitter pause
         return 0
 
-    def _claim(self, registration: Registration) -> Claim | None:
+    def _claim(self, registration: Registration) -> LeasedJob | None:
         self._interruptible = True
         try:
             if self.stopping.is_set():
@@ -151,7 +152,7 @@ class WorkerAgent:
             self._interruptible = False
 
     # ---------------------------------------------------------------- one job
-    def run_job(self, claim: Claim, registration: Registration) -> str:
+    def run_job(self, claim: LeasedJob, registration: Registration) -> str:
         """Run one claimed job to an outcome: completed, failed, cancelled, lease_lost, released or upload_failed.
 
         Never raises: a bug or an OS error here fails this job (retryable), not the worker.
@@ -167,7 +168,7 @@ class WorkerAgent:
             self._current = None
             shutil.rmtree(job_dir, ignore_errors=True)
 
-    def _run_job(self, claim: Claim, registration: Registration, job_dir: Path) -> str:
+    def _run_job(self, claim: LeasedJob, registration: Registration, job_dir: Path) -> str:
         job_dir.mkdir(parents=True, exist_ok=True)
         wake = threading.Event()
         heartbeat = Heartbeat(
@@ -179,7 +180,7 @@ class WorkerAgent:
         ).start()
         try:  # the lease is renewed until the result is uploaded, so slow upload retries do not lose it
             try:
-                heartbeat.update("download", 0.0)
+                heartbeat.update(ProgressEvent("download", 0.0))
                 spec = self._spec(claim, job_dir)
             except ApiError as exc:
                 return self._report_failure(claim, f"could not download the model: {exc}", retryable=exc.retryable)
@@ -205,7 +206,7 @@ class WorkerAgent:
             wake.wait(0.2)
         return "exited"
 
-    def _finish(self, claim: Claim, process: StageProcess, heartbeat: Heartbeat, outcome: str) -> str:
+    def _finish(self, claim: LeasedJob, process: StageProcess, heartbeat: Heartbeat, outcome: str) -> str:
         if outcome != "exited":
             process.stop(self.config.child_stop_grace_s)
         if outcome == "lease_lost":
@@ -228,10 +229,10 @@ class WorkerAgent:
             return self._report_failure(claim, error, retryable=True)
         if result.get("error"):
             return self._report_failure(claim, str(result["error"]), retryable=bool(result.get("retryable")))
-        heartbeat.update("upload", 1.0)
+        heartbeat.update(ProgressEvent("upload", 1.0))
         return self._upload(claim, result)
 
-    def _upload(self, claim: Claim, result: dict[str, Any]) -> str:
+    def _upload(self, claim: LeasedJob, result: dict[str, Any]) -> str:
         try:
             reply = self.api.complete(claim, result.get("inspection"), result.get("measurements"))
         except LeaseLost:
@@ -245,7 +246,7 @@ class WorkerAgent:
         log.info("job %s: uploaded; analysis %s is %s", claim.job_id, reply.get("analysis_id"), reply.get("status"))
         return "completed"
 
-    def _report_failure(self, claim: Claim, error: str, *, retryable: bool) -> str:
+    def _report_failure(self, claim: LeasedJob, error: str, *, retryable: bool) -> str:
         log.warning("job %s failed (%s): %s", claim.job_id, "will retry" if retryable else "final", error)
         try:
             self.api.fail(claim, error, retryable=retryable)
@@ -253,7 +254,7 @@ class WorkerAgent:
             log.warning("job %s: could not report the failure: %s", claim.job_id, exc)
         return "failed"
 
-    def _spec(self, claim: Claim, job_dir: Path) -> dict[str, Any]:
+    def _spec(self, claim: LeasedJob, job_dir: Path) -> dict[str, Any]:
         job = claim.job
         artifact = self.api.download(job["artifact_url"], job_dir / "model", sha256=job.get("artifact_sha256"))
         inputs = self.api.download(job["inputs_url"], job_dir / "inputs") if job.get("inputs_url") else None

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from advisor.core.progress import ProgressEvent
 from workers.retry import ApiError, RetryPolicy, error_from_response
 
 API = "/api/v1"
@@ -27,7 +28,7 @@ class Registration:
 
 
 @dataclass(frozen=True)
-class Claim:
+class LeasedJob:
     """One claimed job and the lease that fences every later call about it."""
 
     job: dict[str, Any]
@@ -73,8 +74,8 @@ class WorkerApi:
             poll_timeout_s=float(data.get("poll_timeout_s", 20)),
         )
 
-    def claim(self, worker_id: str, wait_s: float) -> Claim | None:
-        """One long-poll claim attempt: a Claim, or None when the server had no work (204)."""
+    def claim(self, worker_id: str, wait_s: float) -> LeasedJob | None:
+        """One long-poll claim attempt: a LeasedJob, or None when the server had no work (204)."""
         response = self._send_once(
             "POST",
             f"{API}/workers/{worker_id}/claim",
@@ -85,35 +86,37 @@ class WorkerApi:
         if response.status_code == 204:
             return None
         data = response.json()
-        return Claim(job=data["job"], lease_token=data["lease_token"], lease_expires_at=data.get("lease_expires_at"))
+        return LeasedJob(
+            job=data["job"], lease_token=data["lease_token"], lease_expires_at=data.get("lease_expires_at")
+        )
 
     def deregister(self, worker_id: str) -> None:
         """Release held jobs without spending an attempt; best effort on the way out."""
         self._post_retried(f"{API}/workers/{worker_id}/deregister", "deregister")
 
     # ---------------------------------------------------------------- one job
-    def heartbeat(self, claim: Claim, stage: str, progress: float) -> HeartbeatReply:
+    def heartbeat(self, claim: LeasedJob, event: ProgressEvent) -> HeartbeatReply:
         response = self._send_once(
             "POST",
             f"{API}/jobs/{claim.job_id}/heartbeat",
             "heartbeat",
-            json={"stage": stage, "progress": max(0.0, min(1.0, progress))},
+            json=event.wire(),
             headers=_lease(claim),
         )
         data = response.json()
         return HeartbeatReply(data.get("lease_expires_at"), bool(data.get("cancel_requested", False)))
 
-    def complete(self, claim: Claim, inspection: dict | None, measurements: dict | None) -> dict:
+    def complete(self, claim: LeasedJob, inspection: dict | None, measurements: dict | None) -> dict:
         body = {"inspection": inspection, "measurements": measurements}
         path = f"{API}/jobs/{claim.job_id}/complete"
         return self._post_retried(path, "upload results", json=body, headers=_lease(claim)).json()
 
-    def fail(self, claim: Claim, error: str, *, retryable: bool) -> dict:
+    def fail(self, claim: LeasedJob, error: str, *, retryable: bool) -> dict:
         body = {"error": error, "retryable": retryable}
         path = f"{API}/jobs/{claim.job_id}/fail"
         return self._post_retried(path, "report failure", json=body, headers=_lease(claim)).json()
 
-    def acknowledge_cancel(self, claim: Claim) -> None:
+    def acknowledge_cancel(self, claim: LeasedJob) -> None:
         self._post_retried(f"{API}/jobs/{claim.job_id}/cancelled", "acknowledge cancel", headers=_lease(claim))
 
     def download(self, url: str, dest: Path, *, sha256: str | None = None) -> Path:
@@ -167,5 +170,5 @@ class WorkerApi:
         return response
 
 
-def _lease(claim: Claim) -> dict[str, str]:
+def _lease(claim: LeasedJob) -> dict[str, str]:
     return {"X-Lease-Token": claim.lease_token}

@@ -1,4 +1,4 @@
-"""The heartbeat thread: renews the lease of the running job and reports its stage.
+"""The heartbeat thread: renews the lease of the running job and reports its latest progress event.
 
 It lives in the agent process, not in the busy child, because a starved renewer loses the lease
 (actions/runner #3539). It sends at once when the stage changes, otherwise every interval. It
@@ -12,7 +12,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from workers.api import Claim, LeaseLost, WorkerApi
+from advisor.core.progress import ProgressEvent
+from workers.api import LeasedJob, LeaseLost, WorkerApi
 from workers.retry import ApiError
 
 log = logging.getLogger("npu_advisor.worker")
@@ -22,7 +23,7 @@ class Heartbeat:
     def __init__(
         self,
         api: WorkerApi,
-        claim: Claim,
+        claim: LeasedJob,
         *,
         interval_s: float,
         lease_ttl_s: float,
@@ -38,8 +39,7 @@ class Heartbeat:
         self.lost_reason = ""
         self._on_event = on_event
         self._clock = clock
-        self._stage = "claimed"
-        self._progress = 0.0
+        self._event = ProgressEvent("claimed")
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopped = threading.Event()
@@ -49,11 +49,11 @@ class Heartbeat:
         self._thread.start()
         return self
 
-    def update(self, stage: str, progress: float) -> None:
-        """Called from the progress reader: remember the stage and send it now if it changed."""
+    def update(self, event: ProgressEvent) -> None:
+        """Called from the progress reader: remember the event and send it now if its stage changed."""
         with self._lock:
-            changed = stage != self._stage
-            self._stage, self._progress = stage, progress
+            changed = event.label != self._event.label
+            self._event = event
         if changed:
             self._wake.set()
 
@@ -66,15 +66,15 @@ class Heartbeat:
     @property
     def stage(self) -> str:
         with self._lock:
-            return self._stage
+            return self._event.label
 
     def _run(self) -> None:
         last_renewed = self._clock()
         while not self._stopped.is_set():
             with self._lock:
-                stage, progress = self._stage, self._progress
+                event = self._event
             try:
-                reply = self.api.heartbeat(self.claim, stage, progress)
+                reply = self.api.heartbeat(self.claim, event)
             except LeaseLost:
                 self._end(self.lease_lost, "the server says this worker no longer holds the job (409)")
                 return

@@ -19,15 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL")
+from advisor.core.progress import ProgressEvent
+from advisor.harness.sandbox import scrubbed_environment
 
-OnProgress = Callable[[str, float], None]
-
-
-def scrubbed_environment(env: dict[str, str] | None = None) -> dict[str, str]:
-    """A copy of the environment without variables whose names look like secrets."""
-    source = os.environ if env is None else env
-    return {name: value for name, value in source.items() if not any(m in name.upper() for m in SECRET_MARKERS)}
+OnProgress = Callable[[ProgressEvent], None]
 
 
 def descendant_pids(root: int) -> set[int]:
@@ -88,7 +83,7 @@ class StageProcess:
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
-            env=scrubbed_environment(),
+            env=scrubbed_environment(allow_list=False),  # secrets out, settings in
             start_new_session=True,
         )
         self._readers = [
@@ -153,10 +148,11 @@ class StageProcess:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             try:
-                event = json.loads(line)
-                self._on_progress(str(event["stage"]), float(event.get("progress", 0.0)))
+                event = ProgressEvent.from_json(json.loads(line))
             except (ValueError, KeyError, TypeError):
                 self._stderr_tail.append(line)  # a library printing to stdout: keep it for the error report
+            else:
+                self._on_progress(event)
 
     def _read_stderr(self) -> None:
         assert self.process.stderr is not None

@@ -1,12 +1,11 @@
-"""The stages of one job, run in a child of the agent: inspect, then measure each backend.
+"""The stage runner: one job's analysis (advisor.harness.pipeline) in a child of the agent.
 
 Run as ``python -m workers.stages SPEC.json RESULT.json``. The agent starts it in its own process
 group so that stopping it (cancel, lost lease, shutdown) also stops the sandbox children it spawned.
-Progress goes to stdout as one JSON object per line (``{"stage": "measure:inductor:default",
-"progress": 0.4}``); the result goes to RESULT.json as ``{"inspection", "measurements", "error",
-"retryable"}``. Inspection runs through ``advisor.harness.sandbox.run_in_sandbox``; ``advisor.harness.measure``
-isolates every (backend, mode) variant in its own sandboxed child itself. SIGTERM sets CANCEL,
-which both of them watch: the running sandbox child is killed and the runner exits.
+Progress goes to stdout as one `advisor.core.progress.ProgressEvent` per line (its `to_json`); the result
+goes to RESULT.json as ``{"inspection", "measurements", "error", "retryable"}``. The worker does not decide:
+the server decides when the results arrive. SIGTERM sets CANCEL, which the pipeline watches: the running
+sandbox child is killed and the runner exits.
 """
 
 from __future__ import annotations
@@ -18,9 +17,14 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-Emit = Callable[[str, float], None]
+from advisor.core.progress import ProgressEvent
+
+if TYPE_CHECKING:
+    from advisor.harness.pipeline import StepFailure
+
+Emit = Callable[[ProgressEvent], None]
 StagesFunction = Callable[[dict[str, Any], Emit], dict[str, Any]]
 
 DEFAULT_STAGES = "workers.stages:run_stages"
@@ -31,72 +35,40 @@ CANCEL = threading.Event()
 
 
 def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
-    """Inspect the artifact in a sandboxed child, then measure the job's backends (each variant sandboxed).
+    """Inspect the job's artifact, then measure its backends: `advisor.harness.pipeline.run_analysis`, undecided."""
+    from advisor.harness.measure import DEFAULT_TIMEOUT_S
+    from advisor.harness.pipeline import AnalysisRequest, run_analysis
 
-    Every child of the job forks from one zygote that imported torch once (see advisor.harness.sandbox.Zygote)."""
-    from advisor.harness.isolated_inspection import inspect_isolated
-    from advisor.harness.measure import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT_S, measurement_zygote
-
-    emit("inspect", 0.0)
-    with measurement_zygote(spec["device"], [spec["artifact_path"], spec.get("inputs_path")]) as zygote:
-        inspected = inspect_isolated(
-            spec["artifact_path"],
-            inputs_file=spec.get("inputs_path"),
-            zygote=zygote,
-            timeout_s=float(spec.get("timeout_s") or DEFAULT_TIMEOUT_S),  # the stage timeout applies here too
-            memory_limit_mb=spec.get("memory_limit_mb") or DEFAULT_MEMORY_LIMIT_MB,
-            cancel=CANCEL,
-        )
-        if inspected.status == "cancelled":
-            return failure("cancelled", retryable=True)
-        if inspected.status == "rejected":
-            return failure(f"rejected: {inspected.reason}", retryable=False)
-        if inspected.status != "ok":
-            reason = inspected.reason or "no reason given"
-            tail = (inspected.stderr_tail or "").strip()
-            if tail and tail not in reason:  # the child's last words belong with the failure (the page shows them)
-                reason += "\n--- last lines of the child's stderr ---\n" + tail[-STDERR_IN_ERROR_CHARS:]
-            return failure(f"inspection failed ({inspected.status}): {reason}", retryable=False)
-        return measure_stage(spec, emit, inspected.value, zygote)
+    request = AnalysisRequest(
+        model=spec["artifact_path"],
+        device=spec["device"],
+        inputs=spec.get("inputs_path"),
+        backends=list(dict.fromkeys(spec["backends"])) or ["eager"],
+        workload=spec.get("workload", "inference"),
+        optimizer=spec.get("optimizer", "sgd"),
+        accuracy_tolerance=spec.get("accuracy_tolerance"),
+        timeout_s=float(spec.get("timeout_s") or DEFAULT_TIMEOUT_S),  # the stage timeout applies to inspection too
+        memory_limit_mb=spec.get("memory_limit_mb"),
+    )
+    outcome = run_analysis(request, emit, cancel=CANCEL)
+    if outcome.failure is not None:
+        return failure(job_error(outcome.failure), retryable=outcome.failure.cancelled)
+    return {"inspection": outcome.inspection, "measurements": outcome.measurements, "error": None, "retryable": False}
 
 
-def measure_stage(spec: dict[str, Any], emit: Emit, inspection: dict[str, Any], zygote: Any = None) -> dict[str, Any]:
-    """Eager first (the baseline and reference), then every other variant, each in a child (advisor.harness.measure)."""
-    from advisor.harness.measure import MeasureError, MeasurementCancelled, measure_model, plan_variants
-
-    backends = list(dict.fromkeys(spec["backends"])) or ["eager"]
-    try:
-        variants = plan_variants(backends, spec["device"])
-    except MeasureError as exc:
-        return failure(f"measurement could not start: {exc}", retryable=False)
-    finished: set[tuple[str, str]] = set()
-
-    def on_progress(event: dict) -> None:
-        variant = (str(event.get("backend")), str(event.get("mode") or "default"))
-        if event.get("stage") == "done":
-            finished.add(variant)
-        emit(f"measure:{variant[0]}:{variant[1]}", 0.1 + 0.9 * len(finished) / max(1, len(variants)))
-
-    limits = {"timeout_s": spec.get("timeout_s"), "memory_limit_mb": spec.get("memory_limit_mb")}
-    try:
-        run = measure_model(
-            spec["artifact_path"],
-            backends=backends,
-            device=spec["device"],
-            workload=spec.get("workload", "inference"),
-            optimizer=spec.get("optimizer", "sgd"),
-            accuracy_tolerance=spec.get("accuracy_tolerance"),
-            inputs_file=spec.get("inputs_path"),
-            progress=on_progress,
-            cancel=CANCEL,
-            zygote=zygote,
-            **{name: value for name, value in limits.items() if value is not None},
-        )
-    except MeasurementCancelled:
-        return failure("cancelled", retryable=True)
-    except MeasureError as exc:
-        return failure(f"measurement could not start: {exc}", retryable=False)
-    return {"inspection": inspection, "measurements": dict(run), "error": None, "retryable": False}
+def job_error(stop: StepFailure) -> str:
+    """The job's error for a `StepFailure` (what the analysis page shows)."""
+    if stop.cancelled:
+        return "cancelled"
+    if stop.step == "measure":
+        return f"measurement could not start: {stop.reason}"
+    if stop.status == "rejected":
+        return f"rejected: {stop.reason}"
+    reason = stop.reason or "no reason given"
+    tail = (stop.stderr_tail or "").strip()
+    if tail and tail not in reason:  # the child's last words belong with the failure (the page shows them)
+        reason += "\n--- last lines of the child's stderr ---\n" + tail[-STDERR_IN_ERROR_CHARS:]
+    return f"inspection failed ({stop.status}): {reason}"
 
 
 def failure(error: str, *, retryable: bool) -> dict[str, Any]:
@@ -113,8 +85,8 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: CANCEL.set())
     spec = json.loads(spec_path.read_text())
 
-    def emit(stage: str, progress: float) -> None:
-        print(json.dumps({"stage": stage, "progress": round(progress, 4)}), flush=True)
+    def emit(event: ProgressEvent) -> None:
+        print(json.dumps(event.to_json()), flush=True)
 
     result = load_function(spec.get("stages", DEFAULT_STAGES))(spec, emit)
     tmp = result_path.with_suffix(".tmp")

@@ -1,8 +1,9 @@
 """`npu-advisor analyze MODEL`: inspect, measure and decide, then print the report.
 
-`--local` (the default) does everything on this machine: inspection in a sandboxed child, measurement
-(one child per backend and mode), then the decision engine. `--server URL` hands the same job to a team
-server through `advisor.cli.remote.analyze_remote`. Nothing here imports torch; the children do.
+`--local` (the default) does everything on this machine through advisor.harness.pipeline (as the worker does):
+inspection in a sandboxed child, measurement (one child per backend and mode), then the decision engine.
+`--server URL` hands the same job to a team server through `advisor.cli.remote.analyze_remote`. Nothing here
+imports torch; the children do.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import typer
 
 from advisor.cli.token_file import read_token
+from advisor.core.progress import ProgressEvent
 from advisor.core.report import FORMATS
 
 EXIT_FAILED = 1
@@ -150,29 +152,62 @@ def analyze_locally(
     inputs: Path | None,
     input_shapes: list[str] | None,
 ) -> dict[str, Any]:
-    """Inspect (sandboxed), measure and decide on this machine; returns the analysis dict for `render`."""
+    """Inspect (sandboxed), measure and decide on this machine (advisor.harness.pipeline); returns the analysis
+    dict for `render`."""
     from advisor.core.artifacts import ArtifactRejected, sniff
-    from advisor.core.decision.engine import decide
 
     try:
         sniff(model)
     except ArtifactRejected as exc:
         _fail(str(exc))
-    from advisor.harness.measure import measurement_zygote
+    from advisor.harness.pipeline import AnalysisRequest, run_analysis
 
-    # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis
-    with measurement_zygote(device, [str(model), str(inputs) if inputs else None]) as zygote:
-        inspection = _inspect(model, inputs, input_shapes, zygote)
-        run = None
-        if not skip_measure:
-            run = _measure(model, backends, device, context, inputs, input_shapes, zygote)
+    request = AnalysisRequest(
+        model=str(model),
+        device=device,
+        inputs=str(inputs) if inputs else None,
+        input_shapes=input_shapes,
+        backends=backends,
+        workload=context.workload,
+        optimizer=context.optimizer,
+        accuracy_tolerance=context.accuracy_tolerance.model_dump() if context.accuracy_tolerance else None,
+        measure=not skip_measure,
+    )
+    outcome = run_analysis(request, _ProgressLines(device), context=context)
+    if (stop := outcome.failure) is not None:
+        if stop.step == "inspect":
+            _fail(f"inspection failed ({stop.status}): {stop.reason or 'no details'}", EXIT_FAILED)
+        _fail(stop.reason or stop.status)
     return {
         "model_name": model.name,
         "context": context.model_dump(),
-        "inspection": inspection,
-        "measurements": run,
-        "recommendation": decide(context, inspection, run),
+        "inspection": outcome.inspection,
+        "measurements": outcome.measurements,
+        "recommendation": outcome.recommendation,
     }
+
+
+class _ProgressLines:
+    """The pipeline's progress events as stderr lines: one per step, and one per stage of each measured variant."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.last = ""
+
+    def __call__(self, event: ProgressEvent) -> None:
+        if event.backend is None:
+            if event.step == "inspect":
+                typer.echo("inspecting the model ...", err=True)
+            elif event.step == "measure":
+                typer.echo(
+                    f"measuring on {self.device} (one process per backend and mode; compiling takes a while) ...",
+                    err=True,
+                )
+            return
+        line = f"  {event.backend}:{event.mode} {event.phase}"
+        if line != self.last:  # one line per stage, not per timed block
+            self.last = line
+            typer.echo(line, err=True)
 
 
 def _context(context_file: Path | None, flags: dict[str, Any]) -> Any:
@@ -192,56 +227,6 @@ def _context(context_file: Path | None, flags: dict[str, Any]) -> Any:
     except ContextError as exc:
         lines = "\n".join(f"  {e['field'] or 'context'}: {e['message']}" for e in exc.errors)
         _fail(f"invalid deployment context:\n{lines}")
-
-
-def _inspect(model: Path, inputs: Path | None, input_shapes: list[str] | None, zygote: Any) -> dict[str, Any]:
-    from advisor.harness.isolated_inspection import inspect_isolated
-
-    typer.echo("inspecting the model ...", err=True)
-    result = inspect_isolated(
-        str(model), inputs_file=str(inputs) if inputs else None, input_shapes=input_shapes, zygote=zygote
-    )
-    if result.status != "ok":
-        _fail(f"inspection failed ({result.status}): {result.reason or 'no details'}", EXIT_FAILED)
-    return result.value
-
-
-def _measure(
-    model: Path,
-    backends: list[str] | None,
-    device: str,
-    context: Any,
-    inputs: Path | None,
-    input_shapes: list[str] | None,
-    zygote: Any,
-) -> dict[str, Any]:
-    from advisor.harness.measure import MeasureError, measure_model
-
-    last: list[str] = [""]
-
-    def progress(event: dict) -> None:
-        line = f"  {event.get('backend')}:{event.get('mode')} {event.get('stage')}"
-        if line != last[0]:  # one line per stage, not per timed block
-            last[0] = line
-            typer.echo(line, err=True)
-
-    typer.echo(f"measuring on {device} (one process per backend and mode; compiling takes a while) ...", err=True)
-    try:
-        tolerance = context.accuracy_tolerance.model_dump() if context.accuracy_tolerance else None
-        return measure_model(
-            str(model),
-            backends=backends,
-            device=device,
-            workload=context.workload,
-            optimizer=context.optimizer,
-            inputs_file=str(inputs) if inputs else None,
-            input_shapes=input_shapes,
-            progress=progress,
-            zygote=zygote,
-            accuracy_tolerance=tolerance,
-        )
-    except MeasureError as exc:
-        _fail(str(exc))
 
 
 def _analyze_on_server(**remote: Any) -> int:

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.cli.errors import one_line_errors
-from advisor.core.decision.rules import torchair_status_unknown
+from advisor.core.decision import torchair_status_unknown
 from advisor.harness.isolated_inspection import INSPECT_MEMORY_LIMIT_MB, INSPECT_TIMEOUT_S
 
 _COVERAGE_STYLE = {

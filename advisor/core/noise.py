@@ -28,6 +28,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from advisor.core.catalogue import option_label
+
 SPEEDUP_CI_MAX_RATIO = 1.5  # a speedup CI wider than hi/lo = 1.5 cannot say "faster"
 HIGH_CONFIDENCE_MAX_CI_RATIO = 1.2  # "high" confidence needs the deciding speedups known at least this tightly
 EAGER_DRIFT_MAX_RATIO = 1.5  # max / min of the eager medians of the run's processes
@@ -48,7 +50,7 @@ def thresholds() -> dict[str, float]:
 
 
 def label(row: Mapping[str, Any]) -> str:
-    return f"{row.get('backend') or 'unknown'}:{row.get('mode') or 'default'}"
+    return option_label(row.get("backend"), row.get("mode"))
 
 
 def ci_ratio(interval: Any) -> float | None:

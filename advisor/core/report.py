@@ -8,6 +8,7 @@ Torch-free.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from io import StringIO
 from typing import Any, Literal
 
@@ -16,10 +17,20 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from advisor.core import noise
+from advisor.core import catalogue, noise
 from advisor.core.context import ContextError, parse_context
-from advisor.core.decision.break_even import format_calls
-from advisor.core.decision.candidates import DISPLAY_NAMES, TORCHAIR_EXPORT_MODE
+from advisor.core.decision import TORCHAIR_EXPORT_MODE, format_calls
+from advisor.core.results import (
+    BreakEven,
+    Environment,
+    GraphBreaks,
+    Inspection,
+    LatencyStats,
+    MeasurementRun,
+    OpInfo,
+    Recommendation,
+    read,
+)
 
 Format = Literal["text", "markdown", "json"]
 FORMATS: tuple[str, ...] = ("text", "markdown", "json")
@@ -37,9 +48,9 @@ MEASUREMENT_COLUMNS = (
 TRAINING_TITLE = "Measurements per training step (forward, loss, backward, optimizer step; gradient accuracy)"
 
 
-def measurement_columns(run: dict[str, Any] | None) -> tuple[str, ...]:
+def measurement_columns(run: MeasurementRun | None) -> tuple[str, ...]:
     """MEASUREMENT_COLUMNS, with the time columns labelled per step for a training run."""
-    if (run or {}).get("workload") != "training":
+    if run is None or run.workload != "training":
         return MEASUREMENT_COLUMNS
     relabel = {
         "median [95% CI]": "step median [95% CI]",
@@ -50,8 +61,8 @@ def measurement_columns(run: dict[str, Any] | None) -> tuple[str, ...]:
     return tuple(relabel.get(column, column) for column in MEASUREMENT_COLUMNS)
 
 
-def measurements_title(run: dict[str, Any] | None) -> str:
-    return TRAINING_TITLE if (run or {}).get("workload") == "training" else "Measurements"
+def measurements_title(run: MeasurementRun | None) -> str:
+    return TRAINING_TITLE if run is not None and run.workload == "training" else "Measurements"
 
 
 def render(analysis: dict[str, Any], fmt: Format = "text") -> str:
@@ -77,35 +88,58 @@ def _plain(analysis: dict[str, Any]) -> dict[str, Any]:
         return analysis
 
 
+@dataclass(frozen=True)
+class _Parts:
+    """The analysis' parts read as typed results (leniently: a stored analysis of an older version renders)."""
+
+    rec: Recommendation
+    raw_rec: dict[str, Any]  # for `headline`, which reads the plain dict
+    context: dict[str, Any]
+    run: MeasurementRun | None
+    inspection: Inspection | None
+
+    @classmethod
+    def of(cls, analysis: dict[str, Any]) -> _Parts:
+        raw_rec = analysis.get("recommendation") or {}
+        return cls(
+            rec=read(Recommendation, raw_rec) or Recommendation(),
+            raw_rec=raw_rec if isinstance(raw_rec, dict) else {},
+            context=analysis.get("context") or {},
+            run=read(MeasurementRun, analysis.get("measurements")),
+            inspection=read(Inspection, analysis.get("inspection")),
+        )
+
+
 def headline(rec: dict[str, Any], context: dict[str, Any]) -> str:
     target = str(context.get("target", "the target")).upper()
     if not rec.get("backend"):
         return f"No backend qualifies on {target}"
     if rec.get("mode") == TORCHAIR_EXPORT_MODE:
-        what = "TorchAir's offline export (torchair.dynamo_export, then atc)"
+        what = catalogue.EXPORT_DISPLAY_NAME
     else:
-        name = DISPLAY_NAMES.get(rec["backend"], rec["backend"])
+        name = catalogue.display_name(rec["backend"])
         what = (
             name if rec.get("mode") in (None, "default") or rec["backend"] == "eager" else f"{name}, mode {rec['mode']}"
         )
     return f"Use {what} on {target}"
 
 
-def status_line(rec: dict[str, Any], environment: dict[str, Any], quality: dict[str, Any] | None = None) -> str:
-    parts = [f"confidence {rec.get('confidence', '?')}"]
-    if not rec.get("measured"):
+def status_line(rec: Recommendation, environment: Environment | None, quality: dict[str, Any] | None = None) -> str:
+    parts = [f"confidence {rec.confidence or '?'}"]
+    if not rec.measured:
         parts.append("UNMEASURED (from the selection tree and op coverage)")
     else:
-        measured_on = environment.get("measured_on") or environment.get("device") or "unknown"
+        env = environment or Environment()
+        measured_on = env.measured_on or env.device or "unknown"
         label = "the TorchAir test double (not a real NPU)" if measured_on == "test-double" else measured_on
         parts.append(f"measured on {label}")
         if (quality or {}).get("whole_run"):
             parts.append("NOISY run (see the caveats)")
         elif (quality or {}).get("noisy"):
             parts.append(f"noisy rows: {', '.join(quality['noisy_rows'])}")  # type: ignore[index]
-    if rec.get("tie"):
+    if rec.tie:
         parts.append("tie within noise")
-    parts.append(f"engine {rec.get('engine_version', '?')}")
+    parts.append(f"engine {rec.engine_version or '?'}")
     return " | ".join(parts)
 
 
@@ -115,42 +149,39 @@ def _num(value: Any, unit: str = "", digits: int = 3) -> str:
     return f"{float(value):.{digits}g}{unit}"
 
 
-def run_quality(run: dict[str, Any] | None) -> dict[str, Any] | None:
+def run_quality(run: MeasurementRun | None) -> dict[str, Any] | None:
     """The run's noise verdict (advisor.core.noise), None without measurements."""
-    return noise.quality_of(run) if run and run.get("measurements") else None
+    return noise.quality_of(run.model_dump(exclude_unset=True)) if run and run.measurements else None
 
 
-def measurement_rows(run: dict[str, Any] | None) -> list[tuple[str, ...]]:
+def measurement_rows(run: MeasurementRun | None) -> list[tuple[str, ...]]:
     quality = run_quality(run) or {}
     noisy_rows, unresolved = quality.get("noisy_rows") or {}, set(quality.get("unresolved") or ())
     rows = []
-    for m in (run or {}).get("measurements") or []:
-        lat = m.get("latency") or {}
-        label = f"{m.get('backend')}:{m.get('mode', 'default')}"
-        if lat:
-            median = f"{_num(lat.get('median_ms'), ' ms')} [{_num(lat.get('ci_low_ms'))}-{_num(lat.get('ci_high_ms'))}]"
-            if label in noisy_rows:
+    for m in (run.measurements if run else None) or []:
+        lat = m.latency or LatencyStats()
+        if m.latency:
+            median = f"{_num(lat.median_ms, ' ms')} [{_num(lat.ci_low_ms)}-{_num(lat.ci_high_ms)}]"
+            if m.label in noisy_rows:
                 median += " noisy"
         else:
             median = "-"
-        speedup = m.get("speedup_vs_eager")
-        speedup_text = _speedup_text(speedup, m.get("speedup_ci"))
-        if label in unresolved and speedup is not None:
+        speedup_text = _speedup_text(m.speedup_vs_eager, m.speedup_ci)
+        if m.label in unresolved and m.speedup_vs_eager is not None:
             speedup_text += " unresolved"
-        accuracy = m.get("accuracy")
-        acc_text = "-" if not accuracy else ("pass" if accuracy.get("passed") else "FAIL")
-        status = m.get("status", "?")
-        if status != "ok" and m.get("reason"):
-            status = f"{status}: {m['reason']}"
+        acc_text = "-" if not m.accuracy else ("pass" if m.accuracy.passed else "FAIL")
+        status = m.status or "?"
+        if status != "ok" and m.reason:
+            status = f"{status}: {m.reason}"
         rows.append(
             (
-                label,
+                m.label,
                 status,
-                f"{_num(m.get('compile_s_cold'), ' s')} / {_num(m.get('compile_s_warm'), ' s')}",
+                f"{_num(m.compile_s_cold, ' s')} / {_num(m.compile_s_warm, ' s')}",
                 median,
-                _num(lat.get("p99_ms"), " ms"),
+                _num(lat.p99_ms, " ms"),
                 speedup_text,
-                _num(m.get("peak_memory_mb"), " MiB", 4),
+                _num(m.peak_memory_mb, " MiB", 4),
                 acc_text,
             )
         )
@@ -165,76 +196,76 @@ def _speedup_text(speedup: float | None, interval: list[float] | None) -> str:
     return f"{speedup:.2f}x [{interval[0]:.2f}-{interval[1]:.2f}]"
 
 
-def break_even_sentence(be: dict[str, Any] | None) -> str | None:
-    if not be:
+def break_even_sentence(be: BreakEven | None) -> str | None:
+    if not be or not (be.fast_compile and be.fast_run):  # none, or an older shape without the two options
         return None
-    unit = be.get("unit", "calls")
+    unit = be.unit or "calls"
     text = (
-        f"{be['fast_compile']} compiles in {_num(be.get('compile_a_s'), ' s')} and runs at "
-        f"{_num(be.get('latency_a_ms'), ' ms')}; {be['fast_run']} compiles in {_num(be.get('compile_b_s'), ' s')} "
-        f"and runs at {_num(be.get('latency_b_ms'), ' ms')} ({be.get('compile_kind', 'cold')} compile times"
+        f"{be.fast_compile} compiles in {_num(be.compile_a_s, ' s')} and runs at "
+        f"{_num(be.latency_a_ms, ' ms')}; {be.fast_run} compiles in {_num(be.compile_b_s, ' s')} "
+        f"and runs at {_num(be.latency_b_ms, ' ms')} ({be.compile_kind or 'cold'} compile times"
     )
-    if be.get("latency_basis") == "side_by_side":
+    if be.latency_basis == "side_by_side":
         text += "; latencies are eager's median divided by each option's side-by-side speedup"
-    text += f"). N* = {format_calls(be.get('n_star'))} {unit} per compile"
-    expected = be.get("expected")
-    text += f"; you expect {expected:,}." if expected else f"; expected {unit} per compile were not given."
+    text += f"). N* = {format_calls(be.n_star)} {unit} per compile"
+    text += f"; you expect {be.expected:,}." if be.expected else f"; expected {unit} per compile were not given."
     return text
 
 
-def inspection_lines(inspection: dict[str, Any] | None) -> list[str]:
+def inspection_lines(inspection: Inspection | None) -> list[str]:
     if not inspection:
         return ["No inspection."]
-    params = inspection.get("parameters") or {}
-    flops = inspection.get("flops")
+    count = inspection.parameters.count if inspection.parameters else None
+    flops = inspection.flops
     lines = [
-        f"Format: {inspection.get('format')} (saved with torch {inspection.get('saved_with_torch') or '?'}); "
-        f"{params.get('count', 0):,} parameters; " + (f"{flops:,} FLOPs per call" if flops else "FLOPs unknown"),
+        f"Format: {inspection.format} (saved with torch {inspection.saved_with_torch or '?'}); "
+        f"{count or 0:,} parameters; " + (f"{flops:,} FLOPs per call" if flops else "FLOPs unknown"),
     ]
-    custom = inspection.get("custom_ops") or []
-    if custom:
+    if inspection.custom_ops:
         items = ", ".join(
-            f"{op['name']} (Inductor: {op['coverage']['inductor']}, TorchAir: {op['coverage']['torchair']})"
-            for op in custom
+            f"{op.name} (Inductor: {_coverage(op, 'inductor')}, TorchAir: {_coverage(op, 'torchair')})"
+            for op in inspection.custom_ops
         )
         lines.append(f"Custom ops: {items}")
     else:
         lines.append("Custom ops: none (only aten/prims ops).")
-    breaks = inspection.get("graph_breaks") or {}
-    if breaks.get("analysed"):
-        lines.append(f"Graph breaks under torch.compile: {breaks.get('count', 0)}")
+    breaks = inspection.graph_breaks or GraphBreaks()
+    if breaks.analysed:
+        lines.append(f"Graph breaks under torch.compile: {breaks.count or 0}")
     else:
-        lines.append(f"Graph breaks: not analysed ({breaks.get('note', 'no reason given')})")
-    dims = inspection.get("dynamic_dims") or []
-    if dims:
+        lines.append(f"Graph breaks: not analysed ({breaks.note or 'no reason given'})")
+    if inspection.dynamic_dims:
         lines.append(
-            "Dynamic dims: " + ", ".join(f"{d['input']}[{d['dim']}] {d.get('min')}..{d.get('max')}" for d in dims)
+            "Dynamic dims: " + ", ".join(f"{d.input}[{d.dim}] {d.min}..{d.max}" for d in inspection.dynamic_dims)
         )
     return lines
 
 
-def environment_line(run: dict[str, Any] | None) -> str | None:
-    env = (run or {}).get("environment")
+def _coverage(op: OpInfo, compiler: str) -> str | None:
+    return getattr(op.coverage, compiler) if op.coverage else None
+
+
+def environment_line(run: MeasurementRun | None) -> str | None:
+    env = run.environment if run else None
     if not env:
         return None
     keys = ("device", "device_name", "measured_on", "torch_version", "torch_npu_version", "cann_version", "host")
-    return ", ".join(f"{k}={env[k]}" for k in keys if env.get(k))
+    return ", ".join(f"{k}={getattr(env, k)}" for k in keys if getattr(env, k))
 
 
 # ------------------------------------------------------------------------------------------- text
 def render_text(analysis: dict[str, Any]) -> str:
     analysis = _plain(analysis)
-    rec = analysis.get("recommendation") or {}
-    context = analysis.get("context") or {}
-    run = analysis.get("measurements")
+    parts = _Parts.of(analysis)
+    rec, run = parts.rec, parts.run
     out = StringIO()
     console = Console(file=out, width=TEXT_WIDTH, color_system=None, force_terminal=False, highlight=False)
 
     console.rule(f"npu-advisor: {analysis.get('model_name', 'model')}")
-    console.print(Text(headline(rec, context), style="bold"))
-    console.print(status_line(rec, (run or {}).get("environment") or {}, run_quality(run)))
+    console.print(Text(headline(parts.raw_rec, parts.context), style="bold"))
+    console.print(status_line(rec, run.environment if run else None, run_quality(run)))
     console.print()
-    console.print(rec.get("summary", ""))
+    console.print(rec.summary or "")
 
     rows = measurement_rows(run)
     if rows:
@@ -245,36 +276,34 @@ def render_text(analysis: dict[str, Any]) -> str:
             table.add_row(*row)
         console.print()
         console.print(table)
-    sentence = break_even_sentence(rec.get("break_even"))
+    sentence = break_even_sentence(rec.break_even)
     if sentence:
         console.print(f"\nBreak-even: {sentence}")
-    if rec.get("why_not"):
+    if rec.why_not:
         console.print("\nWhy not the others:")
-        for label, reason in rec["why_not"].items():
+        for label, reason in rec.why_not.items():
             console.print(Padding(f"- {label}: {reason}", (0, 0, 0, 2), expand=False))
-    if rec.get("layered"):
+    if rec.layered:
         console.print("\nLayered deployment:")
-        for role, part in rec["layered"].items():
-            console.print(
-                f"  - {role} ({', '.join(part['devices'])}): {part['backend']}:{part['mode']} - {part['why']}"
-            )
+        for role, part in rec.layered.items():
+            console.print(f"  - {role} ({', '.join(part.devices or ())}): {part.backend}:{part.mode} - {part.why}")
     console.print("\nHow it was decided:")
-    for number, step in enumerate(rec.get("path") or [], 1):
-        console.print(Padding(f"{number}. {step['question']}", (0, 0, 0, 2), expand=False))
-        console.print(Padding(f"-> {step['outcome']}", (0, 0, 0, 5), expand=False))
-    if rec.get("caveats"):
+    for number, step in enumerate(rec.path or [], 1):
+        console.print(Padding(f"{number}. {step.question}", (0, 0, 0, 2), expand=False))
+        console.print(Padding(f"-> {step.outcome}", (0, 0, 0, 5), expand=False))
+    if rec.caveats:
         console.print("\nCaveats and fixes:")
-        for caveat in rec["caveats"]:
-            console.print(Padding(f"- {caveat['issue']}", (0, 0, 0, 2), expand=False))
-            console.print(Padding(f"fix: {caveat['fix']}", (0, 0, 0, 4), expand=False))
+        for caveat in rec.caveats:
+            console.print(Padding(f"- {caveat.issue}", (0, 0, 0, 2), expand=False))
+            console.print(Padding(f"fix: {caveat.fix}", (0, 0, 0, 4), expand=False))
     console.print("\nModel:")
-    for line in inspection_lines(analysis.get("inspection")):
+    for line in inspection_lines(parts.inspection):
         console.print(f"  {line}")
     env = environment_line(run)
     if env:
         console.print(f"\nEnvironment: {env}")
     console.rule("Config to paste")
-    out.write(rec.get("snippet", "").rstrip() + "\n")
+    out.write((rec.snippet or "").rstrip() + "\n")
     return out.getvalue()
 
 
@@ -285,17 +314,16 @@ def _cell(value: Any) -> str:
 
 def render_markdown(analysis: dict[str, Any]) -> str:
     analysis = _plain(analysis)
-    rec = analysis.get("recommendation") or {}
-    context = analysis.get("context") or {}
-    run = analysis.get("measurements")
+    parts = _Parts.of(analysis)
+    rec, run, context = parts.rec, parts.run, parts.context
     lines = [
         f"# npu-advisor report: {analysis.get('model_name', 'model')}",
         "",
-        f"**{headline(rec, context)}**",
+        f"**{headline(parts.raw_rec, context)}**",
         "",
-        f"_{status_line(rec, (run or {}).get('environment') or {}, run_quality(run))}_",
+        f"_{status_line(rec, run.environment if run else None, run_quality(run))}_",
         "",
-        rec.get("summary", ""),
+        rec.summary or "",
         "",
     ]
     rows = measurement_rows(run)
@@ -308,36 +336,35 @@ def render_markdown(analysis: dict[str, Any]) -> str:
         ]
         lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
         lines.append("")
-    sentence = break_even_sentence(rec.get("break_even"))
+    sentence = break_even_sentence(rec.break_even)
     if sentence:
         lines += ["## Break-even", "", sentence, ""]
-    if rec.get("why_not"):
+    if rec.why_not:
         lines += ["## Why not the others", ""]
-        lines += [f"- `{label}`: {reason}" for label, reason in rec["why_not"].items()]
+        lines += [f"- `{label}`: {reason}" for label, reason in rec.why_not.items()]
         lines.append("")
-    if rec.get("layered"):
+    if rec.layered:
         lines += ["## Layered deployment", ""]
         lines += [
-            f"- **{role}** ({', '.join(part['devices'])}): `{part['backend']}:{part['mode']}` - {part['why']}"
-            for role, part in rec["layered"].items()
+            f"- **{role}** ({', '.join(part.devices or ())}): `{part.backend}:{part.mode}` - {part.why}"
+            for role, part in rec.layered.items()
         ]
         lines.append("")
     lines += ["## How it was decided", ""]
     lines += [
-        f"{n}. **{step['question']}** {step['outcome']} (rule `{step['rule']}`)"
-        for n, step in enumerate(rec.get("path") or [], 1)
+        f"{n}. **{step.question}** {step.outcome} (rule `{step.rule}`)" for n, step in enumerate(rec.path or [], 1)
     ]
     lines.append("")
-    if rec.get("caveats"):
+    if rec.caveats:
         lines += ["## Caveats and fixes", ""]
-        lines += [f"- {c['issue']}  \n  **Fix:** {c['fix']}" for c in rec["caveats"]]
+        lines += [f"- {c.issue}  \n  **Fix:** {c.fix}" for c in rec.caveats]
         lines.append("")
-    lines += ["## Model", ""] + [f"- {line}" for line in inspection_lines(analysis.get("inspection"))] + [""]
+    lines += ["## Model", ""] + [f"- {line}" for line in inspection_lines(parts.inspection)] + [""]
     env = environment_line(run)
     if env:
         lines += ["## Environment", "", env, ""]
     if context:
         settings = ", ".join(f"{k}={v}" for k, v in context.items() if v not in (None, [], False))
         lines += ["## Deployment context", "", settings or "defaults", ""]
-    lines += ["## Config to paste", "", "```python", rec.get("snippet", "").rstrip(), "```", ""]
+    lines += ["## Config to paste", "", "```python", (rec.snippet or "").rstrip(), "```", ""]
     return "\n".join(lines)

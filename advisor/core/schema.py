@@ -1,7 +1,10 @@
 """The JSON shapes that flow between the stages: inspection -> measurements -> recommendation.
 
 These are TypedDicts (plain dicts at run time) so results cross process boundaries, HTTP and
-the database as JSON without conversion. Torch-free on purpose.
+the database as JSON without conversion: the producers (advisor.harness and its measuring children, which
+do not import pydantic) build them. The server, the report and the dashboard read and validate the same
+shapes with the pydantic models of advisor.core.results (tests/test_results_models.py keeps the field names
+in step). Torch-free on purpose.
 """
 
 from __future__ import annotations

@@ -22,9 +22,11 @@ from typing import Any
 import torch
 
 from advisor.core.schema import OpInfo
+from advisor.core.text import first_line
 from advisor.harness import coverage
 from advisor.harness.coverage import op_name
 
+ERROR_LINE_CHARS = 500  # an error's first line, as a coverage warning quotes it
 # Runtime checks that export inserts (for `.to(...)`); Dynamo's graphs for torch.compile never contain them.
 EXPORT_ONLY_OPS = frozenset({"aten._assert_tensor_metadata.default"})
 
@@ -69,20 +71,15 @@ def describe_error(error: BaseException) -> str:
     """`Type: first line` of the exception run_decompositions raised, and of its root cause when that is another
     exception (torch wraps the real error, e.g. in a BackendCompilerFailed or a RuntimeError "see above").
     First lines only: they say what failed without the paths of the machine it failed on."""
-    text = _first_line(error)
+    text = first_line(error, limit=ERROR_LINE_CHARS)
     root = error
     seen = {id(root)}
     while (cause := root.__cause__ or root.__context__) is not None and id(cause) not in seen:
         seen.add(id(cause))
         root = cause
-    if root is not error and _first_line(root) != text:
-        text += f"; caused by {_first_line(root)}"
+    if root is not error and first_line(root, limit=ERROR_LINE_CHARS) != text:
+        text += f"; caused by {first_line(root, limit=ERROR_LINE_CHARS)}"
     return text
-
-
-def _first_line(error: BaseException) -> str:
-    first = (str(error).strip().splitlines() or [""])[0]
-    return f"{type(error).__name__}: {first}"[:500] if first else type(error).__name__
 
 
 def add_table_notes(ops: list[OpInfo]) -> None:

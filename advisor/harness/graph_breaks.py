@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from advisor.core.schema import GraphBreak, GraphBreaks
+from advisor.core.text import first_line
 
 
 def find_graph_breaks(fn: Any, args: tuple, kwargs: dict | None = None) -> GraphBreaks:
@@ -32,7 +33,7 @@ def find_graph_breaks(fn: Any, args: tuple, kwargs: dict | None = None) -> Graph
     if result.graph_count == 0:
         return not_analysed("Dynamo compiled nothing: it skipped the whole forward and would run it eagerly")
     reasons: list[GraphBreak] = [
-        {"reason": _first_line(reason.reason), "location": _location(reason.user_stack)}
+        {"reason": first_line(reason.reason), "location": _location(reason.user_stack)}
         for reason in result.break_reasons
     ]
     return {
@@ -53,10 +54,6 @@ def _location(user_stack: list[Any] | None) -> str | None:
         return None
     frame = user_stack[-1]
     return f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}"
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else text
 
 
 def _summary(exc: BaseException) -> str:

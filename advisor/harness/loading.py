@@ -31,6 +31,7 @@ import torch
 
 from advisor.core.artifacts import ArtifactInfo, ArtifactRejected, sniff
 from advisor.core.schema import DynamicDim, InputSpec
+from advisor.core.text import first_line
 from advisor.harness import custom_op_stubs, pytree_outputs
 from advisor.harness.model_inputs import (
     InputsError,
@@ -250,7 +251,7 @@ def _load_cause(exc: BaseException, records: list[logging.LogRecord]) -> str:
     if not logged:
         messages = [record.getMessage() for record in records]
         detail = next((m for m in reversed(messages) if m.strip()), None)
-        return f"{_first_line(exc)} ({_first_line_of(detail)})" if detail else _first_line(exc)
+        return f"{first_line(exc)} ({first_line(detail)})" if detail else first_line(exc)
     cause = logged[-1]
     innermost = cause
     seen = {id(cause)}
@@ -258,12 +259,8 @@ def _load_cause(exc: BaseException, records: list[logging.LogRecord]) -> str:
         seen.add(id(nxt))
         innermost = nxt
     if innermost is cause:
-        return _first_line(cause)
-    return f"{_first_line(cause)} (caused by {_first_line(innermost)})"
-
-
-def _first_line_of(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else text
+        return first_line(cause)
+    return f"{first_line(cause)} (caused by {first_line(innermost)})"
 
 
 @contextlib.contextmanager
@@ -376,7 +373,7 @@ def _load_torchscript(path: str, inputs_file: str | None, input_shapes: list[str
         refused = _refused_by_weights_only(exc)
         if refused is not None:
             raise refused from None
-        raise LoadError(f"torch.jit.load could not load this TorchScript file: {_first_line(exc)}") from exc
+        raise LoadError(f"torch.jit.load could not load this TorchScript file: {first_line(exc)}") from exc
     script_module.eval()
     names = [argument.name for argument in script_module.forward.schema.arguments[1:]]
     if inputs_file:
@@ -440,9 +437,4 @@ def _convert_to_exported_program(script_module: Any, example_inputs: tuple) -> t
             warnings.simplefilter("ignore")
             return TS2EPConverter(script_module, example_inputs).convert(), None
     except Exception as exc:  # noqa: BLE001 - the converter fails in many ways on unusual TorchScript
-        return None, _first_line(exc)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+        return None, first_line(exc)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from advisor.core.text import first_line
 from advisor.harness import devices
 from advisor.harness.sandbox import StageError, report_progress
 
@@ -246,7 +247,7 @@ def _float64_reference(module: Any, inputs: tuple) -> tuple[list | None, str | N
         inputs64 = tree_map(lambda t: t.double() if torch.is_tensor(t) and t.is_floating_point() else t, inputs)
         return _leaves_on_cpu(module64(*inputs64)), None
     except Exception as exc:  # dtype-specialised graphs, ops without a float64 kernel, ...
-        return None, f"no float64 reference ({_one_line(exc)}); accuracy falls back to cosine similarity"
+        return None, f"no float64 reference ({first_line(exc, limit=500)}); accuracy falls back to cosine similarity"
 
 
 # ------------------------------------------------------------------ training (advisor.harness.training_step)
@@ -331,7 +332,7 @@ def _is_out_of_memory(exc: BaseException, message: str) -> bool:
 
 def _eager_failure(exc: BaseException, what: str) -> StageError:
     """An allocation failure is "oom" (the memory limit or the machine), anything else a runtime error."""
-    message = _one_line(exc)
+    message = first_line(exc, limit=500)
     if _is_out_of_memory(exc, message):
         return StageError("oom", f"{what}: out of memory: {message}")
     return StageError("runtime_error", f"{what}: {message}")
@@ -339,7 +340,7 @@ def _eager_failure(exc: BaseException, what: str) -> StageError:
 
 def _stage_error(exc: BaseException, during: str, default: str = "runtime_error") -> StageError:
     """Compiler exceptions are compile errors, allocation failures are oom, the rest runtime errors."""
-    message = _one_line(exc)
+    message = first_line(exc, limit=500)
     if _is_out_of_memory(exc, message):
         return StageError("oom", f"out of memory during {during}: {message}")
     module = type(exc).__module__ or ""
@@ -348,12 +349,6 @@ def _stage_error(exc: BaseException, during: str, default: str = "runtime_error"
     return StageError(
         default, f"{'compilation' if default == 'compile_error' else 'the run'} failed during {during}: {message}"
     )
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first}"[:500] if first else type(exc).__name__
 
 
 # ------------------------------------------------------------------ timing

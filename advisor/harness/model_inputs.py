@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from advisor.core.text import first_line
+
 _SHAPE_FLAG = re.compile(r"^(?P<name>[A-Za-z_]\w*)=(?P<dims>\d+(?:x\d+)*|)(?::(?P<dtype>\w+))?$")
 
 
@@ -74,10 +76,9 @@ def load_inputs_file(path: str | Path, names: list[str]) -> tuple[Any, ...]:
     except FileNotFoundError as exc:
         raise InputsError(f"Inputs file {str(path)!r} does not exist.") from exc
     except Exception as exc:  # noqa: BLE001 - anything torch.load refuses is the user's file's problem
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputsError(
             f"Inputs file {str(path)!r} could not be loaded as plain tensors (torch.load weights_only=True): "
-            f"{first_line}"
+            f"{first_line(str(exc).strip()) or type(exc).__name__}"
         ) from exc
     if isinstance(data, torch.Tensor):
         return (data,)

@@ -96,14 +96,16 @@ class StageError(Exception):
         self.reason = reason
 
 
-def scrubbed_environment(source: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The allow-listed part of `source` (default os.environ), minus anything that looks like a secret."""
+def scrubbed_environment(source: Mapping[str, str] | None = None, *, allow_list: bool = True) -> dict[str, str]:
+    """`source` (default os.environ) minus anything that looks like a secret, and - with `allow_list`, as for
+    model children - minus everything not allow-listed. The worker's stage runner passes `allow_list=False`:
+    it is trusted code that needs the worker's own settings (e.g. the isolation kind), never its token."""
     env = {}
     for name, value in (os.environ if source is None else source).items():
         upper = name.upper()
         if any(marker in upper for marker in _SECRET_MARKERS):
             continue
-        if name in _KEEP_NAMES or upper.startswith(_KEEP_PREFIXES):
+        if not allow_list or name in _KEEP_NAMES or upper.startswith(_KEEP_PREFIXES):
             env[name] = value
     return env
 

@@ -169,15 +169,3 @@ def state_bytes(step: TrainingStep) -> dict[str, int]:
         if isinstance(v, torch.Tensor)
     )
     return {"parameters": params, "gradients": grads, "optimizer_state": optimizer}
-
-
-def snippet_step_lines() -> list[str]:
-    """The training loop a backend snippet ends with (`model` is the compiled model)."""
-    return [
-        "optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)  # or torch.optim.AdamW",
-        "for inputs, targets in batches:",
-        "    loss = loss_fn(model(*inputs), targets)  # the first step compiles forward and backward",
-        "    loss.backward()",
-        "    optimizer.step()",
-        "    optimizer.zero_grad(set_to_none=True)",
-    ]

@@ -12,6 +12,8 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel
 from sqlmodel import Session
 
+from advisor.core import catalogue
+from advisor.core.results import Inspection, MeasurementRun, Recommendation, read
 from app.analyses import (
     ANALYSIS_STATUS,
     SORTABLE,
@@ -52,6 +54,29 @@ class AnalysisAccepted(BaseModel):
     status: str
     deduplicated: bool = False
     links: AnalysisLinks
+
+
+class AnalysisDetail(AnalysisPublic):
+    """One analysis with its results typed (advisor.core.results), so /openapi.json documents their shapes.
+
+    Served with `response_model_exclude_unset`: a result field that was not stored is not sent, so the JSON is
+    the stored results as they were (plus unknown fields, which are kept)."""
+
+    inspection: Inspection | None
+    measurements: MeasurementRun | None
+    recommendation: Recommendation | None
+
+
+DETAIL = {"response_model": AnalysisDetail, "response_model_exclude_unset": True}
+
+
+def _detail(view: dict) -> dict:
+    """`view` with its results read leniently: an analysis stored by an older version is served, never a 500."""
+    return view | {
+        "inspection": read(Inspection, view.get("inspection")),
+        "measurements": read(MeasurementRun, view.get("measurements")),
+        "recommendation": read(Recommendation, view.get("recommendation")),
+    }
 
 
 ANALYZE_FORM = {
@@ -216,9 +241,7 @@ def _form_fields(form: ReceivedForm) -> dict:
 
 def _check_backend_names(backends: list[str]) -> None:
     """A job waits for a worker offering every backend it names: an unknown name would wait forever."""
-    from advisor.harness.backends import all_backends
-
-    known = [backend.name for backend in all_backends()]
+    known = catalogue.names()
     unknown = [name for name in backends if name not in known]
     if unknown:
         hint = (
@@ -317,12 +340,10 @@ def _load(session, analysis_id: int) -> tuple[Analysis, Job | None]:  # noqa: AN
     return analysis, job_of(session, analysis_id)
 
 
-@router.get(
-    "/analyses/{analysis_id}", name="get_analysis", response_model=AnalysisPublic, summary="One analysis with results"
-)
+@router.get("/analyses/{analysis_id}", name="get_analysis", summary="One analysis with results", **DETAIL)
 def get_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: UserDep) -> dict:
     analysis, job = _load(session, analysis_id)
-    return analysis_view(session, queue, analysis, job)
+    return _detail(analysis_view(session, queue, analysis, job))
 
 
 @router.get("/analyses/{analysis_id}/report.md", response_class=PlainTextResponse, summary="Markdown report")
@@ -343,8 +364,8 @@ def report_json(analysis_id: int, session: SessionDep, _: UserDep) -> JSONRespon
 
 @router.post(
     "/analyses/{analysis_id}/cancel",
-    response_model=AnalysisPublic,
     summary="Cancel (queued: at once; running: at the next heartbeat)",
+    **DETAIL,
 )
 def cancel_route(analysis_id: int, session: SessionDep, queue: QueueDep, principal: UserDep) -> dict:
     analysis, job = _load(session, analysis_id)
@@ -352,13 +373,13 @@ def cancel_route(analysis_id: int, session: SessionDep, queue: QueueDep, princip
     if job is None:
         raise HTTPException(409, detail=f"analysis {analysis_id} has no job to cancel")
     queue.cancel(session, job_id=job.id)
-    return analysis_view(session, queue, analysis, job)
+    return _detail(analysis_view(session, queue, analysis, job))
 
 
 @router.post(
     "/analyses/{analysis_id}/redecide",
-    response_model=AnalysisPublic,
     summary="Re-run the decision engine on the stored results",
+    **DETAIL,
 )
 def redecide_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: UserDep) -> dict:
     analysis, job = _load(session, analysis_id)
@@ -371,7 +392,7 @@ def redecide_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: Us
     store_recommendation(analysis, recommendation, queue.clock())
     session.add(analysis)
     session.commit()
-    return analysis_view(session, queue, analysis, job)
+    return _detail(analysis_view(session, queue, analysis, job))
 
 
 @router.post(

@@ -8,11 +8,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, HTTPException, Request
 from pydantic import BaseModel, BeforeValidator, Field
 
-from app.analyses import ANALYSIS_STATUS, DecisionFailed, decide_recommendation, outcome_recorder
+from app.analyses import ANALYSIS_STATUS
 from app.deps import QueueDep, SessionDep, WorkerDep
-from app.job_queue import JobNotFound, LeaseLost
-from app.models import Analysis, Job
-from app.results import ERROR_CHARS, ResultsInvalid, accept_results, truncate_text
+from app.models import Job
+from app.results import ERROR_CHARS, truncate_text
 
 router = APIRouter(tags=["jobs"])
 LeaseToken = Annotated[str, Header(alias="X-Lease-Token", description="the lease_token from the claim")]
@@ -26,6 +25,9 @@ def _truncated(limit: int, keep: str = "head"):  # noqa: ANN202
 
 
 class HeartbeatBody(BaseModel):
+    """The worker's latest progress: an advisor.core.progress.ProgressEvent as its `wire()` sends it (`stage` is
+    the event's label, e.g. "measure:inductor:default"; `progress` the fraction of the whole job)."""
+
     stage: Annotated[str | None, _truncated(STAGE_CHARS)] = Field(
         default=None, max_length=STAGE_CHARS, examples=["measure:inductor:default"]
     )
@@ -87,33 +89,20 @@ def complete(
     """Store the results and the engine's recommendation. Idempotent for the same lease token.
 
     The results are checked against the result models first (app.results: non-finite numbers stored as null,
-    free text truncated); a bad shape fails the job, not retried, and answers 422 naming the fields."""
-    job = session.get(Job, job_id)
-    if job is None:
-        raise JobNotFound(f"job {job_id} does not exist")
-    if job.status == "running" and job.lease_token != token:
-        raise LeaseLost(f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it")
-    context = dict(session.get(Analysis, job.analysis_id).context)
-    session.commit()  # end the read's (write-locking, on SQLite) transaction: validating and deciding are slow
-    try:
-        inspection, measurements = accept_results(body.inspection, body.measurements)
-    except ResultsInvalid as exc:
-        failed = queue.fail(session, job_id=job_id, lease_token=token, error=exc.job_error, retryable=False)
-        _observe(request, failed)
-        raise HTTPException(422, detail=exc.problems) from None
-    try:
-        recommendation = decide_recommendation(context, inspection, measurements)
-    except DecisionFailed as exc:
-        error = truncate_text(str(exc), ERROR_CHARS, keep="both")
-        failed = queue.fail(session, job_id=job_id, lease_token=token, error=error, retryable=False)
-        return CompleteResponse(analysis_id=failed.analysis_id, status=ANALYSIS_STATUS[failed.status])
-    record = outcome_recorder(job.analysis_id, inspection, measurements, recommendation, queue.clock())
-    done, newly = queue.complete(session, job_id=job_id, lease_token=token, record_outcome=record)
-    if newly and done.started_at is not None:
+    free text truncated); a bad shape fails the job, not retried, and answers 422 naming the fields. The whole
+    transition is the queue's (`JobQueue.complete_with_results`)."""
+    outcome = queue.complete_with_results(
+        session, job_id=job_id, lease_token=token, inspection=body.inspection, measurements=body.measurements
+    )
+    job = outcome.job
+    if outcome.problems is not None:
+        _observe(request, job)
+        raise HTTPException(422, detail=outcome.problems)
+    if outcome.newly_completed and job.started_at is not None:
         request.app.state.metrics.job_duration.labels("succeeded").observe(
-            (done.finished_at - done.started_at).total_seconds()
+            (job.finished_at - job.started_at).total_seconds()
         )
-    return CompleteResponse(analysis_id=done.analysis_id, status=ANALYSIS_STATUS[done.status])
+    return CompleteResponse(analysis_id=job.analysis_id, status=ANALYSIS_STATUS[job.status])
 
 
 @router.post("/jobs/{job_id}/fail", responses=LEASE_RESPONSES)

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from app.deps import QueueDep, SessionDep, SettingsDep, UserDep, WorkerDep, actor_of
-from app.job_queue import Actor, Claim
+from app.job_queue import Actor, JobClaim
 from app.models import Analysis, Job, Worker, WorkerCreate, WorkerPublic
 
 router = APIRouter(tags=["workers"])
@@ -98,7 +98,7 @@ async def claim(
 
 def _try_claim(engine, queue, worker_id: str, actor: Actor, base_url: str) -> ClaimResponse | None:  # noqa: ANN001
     with Session(engine, expire_on_commit=False) as session:
-        lease: Claim | None = queue.claim(session, worker_id=worker_id, actor=actor)
+        lease: JobClaim | None = queue.claim(session, worker_id=worker_id, actor=actor)
         if lease is None:
             return None
         analysis = session.get(Analysis, lease.job.analysis_id)

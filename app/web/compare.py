@@ -1,7 +1,8 @@
 """Two analyses side by side (model v1 vs v2, NPU node vs GPU node): rows of facts with differences marked.
 
-Pure: two analysis dicts (the API shape) in, rows out. Text facts differ when they are not equal;
-numbers differ when they are more than `RELATIVE_TOLERANCE` apart (timings are never bit-identical,
+Pure: two analysis dicts (the API shape) in, rows out; their results are read leniently as typed models
+(advisor.core.results), so an analysis stored by an older version compares too. Text facts differ when they are
+not equal; numbers differ when they are more than `RELATIVE_TOLERANCE` apart (timings are never bit-identical,
 so an exact comparison would mark every row).
 """
 
@@ -12,11 +13,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
+from advisor.core.results import Inspection, MeasurementRow, MeasurementRun, OpInfo, Recommendation, read
 from app.web.charts import format_quantity
-from app.web.detail_view import measurement_label
 from app.web.tree import backend_label
 
 RELATIVE_TOLERANCE = 0.05
+ENVIRONMENT_KEYS = (
+    "measured_on",
+    "device",
+    "device_name",
+    "soc_version",
+    "torch_version",
+    "torch_npu_version",
+    "cann_version",
+    "host",
+)
 
 
 @dataclass(frozen=True)
@@ -51,9 +64,8 @@ def _row(section: str, label: str, a: Any, b: Any, unit: str = "") -> CompareRow
     return CompareRow(section, label, _text(a), _text(b), _text(a) != _text(b))
 
 
-def _measurements(analysis: Mapping) -> dict[str, Mapping]:
-    rows = ((analysis.get("measurements") or {}).get("measurements")) or []
-    return {measurement_label(m): m for m in rows}
+def _measurements(run: MeasurementRun | None) -> dict[str, MeasurementRow]:
+    return {backend_label(m.backend, m.mode): m for m in (run.measurements if run else None) or []}
 
 
 def compare_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[CompareRow]:
@@ -64,63 +76,63 @@ def compare_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[CompareRow]
         _row("Analysis", "status", a.get("status"), b.get("status")),
         _row("Analysis", "submitted by", a.get("submitted_by"), b.get("submitted_by")),
     ]
-    rec_a, rec_b = a.get("recommendation") or {}, b.get("recommendation") or {}
+    rec_a, rec_b = (read(Recommendation, x.get("recommendation")) for x in (a, b))
     rows += [
         _row(
             "Recommendation",
             "backend",
-            backend_label(rec_a.get("backend"), rec_a.get("mode")) if rec_a else None,
-            backend_label(rec_b.get("backend"), rec_b.get("mode")) if rec_b else None,
+            backend_label(rec_a.backend, rec_a.mode) if rec_a else None,
+            backend_label(rec_b.backend, rec_b.mode) if rec_b else None,
         ),
-        _row("Recommendation", "confidence", rec_a.get("confidence"), rec_b.get("confidence")),
-        _row("Recommendation", "measured", rec_a.get("measured"), rec_b.get("measured")),
+        _row("Recommendation", "confidence", _attr(rec_a, "confidence"), _attr(rec_b, "confidence")),
+        _row("Recommendation", "measured", _attr(rec_a, "measured"), _attr(rec_b, "measured")),
     ]
     ctx_a, ctx_b = a.get("context") or {}, b.get("context") or {}
     rows += [_row("Context", key, ctx_a.get(key), ctx_b.get(key)) for key in sorted(set(ctx_a) | set(ctx_b))]
-    env_a = (a.get("measurements") or {}).get("environment") or {}
-    env_b = (b.get("measurements") or {}).get("environment") or {}
-    for key in (
-        "measured_on",
-        "device",
-        "device_name",
-        "soc_version",
-        "torch_version",
-        "torch_npu_version",
-        "cann_version",
-        "host",
-    ):
-        if key in env_a or key in env_b:
-            rows.append(_row("Environment", key.replace("_", " "), env_a.get(key), env_b.get(key)))
-    m_a, m_b = _measurements(a), _measurements(b)
+    run_a, run_b = (read(MeasurementRun, x.get("measurements")) for x in (a, b))
+    env_a, env_b = _attr(run_a, "environment"), _attr(run_b, "environment")
+    for key in ENVIRONMENT_KEYS:
+        if _has(env_a, key) or _has(env_b, key):
+            rows.append(_row("Environment", key.replace("_", " "), _attr(env_a, key), _attr(env_b, key)))
+    m_a, m_b = _measurements(run_a), _measurements(run_b)
     for label in list(m_a) + [name for name in m_b if name not in m_a]:
-        x, y = m_a.get(label, {}), m_b.get(label, {})
+        x, y = m_a.get(label), m_b.get(label)
+        lat_x, lat_y = _attr(x, "latency"), _attr(y, "latency")
+        acc_x, acc_y = _attr(x, "accuracy"), _attr(y, "accuracy")
         section = f"Backend {label}"
         rows += [
-            _row(section, "status", x.get("status"), y.get("status")),
-            _row(section, "median latency", _get(x, "latency", "median_ms"), _get(y, "latency", "median_ms"), " ms"),
-            _row(section, "p99 latency", _get(x, "latency", "p99_ms"), _get(y, "latency", "p99_ms"), " ms"),
-            _row(section, "speedup vs eager", x.get("speedup_vs_eager"), y.get("speedup_vs_eager"), "×"),
-            _row(section, "compile (cold)", x.get("compile_s_cold"), y.get("compile_s_cold"), " s"),
-            _row(section, "compile (warm)", x.get("compile_s_warm"), y.get("compile_s_warm"), " s"),
-            _row(section, "peak memory", x.get("peak_memory_mb"), y.get("peak_memory_mb"), " MiB"),
-            _row(section, "accuracy passed", _get(x, "accuracy", "passed"), _get(y, "accuracy", "passed")),
+            _row(section, "status", _attr(x, "status"), _attr(y, "status")),
+            _row(section, "median latency", _attr(lat_x, "median_ms"), _attr(lat_y, "median_ms"), " ms"),
+            _row(section, "p99 latency", _attr(lat_x, "p99_ms"), _attr(lat_y, "p99_ms"), " ms"),
+            _row(section, "speedup vs eager", _attr(x, "speedup_vs_eager"), _attr(y, "speedup_vs_eager"), "×"),
+            _row(section, "compile (cold)", _attr(x, "compile_s_cold"), _attr(y, "compile_s_cold"), " s"),
+            _row(section, "compile (warm)", _attr(x, "compile_s_warm"), _attr(y, "compile_s_warm"), " s"),
+            _row(section, "peak memory", _attr(x, "peak_memory_mb"), _attr(y, "peak_memory_mb"), " MiB"),
+            _row(section, "accuracy passed", _attr(acc_x, "passed"), _attr(acc_y, "passed")),
         ]
-    ins_a, ins_b = a.get("inspection") or {}, b.get("inspection") or {}
+    ins_a, ins_b = (read(Inspection, x.get("inspection")) for x in (a, b))
     if ins_a or ins_b:
+        params_a, params_b = _attr(ins_a, "parameters"), _attr(ins_b, "parameters")
+        breaks_a, breaks_b = _attr(ins_a, "graph_breaks"), _attr(ins_b, "graph_breaks")
         rows += [
-            _row("Model", "parameters", _get(ins_a, "parameters", "count"), _get(ins_b, "parameters", "count")),
-            _row("Model", "FLOPs", ins_a.get("flops"), ins_b.get("flops")),
-            _row("Model", "distinct ops", len(ins_a.get("ops") or []), len(ins_b.get("ops") or [])),
-            _row("Model", "custom ops", _names(ins_a.get("custom_ops")), _names(ins_b.get("custom_ops"))),
-            _row("Model", "graph breaks", _get(ins_a, "graph_breaks", "count"), _get(ins_b, "graph_breaks", "count")),
+            _row("Model", "parameters", _attr(params_a, "count"), _attr(params_b, "count")),
+            _row("Model", "FLOPs", _attr(ins_a, "flops"), _attr(ins_b, "flops")),
+            _row("Model", "distinct ops", len(_attr(ins_a, "ops") or []), len(_attr(ins_b, "ops") or [])),
+            _row("Model", "custom ops", _names(_attr(ins_a, "custom_ops")), _names(_attr(ins_b, "custom_ops"))),
+            _row("Model", "graph breaks", _attr(breaks_a, "count"), _attr(breaks_b, "count")),
         ]
     return rows
 
 
-def _get(data: Mapping, key: str, inner: str) -> Any:
-    value = data.get(key)
-    return value.get(inner) if isinstance(value, Mapping) else None
+def _attr(model: BaseModel | None, name: str) -> Any:
+    """A field of a part that may be missing (None): the other analysis may have it."""
+    return getattr(model, name, None) if model is not None else None
 
 
-def _names(ops: list | None) -> str:
-    return ", ".join(sorted(str(op.get("name")) for op in ops or [])) or "none"
+def _has(model: BaseModel | None, name: str) -> bool:
+    """Whether the stored part has the field at all (absent environment facts get no row)."""
+    return model is not None and name in model.model_fields_set
+
+
+def _names(ops: list[OpInfo] | None) -> str:
+    return ", ".join(sorted(str(op.name) for op in ops or [])) or "none"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.core import noise
-from advisor.core.decision import rules as decision_rules
+from advisor.core.decision import torchair_status_unknown
 from app.web.charts import (
     CompileBar,
     CostLine,
@@ -212,7 +212,7 @@ def coverage_rows(inspection: Mapping | None) -> list[CoverageRow]:
     rows = []
     for name, op in seen.items():
         coverage = op.get("coverage") or {}
-        known_only_on_npu = decision_rules.torchair_status_unknown(coverage)
+        known_only_on_npu = torchair_status_unknown(coverage)
         namespace = str(op.get("namespace") or name.split(".", 1)[0])
         rows.append(
             CoverageRow(

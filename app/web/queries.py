@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Select, case, func, intersect, or_, select
 from sqlmodel import Session
 
+from advisor.core.catalogue import option_label
 from app.analyses import ANALYSIS_STATUS, JOB_STATUS
 from app.models import Analysis, Job, Worker
 
@@ -224,7 +225,7 @@ def list_analyses(session: Session, filters: AnalysisFilters) -> AnalysisPage:
 def _label(backend: str | None, mode: str | None) -> str | None:
     if not backend:
         return None
-    return backend if not mode or mode == "default" else f"{backend}:{mode}"
+    return option_label(backend, mode, short=True)
 
 
 def recommended_backends(session: Session) -> list[str]:

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
+from advisor.core.catalogue import option_label
+
 _CHARS_PER_LINE = 74
 _LINE_H = 16
 _BOX_W = 600
@@ -37,7 +39,7 @@ def backend_label(backend: str | None, mode: str | None) -> str:
     """'inductor:max-autotune', or just 'eager' when the mode is the default or absent."""
     if not backend:
         return "no backend qualifies"
-    return backend if not mode or mode == "default" else f"{backend}:{mode}"
+    return option_label(backend, mode, short=True)
 
 
 def selection_tree(recommendation: Mapping) -> TreeNode:

@@ -1,4 +1,4 @@
-"""The queue failure cases of reference/queue-protocol.md (B5), with a movable clock and one
+"""The queue's failure cases (lease expiry, stale fencing tokens, crash and re-claim), with a movable clock and one
 session per actor on a temp-file SQLite database (and on PostgreSQL when ADVISOR_TEST_POSTGRES_URL is set)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from app.db import create_db_engine, upgrade_database
-from app.job_queue import InvalidTransition, JobQueue, LeaseLost, QueuePolicy, WorkerNotFound
+from app.job_queue import InvalidTransition, JobQueue, QueuePolicy, StaleLease, WorkerNotFound
 from app.models import Job, JobEvent
 
 from .conftest import FakeClock, add_analysis, new_session
@@ -135,11 +135,11 @@ def test_stale_lease_gets_lease_lost_on_heartbeat_and_complete_after_reclaim(eng
     new = claim(engine, queue, register(engine, queue))
     assert new.job.id == job_id
     with new_session(engine) as session:
-        with pytest.raises(LeaseLost):
+        with pytest.raises(StaleLease):
             queue.heartbeat(session, job_id=job_id, lease_token=old.lease_token, stage="measure:inductor:default")
-        with pytest.raises(LeaseLost):
+        with pytest.raises(StaleLease):
             queue.complete(session, job_id=job_id, lease_token=old.lease_token)
-        with pytest.raises(LeaseLost):
+        with pytest.raises(StaleLease):
             queue.fail(session, job_id=job_id, lease_token=old.lease_token, error="x", retryable=True)
         beat = queue.heartbeat(session, job_id=job_id, lease_token=new.lease_token, stage="inspect", progress=0.5)
     assert beat.lease_expires_at > clock()
@@ -160,7 +160,7 @@ def test_duplicate_completion_stores_one_result_and_fail_after_complete_is_refus
     with new_session(engine) as session:
         second, newly2 = queue.complete(session, job_id=job_id, lease_token=lease.lease_token, record_outcome=record)
         assert first.finished_at == second.finished_at
-        with pytest.raises(LeaseLost, match="already succeeded"):
+        with pytest.raises(StaleLease, match="already succeeded"):
             queue.fail(session, job_id=job_id, lease_token=lease.lease_token, error="late", retryable=False)
     assert (newly1, newly2) == (True, False)
     assert recorded == [job_id]
@@ -183,7 +183,7 @@ def test_cancel_running_is_seen_on_heartbeat_and_acknowledged(engine, queue, clo
         beat = queue.heartbeat(session, job_id=job_id, lease_token=lease.lease_token)
         assert beat.cancel_requested
         assert queue.acknowledge_cancel(session, job_id=job_id, lease_token=lease.lease_token).status == "cancelled"
-        with pytest.raises(LeaseLost):
+        with pytest.raises(StaleLease):
             queue.heartbeat(session, job_id=job_id, lease_token=lease.lease_token)
 
 
@@ -278,7 +278,7 @@ def test_deregister_releases_held_jobs_without_spending_an_attempt(engine, queue
     other = claim(engine, queue, register(engine, queue))
     assert other.job.id == job_id and other.job.attempts == 1
     with new_session(engine) as session:
-        with pytest.raises(LeaseLost):
+        with pytest.raises(StaleLease):
             queue.complete(session, job_id=job_id, lease_token=lease.lease_token)
 
 

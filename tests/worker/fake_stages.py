@@ -1,6 +1,7 @@
 """Stand-ins for workers.stages.run_stages, run by the real stage runner child in agent tests.
 
-Each takes (spec, emit) like the real one. The job dict (spec["job"]) carries test knobs:
+Each takes (spec, emit) like the real one (emit takes an advisor.core.progress.ProgressEvent).
+The job dict (spec["job"]) carries test knobs:
 `pid_file` (where the runner writes its pid), `sleep_s` (how long the slow one runs).
 """
 
@@ -10,6 +11,8 @@ import os
 import time
 from pathlib import Path
 from typing import Any
+
+from advisor.core.progress import ProgressEvent
 
 RESULT = {
     "inspection": {"format": "exported_program", "ops": []},
@@ -25,8 +28,8 @@ def _note_pid(spec: dict[str, Any]) -> None:
 
 
 def quick(spec: dict[str, Any], emit) -> dict[str, Any]:
-    emit("inspect", 0.0)
-    emit("measure:eager:default", 0.5)
+    emit(ProgressEvent("inspect", 0.0))
+    emit(ProgressEvent("measure", 0.5, backend="eager", mode="default"))
     ran = {
         "backends_run": spec["backends"],
         "workload_run": spec["workload"],
@@ -37,21 +40,21 @@ def quick(spec: dict[str, Any], emit) -> dict[str, Any]:
 
 
 def slow(spec: dict[str, Any], emit) -> dict[str, Any]:
-    emit("inspect", 0.0)
+    emit(ProgressEvent("inspect", 0.0))
     _note_pid(spec)
     time.sleep(float(spec["job"].get("sleep_s", 60)))
-    emit("measure:eager:default", 0.5)
+    emit(ProgressEvent("measure", 0.5, backend="eager", mode="default"))
     return RESULT
 
 
 def crash(spec: dict[str, Any], emit) -> dict[str, Any]:
-    emit("inspect", 0.0)
+    emit(ProgressEvent("inspect", 0.0))
     print("Segmentation fault (pretend)", flush=True)
     os._exit(3)
 
 
 def bad_model(spec: dict[str, Any], emit) -> dict[str, Any]:
-    emit("inspect", 0.0)
+    emit(ProgressEvent("inspect", 0.0))
     return {"inspection": None, "measurements": None, "error": "inspection failed: not a model", "retryable": False}
 
 
@@ -67,7 +70,7 @@ def sandboxed_sleep(spec: dict[str, Any], emit) -> dict[str, Any]:
     from advisor.harness.sandbox import run_in_sandbox
     from workers.stages import CANCEL
 
-    emit("inspect", 0.0)
+    emit(ProgressEvent("inspect", 0.0))
     _note_pid(spec)
     target_pid_file = spec["job"]["pid_file"] + ".sandbox"
     run_in_sandbox(

@@ -14,10 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from advisor.harness.sandbox import scrubbed_environment
 from workers.agent import AgentConfig, WorkerAgent
 from workers.api import LeaseLost, WorkerApi
 from workers.retry import ApiError, RetryPolicy
-from workers.stage_process import scrubbed_environment
 
 from .fake_server import ARTIFACT_SHA, FakeServer
 
@@ -149,9 +149,10 @@ def test_downloads_only_come_from_the_server_so_the_token_stays_there(api: Worke
 
 def test_runner_environment_has_no_secrets():
     env = scrubbed_environment(
-        {"PATH": "/bin", "ADVISOR_TOKEN": "t", "AWS_SECRET_ACCESS_KEY": "k", "OMP_NUM_THREADS": "2"}
+        {"PATH": "/bin", "ADVISOR_TOKEN": "t", "AWS_SECRET_ACCESS_KEY": "k", "OMP_NUM_THREADS": "2", "ADVISOR_X": "1"},
+        allow_list=False,
     )
-    assert env == {"PATH": "/bin", "OMP_NUM_THREADS": "2"}
+    assert env == {"PATH": "/bin", "OMP_NUM_THREADS": "2", "ADVISOR_X": "1"}
 
 
 # ---------------------------------------------------------------- the agent loop

@@ -49,7 +49,7 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
         "job": {},
     }
     stages: list[str] = []
-    result = run_stages(spec, lambda stage, progress: stages.append(stage))
+    result = run_stages(spec, lambda event: stages.append(event.label))
     assert result["error"] is None, result["error"]
     assert result["inspection"]["format"] == "exported_program"
     assert result["measurements"]["measurements"][0]["status"] == "ok"
@@ -81,6 +81,6 @@ def test_a_failed_inspection_carries_the_childs_last_stderr_lines(tmp_path: Path
         "optimizer": "sgd",
         "job": {},
     }
-    result = run_stages(spec, lambda stage, progress: None)
+    result = run_stages(spec, lambda event: None)
     assert result["error"].startswith("inspection failed (crashed): inspection crashed: the process was killed by")
     assert "Fatal Python error: Segmentation fault" in result["error"] and result["retryable"] is False

@@ -1,13 +1,14 @@
 """What the recommendation tells the user besides the choice: why-not texts, caveats with fixes, the snippet.
 
-Snippets come from the backend's own `snippet()` where the backends package is importable (it imports
-torch lazily), with fallbacks written against the real APIs only. Torch-free.
+Snippets come from advisor.core.snippets, the same text the measured backend shows. Torch-free.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from advisor.core import snippets
 from advisor.core.context import DeploymentContext
 from advisor.core.decision.break_even import format_calls
 from advisor.core.decision.candidates import TORCHAIR_EXPORT_MODE, Option, Provenance, beats
@@ -254,69 +255,29 @@ def _cache_caveats(chosen: Option | None, context: DeploymentContext) -> list[Ca
 
 
 # ------------------------------------------------------------------------------------------- snippets
-def snippet_for(option: Option | None, context: DeploymentContext, layered: dict[str, Any] | None) -> str:
+def snippet_for(
+    option: Option | None,
+    context: DeploymentContext,
+    layered: dict[str, Any] | None,
+    keyword_inputs: Sequence[str] = (),
+) -> str:
+    """The chosen option's snippet (with the development nodes' one for a layered fleet); it calls the model
+    with `*args, **kwargs` when the model takes `keyword_inputs`."""
     if option is None:
-        return "# No backend qualifies: see why_not for each option.\n"
-    text = _one_snippet(option, context.workload)
+        return snippets.NO_BACKEND
+    call = snippets.call_for(keyword_inputs)
+    text = _one_snippet(option, context.workload, call)
     if layered is None:
         return text
-    dev = _one_snippet(Option("inductor", "default", "generic"), context.workload)
+    dev = _one_snippet(Option("inductor", "default", "generic"), context.workload, call)
     return f"# Development nodes (CPU/GPU):\n{dev}\n# Production nodes ({context.target.upper()}):\n{text}"
 
 
-def _one_snippet(option: Option, workload: str) -> str:
-    if option.mode == TORCHAIR_EXPORT_MODE:
-        return TORCHAIR_EXPORT_SNIPPET
-    if option.backend == "onnxruntime":
-        return ONNX_SNIPPET
-    try:  # the backend's own snippet; its package imports torch only when compiling
-        from advisor.harness.backends import get_backend
-
-        return get_backend(option.backend).snippet(option.mode, None, workload)
-    except Exception:  # noqa: BLE001 - absent or incomplete backends package: use the fallback text
+def _one_snippet(option: Option, workload: str, call: str = snippets.POSITIONAL_CALL) -> str:
+    try:
+        return snippets.recommendation_snippet(option.backend, option.mode, workload, call)
+    except (KeyError, ValueError):  # a backend or mode the catalogue cannot write: the row's own text
         pass
     if option.row and option.row.get("snippet"):
         return str(option.row["snippet"])
-    return _fallback_snippet(option)
-
-
-def _fallback_snippet(option: Option) -> str:
-    if option.backend == "eager":
-        return "# eager PyTorch: no compilation\nwith torch.no_grad():\n    output = model(*inputs)\n"
-    if option.backend == "torchair":
-        if option.mode == "npugraph_ex":
-            return (
-                "import torch\nimport torch_npu  # registers the npugraph_ex backend\n\n"
-                'model = torch.compile(model, backend="npugraph_ex", dynamic=False)\n'
-            )
-        return (
-            "import torch\nimport torch_npu\nimport torchair\n\nconfig = torchair.CompilerConfig()\n"
-            f'config.mode = "{option.mode}"\nnpu_backend = torchair.get_npu_backend(compiler_config=config)\n'
-            "model = torch.compile(model, backend=npu_backend, dynamic=False)\n"
-        )
-    mode = "" if option.mode == "default" else f', mode="{option.mode}"'
-    return f'import torch\n\nmodel = torch.compile(model, backend="{option.backend}"{mode})\n'
-
-
-TORCHAIR_EXPORT_SNIPPET = """import torch
-import torch_npu  # must come before torchair
-import torchair
-
-config = torchair.CompilerConfig()
-# Writes export_file/model.air (one whole graph: dynamo_export traces with fullgraph=True)
-torchair.dynamo_export(*inputs, model=model, export_path="export_file", export_name="model", dynamic=False,
-                       config=config)
-# Then, on a machine with CANN, build the offline model for your SoC (see `npu-smi info`):
-#   atc --model=export_file/model.air --framework=1 --output=model --soc_version=<your SoC, e.g. Ascend910B>
-"""
-
-ONNX_SNIPPET = """import torch
-import onnxruntime as ort
-
-onnx_program = torch.onnx.export(model, tuple(inputs), dynamo=True)
-onnx_program.save("model.onnx")
-
-session = ort.InferenceSession("model.onnx", providers=["CPUExecutionProvider"])  # or CUDAExecutionProvider
-names = [i.name for i in session.get_inputs()]
-outputs = session.run(None, {name: t.numpy() for name, t in zip(names, inputs)})
-"""
+    return snippets.fallback_snippet(option.backend, option.mode)

@@ -16,28 +16,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.core import noise
+from advisor.core import catalogue, noise
 from advisor.core.context import DeploymentContext
 
-# Simpler first: used to break ties between options that run equally fast.
-SIMPLICITY_RANK = {"eager": 0, "inductor": 1, "onnxruntime": 2, "openvino": 3, "tensorrt": 3, "torchair": 4}
-BACKEND_DEVICES = {
-    "eager": ("cpu", "cuda", "npu"),
-    "inductor": ("cpu", "cuda", "npu"),
-    "torchair": ("npu",),
-    "onnxruntime": ("cpu", "cuda"),
-    "openvino": ("cpu",),
-    "tensorrt": ("cuda",),
-}
-DISPLAY_NAMES = {
-    "eager": "eager PyTorch (no compilation)",
-    "inductor": "torch.compile with Inductor",
-    "torchair": "TorchAir",
-    "onnxruntime": "ONNX export + ONNX Runtime",
-    "openvino": "torch.compile with OpenVINO",
-    "tensorrt": "torch.compile with TensorRT",
-}
-TORCHAIR_EXPORT_MODE = "dynamo_export"  # torchair.dynamo_export -> .air -> atc -> .om
+# Backend facts (devices, display names, simplicity ranks) live in advisor.core.catalogue; re-exported for callers.
+TORCHAIR_EXPORT_MODE = catalogue.TORCHAIR_EXPORT_MODE
 
 
 @dataclass(frozen=True)
@@ -52,13 +35,13 @@ class Option:
 
     @property
     def label(self) -> str:
-        return f"{self.backend}:{self.mode}"
+        return catalogue.option_label(self.backend, self.mode)
 
     @property
     def display(self) -> str:
         if self.mode == TORCHAIR_EXPORT_MODE:
-            return "TorchAir's offline export (torchair.dynamo_export, then atc)"
-        name = DISPLAY_NAMES.get(self.backend, self.backend)
+            return catalogue.EXPORT_DISPLAY_NAME
+        name = catalogue.display_name(self.backend)
         return name if self.mode == "default" or self.backend == "eager" else f"{name} ({self.mode})"
 
     @property
@@ -195,7 +178,7 @@ def both_side_by_side(*options: Option) -> bool:
 def simplicity_key(option: Option, warm: bool) -> tuple[float, int, str]:
     """Faster compile first, then the simpler backend, then the name (for determinism)."""
     compile_s = option.compile_s(warm)
-    return (math.inf if compile_s is None else compile_s, SIMPLICITY_RANK.get(option.backend, 5), option.label)
+    return (math.inf if compile_s is None else compile_s, catalogue.simplicity_rank(option.backend), option.label)
 
 
 # ------------------------------------------------------------------------------------------- provenance
@@ -267,16 +250,17 @@ def reference_eager_ms(run: dict[str, Any] | None) -> float | None:
 
 def unmeasured_options(target: str) -> list[Option]:
     """What the tree may recommend on `target` without numbers (eager is never recommended blind)."""
-    options = [Option("inductor", "default", "generic")]
+    inductor, torchair = catalogue.info("inductor"), catalogue.info("torchair")
+    options = [Option(inductor.name, inductor.default_mode, inductor.family)]
     if target == "npu":
-        options += [Option("torchair", "max-autotune", "vendor"), Option("torchair", "npugraph_ex", "vendor")]
+        options += [Option(torchair.name, mode, torchair.family) for mode in torchair.modes_for("npu")]
     return options
 
 
 # ------------------------------------------------------------------------------------------- hard filters
 def exclusion_reason(option: Option, context: DeploymentContext) -> str | None:
     """Why `option` cannot be recommended at all, or None when it qualifies."""
-    devices = BACKEND_DEVICES.get(option.backend)
+    devices = catalogue.devices_of(option.backend)
     if devices is not None and context.target not in devices:
         runs_on = ", ".join(devices)
         return f"not available on the target: {option.display} runs on {runs_on}, the target is {context.target}"

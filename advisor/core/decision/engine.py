@@ -97,7 +97,7 @@ def decide(
         why_not=why_not,
         break_even=_break_even(trade, context),
         caveats=caveats,
-        snippet=snippet_for(chosen, context, layered),
+        snippet=snippet_for(chosen, context, layered, facts.keyword_inputs),
         engine_version=ENGINE_VERSION,
     )
     recommendation["summary"] = _summary(recommendation, chosen, prov, trade, context, why_not, quality)

@@ -60,6 +60,7 @@ class InspectionFacts:
     dynamic_dims: tuple[dict[str, Any], ...] = field(default=())
     runnable: bool = True
     runnable_reason: str | None = None
+    keyword_inputs: tuple[str, ...] = ()  # inputs the model takes by keyword: snippets call model(*args, **kwargs)
 
     @classmethod
     def of(cls, inspection: dict[str, Any] | None) -> InspectionFacts:
@@ -93,6 +94,9 @@ class InspectionFacts:
             dynamic_dims=tuple(inspection.get("dynamic_dims") or ()),
             runnable=runnable.get("ok", True) is not False,
             runnable_reason=runnable.get("reason"),
+            keyword_inputs=tuple(
+                str(spec.get("name")) for spec in inspection.get("inputs") or () if spec.get("keyword")
+            ),
         )
 
     @property

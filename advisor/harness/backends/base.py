@@ -10,9 +10,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar
 
-Family = Literal["baseline", "generic", "vendor", "export"]
+from advisor.core import catalogue
+from advisor.core.catalogue import BackendInfo, Family
+
+__all__ = ["Backend", "BackendInfo", "CompileRequest", "Family", "UnsupportedRequest"]
 
 
 @dataclass
@@ -35,12 +38,25 @@ class UnsupportedRequest(ValueError):
 
 
 class Backend(ABC):
+    """A built-in backend names its catalogue entry (`class EagerBackend(Backend, catalogue_name="eager")`) and
+    takes its name, family, devices, modes and process needs from it; a backend a test injects sets them itself."""
+
     name: str
     family: Family
     devices: tuple[str, ...]
     modes: tuple[str, ...]
     # True when compiling changes process-wide state (e.g. OpenVINO's Dynamo config): never share a process.
     needs_own_process: bool = False
+    info: ClassVar[BackendInfo | None] = None  # the catalogue entry of a built-in backend
+
+    def __init_subclass__(cls, catalogue_name: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if catalogue_name is None:
+            return
+        entry = catalogue.info(catalogue_name)
+        cls.info = entry
+        cls.name, cls.family, cls.devices, cls.modes = entry.name, entry.family, entry.devices, entry.modes
+        cls.needs_own_process = entry.needs_own_process
 
     @abstractmethod
     def available(self, device: str) -> tuple[bool, str]:
@@ -55,7 +71,8 @@ class Backend(ABC):
         """The code a user pastes to get this variant; only real API names."""
 
     def modes_for(self, device: str) -> tuple[str, ...]:
-        return self.modes
+        """The modes that run on `device` (all of them for a backend without a catalogue entry)."""
+        return self.info.modes_for(device) if self.info is not None else self.modes
 
     def environment(self, request: CompileRequest) -> dict[str, str]:
         """Environment variables the child must set before importing torch for this request."""

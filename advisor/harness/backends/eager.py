@@ -5,16 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from advisor.core import snippets
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, device_usable, run_for_workload
 
 
-class EagerBackend(Backend):
+class EagerBackend(Backend, catalogue_name="eager"):
     """Compile time: none (`compile_s_cold` = `compile_s_warm` = 0); the baseline every speedup divides by."""
-
-    name = "eager"
-    family = "baseline"
-    devices = ("cpu", "cuda", "npu")
-    modes = ("default",)
 
     def available(self, device: str) -> tuple[bool, str]:
         return device_usable(device)
@@ -26,8 +22,4 @@ class EagerBackend(Backend):
         return run_for_workload(module, request.workload)
 
     def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
-        if workload == "training":
-            from advisor.harness.training_step import snippet_step_lines
-
-            return "\n".join(["# eager PyTorch: no compilation", *snippet_step_lines()]) + "\n"
-        return "# eager PyTorch: no compilation\nwith torch.no_grad():\n    output = model(*inputs)\n"
+        return snippets.eager_snippet(workload)

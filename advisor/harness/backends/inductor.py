@@ -7,25 +7,17 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from advisor.core import snippets
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, device_usable, run_for_workload
 
-CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+CACHE_ENV = snippets.INDUCTOR_CACHE_ENV
 
 
-class InductorBackend(Backend):
+class InductorBackend(Backend, catalogue_name="inductor"):
     """Compile time: `torch.compile` is lazy, so `compile_s_cold` is the first call (Dynamo tracing, AOTAutograd,
     Inductor code generation and the C++/Triton compiler) with an empty `TORCHINDUCTOR_CACHE_DIR`;
     `compile_s_warm` is the first call in a new process with the same cache directory (FX-graph cache hit:
     tracing again plus loading the compiled kernels)."""
-
-    name = "inductor"
-    family = "generic"
-    devices = ("cpu", "cuda", "npu")
-    modes = ("default", "max-autotune", "reduce-overhead")
-
-    def modes_for(self, device: str) -> tuple[str, ...]:
-        # reduce-overhead means CUDA graphs; on other devices it silently runs like default.
-        return self.modes if device == "cuda" else ("default", "max-autotune")
 
     def available(self, device: str) -> tuple[bool, str]:
         ok, reason = device_usable(device)
@@ -54,24 +46,4 @@ class InductorBackend(Backend):
         return run_for_workload(torch.compile(module, **kwargs), request.workload)
 
     def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
-        if options:
-            compile_args = f"options={dict(options)!r}"
-        elif mode != "default":
-            compile_args = f'mode="{mode}"'
-        else:
-            compile_args = ""
-        lines = [
-            "import os",
-            "# Keep compiled kernels between runs (set before the first compile):",
-            f'os.environ.setdefault("{CACHE_ENV}", "/path/to/inductor-cache")',
-            "import torch",
-            "",
-            f"model = torch.compile(model{', ' + compile_args if compile_args else ''})",
-        ]
-        if workload == "training":
-            from advisor.harness.training_step import snippet_step_lines
-
-            lines += snippet_step_lines()
-        else:
-            lines += ["with torch.no_grad():", "    output = model(*inputs)  # first call compiles"]
-        return "\n".join(lines) + "\n"
+        return snippets.inductor_snippet(mode, options, workload)

@@ -11,22 +11,16 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from advisor.core import snippets
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, run_for_workload
 
-# aot_autograd: without it any nn.Conv2d fails; f32: on AVX512-BF16 CPUs OpenVINO defaults to bf16.
-DEFAULT_OPTIONS: dict[str, Any] = {"aot_autograd": True, "config": {"INFERENCE_PRECISION_HINT": "f32"}}
+DEFAULT_OPTIONS = snippets.OPENVINO_DEFAULT_OPTIONS
 
 
-class OpenVinoBackend(Backend):
+class OpenVinoBackend(Backend, catalogue_name="openvino"):
     """Compile time: `torch.compile(backend="openvino")` is lazy, so `compile_s_cold` is the first call (Dynamo
     tracing, conversion to an OpenVINO model, OpenVINO's compile for the CPU). `compile_s_warm` is the same in a
     new process: nothing is cached between processes unless the user passes OpenVINO's `model_caching` options."""
-
-    name = "openvino"
-    family = "vendor"
-    devices = ("cpu",)
-    modes = ("default",)
-    needs_own_process = True
 
     def available(self, device: str) -> tuple[bool, str]:
         if device != "cpu":
@@ -46,22 +40,8 @@ class OpenVinoBackend(Backend):
         return run_for_workload(compiled, request.workload)
 
     def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
-        return (
-            "\n".join(
-                [
-                    "import torch",
-                    "import openvino.torch  # registers the openvino backend; changes Dynamo config process-wide",
-                    "",
-                    f'model = torch.compile(model, backend="openvino", options={_merged(options)!r})',
-                    "with torch.no_grad():",
-                    "    output = model(*inputs)  # first call compiles",
-                ]
-            )
-            + "\n"
-        )
+        return snippets.openvino_snippet(options)
 
 
 def _merged(options: dict[str, Any] | None) -> dict[str, Any]:
-    merged = {**DEFAULT_OPTIONS, **(options or {})}
-    merged["config"] = {**DEFAULT_OPTIONS["config"], **(options or {}).get("config", {})}
-    return merged
+    return snippets.openvino_options(options)

@@ -24,24 +24,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from advisor.core import catalogue, snippets
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest
 
-_REQUIRED_PACKAGES = ("onnxruntime", "onnx", "onnxscript")
+_REQUIRED_PACKAGES = catalogue.info("onnxruntime").packages
 _PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 _MODEL_FILE = "model.onnx"
 _FINGERPRINT_FILE = "model.onnx.fingerprint"
 
 
-class OnnxRuntimeBackend(Backend):
+class OnnxRuntimeBackend(Backend, catalogue_name="onnxruntime"):
     """Compile time (an export backend: everything happens in `compile()`, before the first call):
     `compile_s_cold` = ONNX export (`torch.onnx.export(dynamo=True)`) + saving model.onnx + creating the
     InferenceSession + the first run's overhead; `compile_s_warm` = creating the session from the saved
     model.onnx in a new process + the first run's overhead. `compile_breakdown` gives export_s and session_s."""
-
-    name = "onnxruntime"
-    family = "export"
-    devices = ("cpu", "cuda")
-    modes = ("default",)
 
     def available(self, device: str) -> tuple[bool, str]:
         if device not in _PROVIDERS:
@@ -96,31 +92,7 @@ class OnnxRuntimeBackend(Backend):
         return runner
 
     def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
-        return (
-            "\n".join(
-                [
-                    "import torch",
-                    "import onnxruntime as ort",
-                    "",
-                    "with torch.no_grad():",
-                    "    onnx_program = torch.onnx.export(model, tuple(inputs), dynamo=True)",
-                    'onnx_program.save("model.onnx")',
-                    "",
-                    "so = ort.SessionOptions()",
-                    'so.add_session_config_entry("session.intra_op.allow_spinning", "0")',
-                    'session = ort.InferenceSession("model.onnx", so, providers=["CPUExecutionProvider"])',
-                    "feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), inputs)}",
-                    "outputs = session.run(None, feeds)",
-                    "",
-                    "# On an Ascend NPU node, convert the same file offline with ATC instead:",
-                    "#   atc --model=model.onnx --framework=5 --output=model --soc_version=<SoC from npu-smi info>",
-                    "# (TorchAir's own export: "
-                    'torchair.dynamo_export(*inputs, model=model, export_path="export_file"),',
-                    "#  then atc --model=export_file/export.air --framework=1 ...)",
-                ]
-            )
-            + "\n"
-        )
+        return snippets.onnxruntime_snippet()
 
 
 class _SessionCallable:

@@ -9,18 +9,14 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from advisor.core import snippets
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, device_usable, run_for_workload
 
 
-class TensorRtBackend(Backend):
+class TensorRtBackend(Backend, catalogue_name="tensorrt"):
     """Compile time: `torch.compile(backend="tensorrt")` is lazy, so `compile_s_cold` is the first call (Dynamo
     tracing, partitioning and the TensorRT engine build); `compile_s_warm` is the same in a new process (engines
     are rebuilt unless Torch-TensorRT's engine cache options are given)."""
-
-    name = "tensorrt"
-    family = "vendor"
-    devices = ("cuda",)
-    modes = ("default",)
 
     def available(self, device: str) -> tuple[bool, str]:
         if device != "cuda":
@@ -42,17 +38,4 @@ class TensorRtBackend(Backend):
         return run_for_workload(compiled, request.workload)
 
     def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
-        extra = f", options={dict(options)!r}" if options else ""
-        return (
-            "\n".join(
-                [
-                    "import torch",
-                    "import torch_tensorrt  # registers the tensorrt backend",
-                    "",
-                    f'model = torch.compile(model, backend="tensorrt"{extra})',
-                    "with torch.no_grad():",
-                    "    output = model(*inputs)  # first call builds the TensorRT engine",
-                ]
-            )
-            + "\n"
-        )
+        return snippets.tensorrt_snippet(options)

@@ -1,6 +1,6 @@
 """TorchAir on Ascend NPUs: the GE graph (`max-autotune`) and the `npugraph_ex` (ACL graph) backends.
 
-Uses only the real API (../shared/reference/torchair.md): `torchair.get_npu_backend(compiler_config=...)`,
+Uses only the real API (as the torch_npu 2.14.0 wheel defines it): `torchair.get_npu_backend(compiler_config=...)`,
 `torchair.CompilerConfig`, `torchair.inference.set_dim_gears`, `torchair.inference.cache_compile`, and
 `torch.compile(model, backend="npugraph_ex", options={...})`. `torch_npu` is always imported before `torchair`.
 """
@@ -10,22 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from advisor.core import snippets
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, npu_usable, run_for_workload
 from advisor.harness.backends.torchair_options import GE_MODE, NPUGRAPH_EX_MODE, validate_options
 
-SNIPPET_CACHE_DIR = "./torchair_cache"  # the snippet names a place of the user's, never the measurement's temp dir
+SNIPPET_CACHE_DIR = snippets.TORCHAIR_SNIPPET_CACHE_DIR
 
 
-class TorchAirBackend(Backend):
+class TorchAirBackend(Backend, catalogue_name="torchair"):
     """Compile time: `compile_s_cold` is `compile()` plus the first call (Dynamo tracing, TorchAir's conversion
     to a GE graph or an ACL graph, and the graph compile on the NPU). `compile_s_warm`: in GE mode the graph is
     written to and read back from the variant's cache directory (`torchair.inference.cache_compile`), so the
     warm first call loads the compiled graph; npugraph_ex compiles again in a new process."""
-
-    name = "torchair"
-    family = "vendor"
-    devices = ("npu",)
-    modes = (GE_MODE, NPUGRAPH_EX_MODE)
 
     def available(self, device: str) -> tuple[bool, str]:
         if device != "npu":
@@ -77,41 +73,14 @@ class TorchAirBackend(Backend):
     def snippet_for(self, request: CompileRequest) -> str:
         validate_options(request.mode, request.options)
         gears = _normalise_gears(request.dim_gears)
-        dynamic = bool(request.dynamic or gears)
-        if request.mode == NPUGRAPH_EX_MODE:
-            options = f", options={_literal(request.options)}" if request.options else ""
-            lines = [
-                "import torch",
-                "import torch_npu  # registers the npugraph_ex backend",
-                "",
-                f'model = torch.compile(model, backend="npugraph_ex"{options}, dynamic={dynamic})',
-            ]
-            return _with_call(lines, request.workload)
-        lines = [
-            "import torch",
-            "import torch_npu",
-            "import torchair",
-            "from torchair import CompilerConfig",
-            "",
-            "config = CompilerConfig()",
-            f'config.mode = "{GE_MODE}"',
-        ]
-        lines += [f"config.{name} = {_literal(value)}" for name, value in request.options.items()]
-        for index, dims in gears.items():
-            lines.append(f"torchair.inference.set_dim_gears(inputs[{index}], dim_gears={dims!r})")
-        if request.cache_dir and request.workload == "inference":
-            lines += [
-                "# Compile once; later processes load the compiled graph from cache_dir (skips guards: a recompile",
-                "# invalidates the cache; keep the same CANN version). Pick a directory that outlives the process.",
-                "model.forward = torchair.inference.cache_compile(model.forward, config=config, "
-                f"dynamic={dynamic}, cache_dir={SNIPPET_CACHE_DIR!r})",
-            ]
-        else:
-            lines += [
-                "npu_backend = torchair.get_npu_backend(compiler_config=config)",
-                f"model = torch.compile(model, backend=npu_backend, dynamic={dynamic})",
-            ]
-        return _with_call(lines, request.workload)
+        return snippets.torchair_snippet(
+            request.mode,
+            request.options,
+            request.workload,
+            dynamic=bool(request.dynamic or gears),
+            dim_gears=gears,
+            cache=bool(request.cache_dir),
+        )
 
 
 def build_compiler_config(options: Mapping[str, Any]) -> Any:
@@ -132,21 +101,3 @@ def build_compiler_config(options: Mapping[str, Any]) -> Any:
 def _normalise_gears(dim_gears: Mapping[Any, Mapping[Any, Sequence[int]]]) -> dict[int, dict[int, list[int]]]:
     """JSON turns int keys into strings; set_dim_gears wants {dim: [sizes]} with int dims."""
     return {int(index): {int(dim): list(sizes) for dim, sizes in dims.items()} for index, dims in dim_gears.items()}
-
-
-def _literal(value: Any) -> str:
-    if callable(value):
-        return f"{getattr(value, '__name__', 'my_pass')}  # your callable"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k!r}: {_literal(v)}" for k, v in value.items()) + "}"
-    return repr(value)
-
-
-def _with_call(lines: list[str], workload: str) -> str:
-    if workload == "training":
-        from advisor.harness.training_step import snippet_step_lines
-
-        lines = [*lines, *snippet_step_lines()]
-    else:
-        lines = [*lines, "with torch.no_grad():", "    output = model(*inputs)  # first call compiles"]
-    return "\n".join(lines) + "\n"

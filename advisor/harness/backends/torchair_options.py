@@ -1,8 +1,7 @@
 """The real TorchAir option names, as data, so options can be checked where torchair is not importable.
 
-Transcribed from ../shared/reference/torchair.md (torch_npu 2.14.0 wheel, `dynamo/torchair/configs/*.py`):
-section 2 for `torchair.CompilerConfig`, section 3 for the keys `torch.compile(backend="npugraph_ex", options=...)`
-accepts. Torch-free on purpose: the decision engine and the API server may use it.
+Transcribed from the torch_npu 2.14.0 wheel (`dynamo/torchair/configs/*.py`): the `torchair.CompilerConfig` tree,
+and the keys `torch.compile(backend="npugraph_ex", options=...)` accepts. Torch-free on purpose.
 
 Each entry of COMPILER_CONFIG_OPTIONS maps a dotted attribute path of `CompilerConfig` to what it accepts:
 a tuple of allowed values, an `IntRange`, a type (free-form of that type), `CALLABLE`, or None (anything).
@@ -13,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from advisor.core.catalogue import TORCHAIR_GE_MODE, TORCHAIR_NPUGRAPH_EX_MODE
 
 BOOL = (True, False)
 CALLABLE = "callable or None"
@@ -146,8 +147,8 @@ NPUGRAPH_EX_OPTIONS: tuple[str, ...] = (
     "data_dump_dir",
 )
 
-GE_MODE = "max-autotune"
-NPUGRAPH_EX_MODE = "npugraph_ex"
+GE_MODE = TORCHAIR_GE_MODE
+NPUGRAPH_EX_MODE = TORCHAIR_NPUGRAPH_EX_MODE
 # Option names the user sets through the variant itself, never through options.
 _SET_BY_VARIANT = ("mode",)
 

@@ -1,7 +1,8 @@
 """TEST DOUBLE — not torchair. The TorchAir API surface the advisor uses, compiling on the CPU with aot_eager.
 
-Signatures follow ../shared/reference/torchair.md §3. `backend_calls()`, `dim_gear_calls()` and `cache_events()`
-exist only in the double: they let tests see what the advisor asked TorchAir for.
+Signatures follow the real torchair package (torch_npu 2.14.0 wheel, `torchair/__init__.py`).
+`backend_calls()`, `dim_gear_calls()` and `cache_events()` exist only in the double: they let tests see what
+the advisor asked TorchAir for.
 """
 
 import logging

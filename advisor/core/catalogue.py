@@ -1,0 +1,152 @@
+"""The built-in backends as data: names, devices, modes, families and the other facts every layer needs.
+
+Torch-free, so the decision engine and the API server can know the backends without importing the harness;
+the harness's backend classes read their name, family, devices and modes from here (tests/test_catalogue.py
+checks that they agree). Order matters: it is the order the backends are listed and measured in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+Family = Literal["baseline", "generic", "vendor", "export"]
+Device = Literal["cpu", "cuda", "npu"]
+
+TORCHAIR_GE_MODE = "max-autotune"
+TORCHAIR_NPUGRAPH_EX_MODE = "npugraph_ex"
+TORCHAIR_EXPORT_MODE = "dynamo_export"  # torchair.dynamo_export -> .air -> atc -> .om; recommended, never measured
+EXPORT_DISPLAY_NAME = "TorchAir's offline export (torchair.dynamo_export, then atc)"
+UNKNOWN_SIMPLICITY_RANK = 5  # a backend the catalogue does not know ranks after every known one
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """One backend's facts. `mode_devices` narrows a mode to some of `devices` (absent: every device)."""
+
+    name: str
+    display_name: str
+    family: Family
+    devices: tuple[str, ...]
+    modes: tuple[str, ...]
+    simplicity_rank: int  # ties between equally fast options go to the simpler backend (lower rank)
+    default_mode: str = "default"
+    packages: tuple[str, ...] = ()  # import names it needs besides torch (on every device it runs on)
+    workloads: tuple[str, ...] = ("inference", "training")
+    needs_own_process: bool = False  # compiling changes process-wide state: never share a process
+    mode_devices: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+
+    def modes_for(self, device: str) -> tuple[str, ...]:
+        """The modes that mean something on `device`: all but those `mode_devices` keeps to other devices
+        (whether the backend runs on `device` at all is `devices`' question)."""
+        return tuple(mode for mode in self.modes if device in self.mode_devices.get(mode, (device,)))
+
+
+BACKENDS: dict[str, BackendInfo] = {
+    info.name: info
+    for info in (
+        BackendInfo(
+            name="eager",
+            display_name="eager PyTorch (no compilation)",
+            family="baseline",
+            devices=("cpu", "cuda", "npu"),
+            modes=("default",),
+            simplicity_rank=0,
+        ),
+        BackendInfo(
+            name="inductor",
+            display_name="torch.compile with Inductor",
+            family="generic",
+            devices=("cpu", "cuda", "npu"),
+            modes=("default", "max-autotune", "reduce-overhead"),
+            simplicity_rank=1,
+            # reduce-overhead means CUDA graphs; on other devices it silently runs like default.
+            mode_devices={"reduce-overhead": ("cuda",)},
+        ),
+        BackendInfo(
+            name="torchair",
+            display_name="TorchAir",
+            family="vendor",
+            devices=("npu",),
+            modes=(TORCHAIR_GE_MODE, TORCHAIR_NPUGRAPH_EX_MODE),
+            simplicity_rank=4,
+            default_mode=TORCHAIR_GE_MODE,
+            packages=("torch_npu",),
+        ),
+        BackendInfo(
+            name="onnxruntime",
+            display_name="ONNX export + ONNX Runtime",
+            family="export",
+            devices=("cpu", "cuda"),
+            modes=("default",),
+            simplicity_rank=2,
+            packages=("onnxruntime", "onnx", "onnxscript"),
+            workloads=("inference",),
+        ),
+        BackendInfo(
+            name="openvino",
+            display_name="torch.compile with OpenVINO",
+            family="vendor",
+            devices=("cpu",),
+            modes=("default",),
+            simplicity_rank=3,
+            packages=("openvino",),
+            workloads=("inference",),
+            needs_own_process=True,
+        ),
+        BackendInfo(
+            name="tensorrt",
+            display_name="torch.compile with TensorRT",
+            family="vendor",
+            devices=("cuda",),
+            modes=("default",),
+            simplicity_rank=3,
+            packages=("torch_tensorrt",),
+            workloads=("inference",),
+        ),
+    )
+}
+
+
+def names() -> list[str]:
+    """Every built-in backend's name, in catalogue order."""
+    return list(BACKENDS)
+
+
+def get(name: str) -> BackendInfo | None:
+    """The catalogue entry for `name`, or None for a backend it does not know (e.g. one a test injects)."""
+    return BACKENDS.get(name)
+
+
+def info(name: str) -> BackendInfo:
+    """The catalogue entry for `name`; KeyError naming the known backends otherwise."""
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise KeyError(f"unknown backend '{name}'; known: {', '.join(BACKENDS)}") from None
+
+
+def display_name(backend: str) -> str:
+    """What the user reads for a backend ("torch.compile with Inductor"); the name itself when unknown."""
+    entry = BACKENDS.get(backend)
+    return entry.display_name if entry else backend
+
+
+def simplicity_rank(backend: str) -> int:
+    entry = BACKENDS.get(backend)
+    return entry.simplicity_rank if entry else UNKNOWN_SIMPLICITY_RANK
+
+
+def devices_of(backend: str) -> tuple[str, ...] | None:
+    """The devices `backend` runs on; None when the catalogue does not know it (then nothing is assumed)."""
+    entry = BACKENDS.get(backend)
+    return entry.devices if entry else None
+
+
+def option_label(backend: str | None, mode: str | None, *, short: bool = False) -> str:
+    """The one spelling of an option: "backend:mode" ("inductor:default"; a missing backend or mode reads
+    "unknown" / "default"). `short` drops a default mode ("eager"), as the web pages show it."""
+    backend = backend or "unknown"
+    mode = mode or "default"
+    return backend if short and mode == "default" else f"{backend}:{mode}"

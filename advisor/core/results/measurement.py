@@ -1,0 +1,88 @@
+"""One measured option and the run it belongs to (advisor.core.schema.Measurement / MeasurementRun).
+
+The row model is `MeasurementRow`: `Measurement` is app.models' table of the indexed row columns.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from advisor.core.catalogue import option_label
+from advisor.core.results._base import MAX_ITEMS, MAX_MEASUREMENTS, Count, DeviceLabel, Label, Open
+from advisor.core.results.environment import Environment
+
+Workload = Literal["inference", "training"]  # the engine branches on it: no other value is accepted
+
+
+class LatencyStats(Open):
+    # The statistics may be absent but never null: a latency whose numbers are not known is no latency (a
+    # non-finite one makes app.results store the whole latency as null, which every view handles).
+    n: Count = None  # type: ignore[assignment]
+    median_ms: float = None  # type: ignore[assignment]
+    p90_ms: float = None  # type: ignore[assignment]
+    p99_ms: float = None  # type: ignore[assignment]
+    mean_ms: float = None  # type: ignore[assignment]
+    stdev_ms: float = None  # type: ignore[assignment]
+    iqr_ms: float = None  # type: ignore[assignment]
+    ci_low_ms: float = None  # type: ignore[assignment]  # 95% CI of the median
+    ci_high_ms: float = None  # type: ignore[assignment]
+    verdict: Label = None  # type: ignore[assignment]  # valid | noisy
+    calls_per_sample: Count | None = None  # >1: each sample is the mean of this many back-to-back calls
+    drift: float | None = None  # p10-p90 range of the per-block medians over the median
+
+
+class Accuracy(Open):
+    passed: bool | None = None
+    max_abs_err: float | None = None
+    rmse: float | None = None
+    reference_rmse: float | None = None  # the eager float32 run's own error against the float64 reference
+    rmse_ratio: float | None = None
+    cosine: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    reason: str | None = None
+
+
+class MeasurementRow(Open):
+    # backend / mode / device / status land in the indexed columns of app.models.Measurement; the enum-like
+    # ones are bounded strings, not Literals: a real worker may send a value the schema does not list.
+    backend: Label = None  # type: ignore[assignment]  # may be absent, never null
+    mode: Label | None = None
+    family: Label | None = None  # baseline | generic | vendor | export
+    device: DeviceLabel | None = None
+    workload: Workload | None = None
+    status: Annotated[str, Field(max_length=32)] = None  # type: ignore[assignment]  # may be absent, never null
+    reason: str | None = None  # readable, for every status other than ok
+    stderr_tail: str | None = None
+    compile_s_cold: float | None = None  # compile + first call - steady median, empty cache
+    compile_s_warm: float | None = None  # same, second process, same cache dir
+    latency: LatencyStats | None = None
+    eager_latency: LatencyStats | None = None  # eager, interleaved in the same process
+    speedup_vs_eager: float | None = None
+    speedup_ci: list[float] | None = Field(default=None, max_length=2)  # [low, high]
+    peak_memory_mb: float | None = None
+    memory_kind: Label | None = None  # device | rss
+    accuracy: Accuracy | None = None
+    graph_count: Count | None = None
+    graph_breaks: Count | None = None
+    recompiles: Count | None = None
+    throughput: dict[str, Any] | None = None
+    dynamic: list[dict[str, Any]] | None = Field(default=None, max_length=MAX_ITEMS)
+    compile_breakdown: dict[str, Any] | None = None  # export backends: export_s, session_s, cached, first_call_s
+    wall_s: float | None = None
+    snippet: str | None = None
+    training: dict[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        """`backend:mode`, the key of a row in a run (noise verdicts, why-not reasons)."""
+        return option_label(self.backend, self.mode)
+
+
+class MeasurementRun(Open):
+    environment: Environment | None = None
+    workload: Workload | None = None
+    measurements: list[MeasurementRow] | None = Field(default=None, max_length=MAX_MEASUREMENTS)
+    quality: dict[str, Any] | None = None  # advisor.core.noise's verdict on the run

@@ -1,0 +1,146 @@
+"""Inspect -> measure -> decide: the one assembly of an analysis, for `npu-advisor analyze` and the worker.
+
+Inspection runs in a sandboxed child (advisor.harness.isolated_inspection), then every (backend, mode) variant in
+a child of its own (advisor.harness.measure); all of them fork from one zygote, so a job imports torch once.
+Progress is one stream of `advisor.core.progress.ProgressEvent`. A stop is a `StepFailure` in the outcome, never
+an exception, so that each caller words it for its own audience (a CLI message and exit code, a job error).
+The decision is taken only when a deployment context is given: the server re-decides with advisor.core itself,
+so the worker measures without deciding. This module does not import torch (the children do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.core.progress import ProgressEvent
+from advisor.harness import isolated_inspection, measure
+from advisor.harness.sandbox import Cancel
+
+OnProgress = Callable[[ProgressEvent], None]
+MEASURE_START = 0.1  # the job fraction at which measuring starts; the variants share the rest
+
+
+@dataclass(frozen=True)
+class AnalysisRequest:
+    """What to analyse and how. `backends` None: every backend; `timeout_s` / `memory_limit_mb` None: the
+    defaults of each step (they apply to each child separately)."""
+
+    model: str
+    device: str
+    inputs: str | None = None
+    input_shapes: Sequence[str] | None = None
+    backends: list[str] | None = None
+    workload: str = "inference"
+    optimizer: str = "sgd"
+    accuracy_tolerance: dict | None = None
+    measure: bool = True
+    timeout_s: float | None = None
+    memory_limit_mb: int | None = None
+
+
+@dataclass(frozen=True)
+class StepFailure:
+    """Why the pipeline stopped. `status`: the inspection child's status (cancelled, rejected, timeout, oom, ...)
+    or, measuring, "cancelled" / "not_started" (bad model file, inputs or backend name: `reason` says which)."""
+
+    step: str
+    status: str
+    reason: str | None
+    stderr_tail: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.status == "cancelled"
+
+
+@dataclass(frozen=True)
+class AnalysisOutcome:
+    inspection: dict | None = None
+    measurements: dict | None = None
+    recommendation: dict | None = None
+    failure: StepFailure | None = None
+
+
+def run_analysis(
+    request: AnalysisRequest,
+    on_progress: OnProgress = lambda event: None,
+    *,
+    context: Any = None,
+    cancel: Cancel = None,
+) -> AnalysisOutcome:
+    """Inspect, measure (unless `request.measure` is off) and - given a DeploymentContext - decide.
+
+    `cancel` (an Event or a callable) stops the running child; the outcome is then a "cancelled" failure."""
+    readable = [request.model, request.inputs]
+    on_progress(ProgressEvent("inspect", 0.0))
+    # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis
+    with measure.measurement_zygote(request.device, readable) as zygote:
+        inspected = isolated_inspection.inspect_isolated(
+            request.model,
+            inputs_file=request.inputs,
+            input_shapes=request.input_shapes,
+            zygote=zygote,
+            timeout_s=request.timeout_s,
+            memory_limit_mb=request.memory_limit_mb,
+            cancel=cancel,
+        )
+        if inspected.status != "ok":
+            return AnalysisOutcome(
+                failure=StepFailure("inspect", inspected.status, inspected.reason, inspected.stderr_tail)
+            )
+        inspection = inspected.value
+        run = None
+        if request.measure:
+            run, failure = _measure(request, zygote, on_progress, cancel)
+            if failure is not None:
+                return AnalysisOutcome(inspection=inspection, failure=failure)
+    recommendation = None
+    if context is not None:
+        from advisor.core.decision.engine import decide
+
+        on_progress(ProgressEvent("decide", 1.0))
+        recommendation = dict(decide(context, inspection, run))
+    return AnalysisOutcome(inspection=inspection, measurements=run, recommendation=recommendation)
+
+
+def _measure(
+    request: AnalysisRequest, zygote: Any, on_progress: OnProgress, cancel: Cancel
+) -> tuple[dict | None, StepFailure | None]:
+    """Eager first (the baseline and reference), then every other variant, each in a child (advisor.harness.measure)."""
+    on_progress(ProgressEvent("measure", MEASURE_START))
+    try:
+        variants = measure.plan_variants(request.backends, request.device)
+    except measure.MeasureError as exc:
+        return None, StepFailure("measure", "not_started", str(exc))
+    finished: set[tuple[str, str]] = set()
+
+    def forward(event: dict) -> None:
+        variant = (str(event.get("backend")), str(event.get("mode") or "default"))
+        if event.get("stage") == "done":
+            finished.add(variant)
+        share = (1.0 - MEASURE_START) * len(finished) / max(1, len(variants))
+        on_progress(ProgressEvent.from_measurement(event, MEASURE_START + share))
+
+    limits = {"timeout_s": request.timeout_s, "memory_limit_mb": request.memory_limit_mb}
+    try:
+        run = measure.measure_model(
+            request.model,
+            backends=request.backends,
+            device=request.device,
+            workload=request.workload,
+            optimizer=request.optimizer,
+            accuracy_tolerance=request.accuracy_tolerance,
+            inputs_file=request.inputs,
+            input_shapes=list(request.input_shapes) if request.input_shapes else None,
+            progress=forward,
+            cancel=cancel,
+            zygote=zygote,
+            **{name: value for name, value in limits.items() if value is not None},
+        )
+    except measure.MeasurementCancelled as exc:
+        return None, StepFailure("measure", "cancelled", str(exc) or "cancelled")
+    except measure.MeasureError as exc:
+        return None, StepFailure("measure", "not_started", str(exc))
+    return dict(run), None

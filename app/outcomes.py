@@ -1,0 +1,92 @@
+"""What a finished job leaves on its analysis: the results, the engine's recommendation, the measurement rows.
+
+Torch-free: the server decides with `advisor.core.decision` only (it never imports the harness). Used by the
+queue's completion (`app.job_queue.JobQueue.complete_with_results`, inside the completing transaction) and by
+re-deciding a stored analysis (`POST /analyses/{id}/redecide`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session
+
+from app.models import Analysis, Measurement
+from app.results import finite_json
+
+
+class DecisionFailed(Exception):
+    """The decision engine could not produce a recommendation; the message says why."""
+
+
+def decide_recommendation(context: dict, inspection: dict | None, measurements: dict | None) -> dict:
+    """Run the decision engine on stored data; the result carries `engine_version`."""
+    try:
+        from advisor.core.context import parse_context
+        from advisor.core.decision.engine import ENGINE_VERSION, decide
+
+        recommendation = dict(decide(parse_context(context), inspection, measurements))
+    except Exception as exc:  # noqa: BLE001 - surfaced to the user as the analysis' error
+        raise DecisionFailed(f"the decision engine failed: {type(exc).__name__}: {exc}") from exc
+    recommendation.setdefault("engine_version", ENGINE_VERSION)
+    return finite_json(recommendation)  # e.g. a CI ratio over a zero lower bound is inf: stored as null
+
+
+def store_outcome(
+    session: Session,
+    analysis_id: int,
+    inspection: dict | None,
+    measurements: dict | None,
+    recommendation: dict,
+    now: datetime,
+) -> None:
+    """Store a completed job's results on its analysis, with the recommendation and one row per measurement."""
+    analysis = session.get(Analysis, analysis_id)
+    analysis.inspection = inspection
+    analysis.measurements = measurements
+    store_recommendation(analysis, recommendation, now)
+    for row in (measurements or {}).get("measurements", []):
+        session.add(measurement_row(analysis_id, row))
+
+
+def store_recommendation(analysis: Analysis, recommendation: dict, now: datetime) -> None:
+    """Store the recommendation and its denormalised, indexed columns (the dashboard sorts on them)."""
+    analysis.recommendation = recommendation
+    columns = recommendation_columns(recommendation, analysis.measurements)
+    analysis.recommended_backend = columns["recommended_backend"]
+    analysis.recommended_mode = columns["recommended_mode"]
+    analysis.speedup_vs_eager = columns["speedup_vs_eager"]
+    analysis.engine_version = recommendation.get("engine_version")
+    analysis.updated_at = now
+
+
+def recommendation_columns(recommendation: dict | None, measurements: dict | None) -> dict[str, Any]:
+    """recommended_backend / recommended_mode ("default" when the engine names none) / speedup_vs_eager: the
+    side-by-side speedup of the recommended backend+mode's measurement row, None when it was not measured."""
+    backend = (recommendation or {}).get("backend")
+    if not backend:
+        return {"recommended_backend": None, "recommended_mode": None, "speedup_vs_eager": None}
+    mode = (recommendation or {}).get("mode") or "default"
+    speedup = None
+    for row in (measurements or {}).get("measurements", []):
+        if row.get("backend") == backend and (row.get("mode") or "default") == mode:
+            value = row.get("speedup_vs_eager")
+            speedup = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+            break
+    return {"recommended_backend": backend, "recommended_mode": mode, "speedup_vs_eager": speedup}
+
+
+def measurement_row(analysis_id: int, row: dict) -> Measurement:
+    latency = row.get("latency") or {}
+    return Measurement(
+        analysis_id=analysis_id,
+        backend=str(row.get("backend", "?")),
+        mode=row.get("mode"),
+        device=row.get("device"),
+        status=str(row.get("status", "?")),
+        median_ms=latency.get("median_ms"),
+        compile_s_cold=row.get("compile_s_cold"),
+        speedup_vs_eager=row.get("speedup_vs_eager"),
+        data=row,
+    )

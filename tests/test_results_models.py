@@ -1,0 +1,106 @@
+"""Typed results (advisor.core.results): in step with the TypedDicts of advisor.core.schema, lenient readers of
+stored analyses from older versions, strict at the worker boundary. Torch-free."""
+
+from __future__ import annotations
+
+import json
+from typing import get_type_hints
+
+import pytest
+from older_results import OLDER_ANALYSIS
+from pydantic import BaseModel, ValidationError
+
+from advisor.core import schema
+from advisor.core.report import render
+from advisor.core.results import (
+    Accuracy,
+    CompletedResults,
+    Environment,
+    Inspection,
+    LatencyStats,
+    MeasurementRow,
+    MeasurementRun,
+    OpInfo,
+    Recommendation,
+    RuleStep,
+    read,
+)
+
+PAIRS = [
+    (schema.Inspection, Inspection),
+    (schema.OpInfo, OpInfo),
+    (schema.LatencyStats, LatencyStats),
+    (schema.Accuracy, Accuracy),
+    (schema.Environment, Environment),
+    (schema.Measurement, MeasurementRow),
+    (schema.MeasurementRun, MeasurementRun),
+    (schema.RuleStep, RuleStep),
+    (schema.Recommendation, Recommendation),
+]
+
+
+@pytest.mark.parametrize(("typed_dict", "model"), PAIRS, ids=lambda pair: getattr(pair, "__name__", ""))
+def test_models_and_typed_dicts_name_the_same_fields(typed_dict: type, model: type[BaseModel]) -> None:
+    assert set(get_type_hints(typed_dict)) == set(model.model_fields)
+
+
+def test_an_older_analysis_reads_without_loss() -> None:
+    for part, model in (
+        ("inspection", Inspection),
+        ("measurements", MeasurementRun),
+        ("recommendation", Recommendation),
+    ):
+        typed = read(model, OLDER_ANALYSIS[part])
+        assert typed is not None
+        assert typed.model_dump(exclude_unset=True) == OLDER_ANALYSIS[part]  # unknown fields kept, nothing added
+    run = read(MeasurementRun, OLDER_ANALYSIS["measurements"])
+    assert run.workload is None and run.measurements[0].latency.drift is None  # newer fields: None
+    assert run.environment.gpu_clock_mhz is None and "gpu_clock_mhz" in run.environment.model_fields_set
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "json"])
+def test_an_older_analysis_renders_its_report(fmt: str) -> None:
+    report = render(json.loads(json.dumps(OLDER_ANALYSIS)), fmt)
+    if fmt == "json":
+        assert json.loads(report)["recommendation"]["break_even"] == {"against": "eager", "calls": 4200}
+        return
+    for expected in (
+        "Use torch.compile with Inductor, mode max-autotune on CPU",
+        "confidence high",
+        "engine ?",  # no engine version recorded then
+        "unavailable: no NPU on this node",
+        "npu.npu_rms_norm.default (Inductor: fallback, TorchAir: supported)",
+        "Dynamic dims: x[0] 1..64",
+        "host=old-host",
+    ):
+        assert expected in report, expected
+    assert "Break-even" not in report  # the first break-even shape does not say which options it compares
+    if fmt == "markdown":
+        assert "| inductor:max-autotune | ok | 14 s / 3.5 s | 2 ms [1.92-2.08] | 2.6 ms | 2.00x [1.90-2.10] |" in report
+
+
+def test_read_drops_what_does_not_validate_instead_of_failing() -> None:
+    stored = {
+        "workload": "inference",
+        "measurements": [
+            {"backend": "eager", "speedup_ci": [1.0, "fast"], "latency": {"median_ms": "n/a"}},
+            "not a row",
+            {"backend": "inductor", "status": "ok"},
+        ],
+    }
+    run = read(MeasurementRun, stored)
+    assert [row.backend for row in run.measurements] == ["eager", "inductor"]
+    assert run.measurements[0].speedup_ci is None and run.measurements[0].latency.median_ms is None
+    assert read(Inspection, None) is None and read(Inspection, ["not", "an", "object"]) is None
+    assert stored["measurements"][1] == "not a row"  # the stored object is not modified
+
+
+def test_the_worker_boundary_still_refuses_wrong_types() -> None:
+    with pytest.raises(ValidationError) as refused:
+        CompletedResults.model_validate({"measurements": {"measurements": [{"backend": "b" * 65}]}})
+    assert refused.value.errors()[0]["loc"] == ("measurements", "measurements", 0, "backend")
+
+
+def test_row_label_is_the_options_spelling() -> None:
+    assert MeasurementRow(backend="inductor").label == "inductor:default"
+    assert MeasurementRow(backend="torchair", mode="max-autotune").label == "torchair:max-autotune"
