@@ -5,7 +5,7 @@ Run it on a node with a CUDA GPU (a session lent the GPU machine runs exactly th
     .venv/bin/python benchmarks/cuda_check.py --out "$OUT"
 
 It exports the tiny CNN example, then measures eager, Inductor (default) and Inductor
-reduce-overhead (CUDA graphs) with the normal harness (`advisor.harness.measure.measure_model`, one
+reduce-overhead (CUDA graphs) with the normal harness (`advisor.harness.measurement.measure_model`, one
 sandboxed child per variant, CUDA events for timing, eager interleaved side by side), and writes
 `cuda_check.json` (the full MeasurementRun) and `cuda_check.md` (a table for benchmarks/RESULTS.md).
 Without a usable CUDA device it says so and exits 3; the test suite never needs it.
@@ -68,7 +68,7 @@ def main() -> int:
         return 3
 
     from advisor.harness.examples import export_example
-    from advisor.harness.measure import measure_model
+    from advisor.harness.measurement import measure_model
 
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:

@@ -50,7 +50,7 @@ def compare_in_one_process(model_path: str, repeats: int = 11, bracket_s: float 
     from advisor.core.stats import ci_relative_half_width, median_ci, summarize
     from advisor.harness.devices import open_device
     from advisor.harness.loading import load_model
-    from advisor.harness.measure_child import TimingPolicy, _time_side_by_side
+    from advisor.harness.measurement.timing import TimingPolicy, time_side_by_side
 
     dev = open_device("cpu")
     torch.manual_seed(0)
@@ -72,7 +72,7 @@ def compare_in_one_process(model_path: str, repeats: int = 11, bracket_s: float 
 
         for _ in range(repeats):
             before = {name: blocked(name) for name in ("eager", "inductor")}
-            window = _time_side_by_side({"eager": module, "backend": compiled}, inputs, dev, policy, lambda n: None)
+            window = time_side_by_side({"eager": module, "backend": compiled}, inputs, dev, policy, lambda n: None)
             samples, calls_per_sample, harness_s = window.samples, window.calls_per_sample, window.seconds
             after = {name: blocked(name) for name in ("inductor", "eager")}
             entry: dict = {"harness_wall_s": harness_s}
@@ -111,7 +111,7 @@ def compare_in_one_process(model_path: str, repeats: int = 11, bracket_s: float 
 
 def measure_overhead(model_path: str) -> dict:
     """Whole `measure_model` wall time vs the time it spends compiling and in timed windows."""
-    from advisor.harness.measure import measure_model
+    from advisor.harness.measurement import measure_model
 
     timed: dict[str, float] = {}
 

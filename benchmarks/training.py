@@ -1,4 +1,4 @@
-"""Training vs inference throughput per model: eager and Inductor, timed side by side (advisor.harness.measure).
+"""Training vs inference throughput per model: eager and Inductor, timed side by side (advisor.harness.measurement).
 
 `.venv/bin/python benchmarks/training.py [--optimizer sgd|adamw]` exports the test MLP and the tiny BERT
 (tests/models.py), measures each for inference and for training with `inductor:default` (eager is timed
@@ -46,7 +46,7 @@ def main() -> None:
 
     from models import export_to, mlp, tiny_bert
 
-    from advisor.harness.measure import measure_model
+    from advisor.harness.measurement import measure_model
 
     print(
         "| model | workload | eager samples/s (side by side) | Inductor samples/s | Inductor vs eager [95% CI] "

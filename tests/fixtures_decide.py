@@ -44,7 +44,7 @@ def measurement(
 ) -> dict[str, Any]:
     """A Measurement row. `eager_ms`: eager's median timed side by side in the same process (a compiled row
     then carries `speedup_vs_eager` and its CI the way advisor/stats.speedup computes them); an eager row
-    always carries itself as its side-by-side eager timing, as advisor/measure_child does."""
+    always carries itself as its side-by-side eager timing, as the measurement child does."""
     ok = status == "ok"
     timed = latency(median_ms, spread, verdict=verdict) if ok and median_ms is not None else None
     eager_timed = speedup = speedup_ci = None

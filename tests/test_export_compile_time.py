@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("torch")
 
 from advisor.harness.backends import get_backend  # noqa: E402
-from advisor.harness.measure import TimingPolicy, measure_model  # noqa: E402
+from advisor.harness.measurement import TimingPolicy, measure_model  # noqa: E402
 
 TIMING = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, warm_cache=True, dynamic_sizes=0)
 

@@ -21,7 +21,7 @@ from torch.utils._pytree import tree_leaves  # noqa: E402
 
 from advisor.harness.isolated_inspection import inspect_isolated  # noqa: E402
 from advisor.harness.loading import load_model  # noqa: E402
-from advisor.harness.measure import TimingPolicy, measure_model, measurement_zygote  # noqa: E402
+from advisor.harness.measurement import TimingPolicy, measure_model, measurement_zygote  # noqa: E402
 
 FAST = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, warm_cache=False, dynamic_sizes=0)
 REBUILT = "rebuilt from the archive's spec"

@@ -14,7 +14,7 @@ import pytest
 
 from advisor.harness.isolated_inspection import inspect_isolated
 from advisor.harness.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
-from advisor.harness.measure import measure_model, measurement_zygote
+from advisor.harness.measurement import measure_model, measurement_zygote
 
 pytestmark = pytest.mark.slow
 

@@ -35,7 +35,7 @@ def test_a_sandboxed_job_compiles_against_the_trusted_header_and_cannot_change_i
     snapshot = {p: p.read_bytes()[:4096] for p in Path(headers).iterdir() if p.is_file()}
 
     with Zygote(
-        "advisor.harness.measure_child:preload",
+        "advisor.harness.measurement.child:preload",
         {"device": "cpu", "trusted_headers": headers},
         isolation=isolation,
         readable=[headers],

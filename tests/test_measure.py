@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from models import export_dynamic_batch, mlp  # noqa: E402
 
-from advisor.harness.measure import MeasureError, MeasurementCancelled, TimingPolicy, measure_model  # noqa: E402
+from advisor.harness.measurement import MeasureError, MeasurementCancelled, TimingPolicy, measure_model  # noqa: E402
 
 T = "backends_for_tests"
 FAST = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, warm_cache=False)
@@ -193,7 +193,7 @@ def test_cpu_device_times_calls_and_reports_peak_rss_above_the_baseline():
 
 def test_fast_calls_are_timed_in_blocks_and_each_sample_is_the_block_mean():
     from advisor.harness.devices import open_device
-    from advisor.harness.measure_child import _time_side_by_side
+    from advisor.harness.measurement.timing import time_side_by_side
 
     def busy(seconds: float):
         def call() -> None:
@@ -205,7 +205,7 @@ def test_fast_calls_are_timed_in_blocks_and_each_sample_is_the_block_mean():
 
     policy = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.5, warmup_iters=2, sample_time_s=0.001)
     fns = {"backend": busy(100e-6), "eager": busy(2e-3)}
-    samples, calls_per_sample, timed_s, block_sizes = _time_side_by_side(
+    samples, calls_per_sample, timed_s, block_sizes = time_side_by_side(
         fns, (), open_device("cpu"), policy, lambda n: None
     )
     # 100 us calls: about 10 per 1 ms sample; 2 ms calls are already long enough to time one by one
@@ -234,10 +234,10 @@ def test_children_forked_from_the_preloaded_zygote_compile_into_their_own_cache_
     """The zygote imported torch, Dynamo and Inductor; the cache dir must still be the child's, not the zygote's."""
     import os
 
-    from advisor.harness.measure import _PRELOAD
+    from advisor.harness.measurement.plan import PRELOAD
     from advisor.harness.sandbox import Zygote, run_in_sandbox
 
-    with Zygote(_PRELOAD, {"device": "cpu"}) as zygote:
+    with Zygote(PRELOAD, {"device": "cpu"}) as zygote:
         result = run_in_sandbox(
             "tests.test_measure:compile_and_count_cache_files",
             {},

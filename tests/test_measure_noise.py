@@ -13,7 +13,8 @@ import pytest
 from fixtures_decide import measurement
 
 from advisor.core import noise
-from advisor.harness import measure
+from advisor.harness import measurement as measure
+from advisor.harness.measurement import run as measurement_run
 
 QUIET = {"load": 0.2, "cores": 2}
 
@@ -37,8 +38,8 @@ def fake_children(monkeypatch: pytest.MonkeyPatch, timings: dict[str, list[float
             row["compile_s_cold"] = 4.0 if stage == "cold" else 0.5  # a second compile is a warm one
         return row, {"device": "cpu", "measured_on": "cpu"}
 
-    monkeypatch.setattr(measure, "_measure_one", measure_one)
-    monkeypatch.setattr(measure, "_check_model_file", lambda path, inputs: None)
+    monkeypatch.setattr(measurement_run, "measure_one", measure_one)
+    monkeypatch.setattr(measurement_run, "check_model_file", lambda path, inputs: None)
     return calls
 
 

@@ -13,7 +13,7 @@ from models import export_to, mlp, tiny_bert, trace_to  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from advisor.harness.grad_accuracy import compare_gradients  # noqa: E402
-from advisor.harness.measure import MeasureError, TimingPolicy, measure_model  # noqa: E402
+from advisor.harness.measurement import MeasureError, TimingPolicy, measure_model  # noqa: E402
 from advisor.harness.training_step import (  # noqa: E402
     TrainingSetupError,
     build_training_steps,

@@ -36,7 +36,7 @@ CANCEL = threading.Event()
 
 def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
     """Inspect the job's artifact, then measure its backends: `advisor.harness.pipeline.run_analysis`, undecided."""
-    from advisor.harness.measure import DEFAULT_TIMEOUT_S
+    from advisor.harness.measurement import DEFAULT_TIMEOUT_S
     from advisor.harness.pipeline import AnalysisRequest, run_analysis
 
     request = AnalysisRequest(

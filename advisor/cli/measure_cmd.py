@@ -58,7 +58,7 @@ def measure(
     ),
 ) -> None:
     """Measure compile time, latency (with 95% CIs), speedup vs eager, memory and accuracy for each backend."""
-    from advisor.harness.measure import MeasureError, TimingPolicy, measure_model
+    from advisor.harness.measurement import MeasureError, TimingPolicy, measure_model
 
     if device not in ("cpu", "cuda", "npu"):
         typer.echo(f"error: unknown device '{device}' (cpu, cuda or npu)", err=True)

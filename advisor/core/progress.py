@@ -55,7 +55,7 @@ class ProgressEvent:
 
     @classmethod
     def from_measurement(cls, event: Mapping[str, Any], fraction: float) -> ProgressEvent:
-        """A measurement child's event (advisor.harness.measure's `progress` dicts), as part of the job."""
+        """A measurement child's event (advisor.harness.measurement's `progress` dicts), as part of the job."""
         return cls(
             step="measure",
             fraction=fraction,

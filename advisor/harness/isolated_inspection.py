@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from advisor.harness.measure import DEFAULT_MEMORY_LIMIT_MB
+from advisor.harness.measurement import DEFAULT_MEMORY_LIMIT_MB
 from advisor.harness.sandbox import Cancel, SandboxResult, Zygote, run_in_sandbox
 
 INSPECT_TIMEOUT_S = 600.0

@@ -1,7 +1,7 @@
 """Inspect -> measure -> decide: the one assembly of an analysis, for `npu-advisor analyze` and the worker.
 
 Inspection runs in a sandboxed child (advisor.harness.isolated_inspection), then every (backend, mode) variant in
-a child of its own (advisor.harness.measure); all of them fork from one zygote, so a job imports torch once.
+a child of its own (advisor.harness.measurement); all of them fork from one zygote, so a job imports torch once.
 Progress is one stream of `advisor.core.progress.ProgressEvent`. A stop is a `StepFailure` in the outcome, never
 an exception, so that each caller words it for its own audience (a CLI message and exit code, a job error).
 The decision is taken only when a deployment context is given: the server re-decides with advisor.core itself,
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.core.progress import ProgressEvent
-from advisor.harness import isolated_inspection, measure
+from advisor.harness import isolated_inspection, measurement
 from advisor.harness.sandbox import Cancel
 
 OnProgress = Callable[[ProgressEvent], None]
@@ -76,7 +76,7 @@ def run_analysis(
     readable = [request.model, request.inputs]
     on_progress(ProgressEvent("inspect", 0.0))
     # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis
-    with measure.measurement_zygote(request.device, readable) as zygote:
+    with measurement.measurement_zygote(request.device, readable) as zygote:
         inspected = isolated_inspection.inspect_isolated(
             request.model,
             inputs_file=request.inputs,
@@ -108,11 +108,11 @@ def run_analysis(
 def _measure(
     request: AnalysisRequest, zygote: Any, on_progress: OnProgress, cancel: Cancel
 ) -> tuple[dict | None, StepFailure | None]:
-    """Eager first (the baseline and reference), then every other variant, each in a child (advisor.harness.measure)."""
+    """Eager first (the baseline and reference), then every other variant, each in a child (harness.measurement)."""
     on_progress(ProgressEvent("measure", MEASURE_START))
     try:
-        variants = measure.plan_variants(request.backends, request.device)
-    except measure.MeasureError as exc:
+        variants = measurement.plan_variants(request.backends, request.device)
+    except measurement.MeasureError as exc:
         return None, StepFailure("measure", "not_started", str(exc))
     finished: set[tuple[str, str]] = set()
 
@@ -125,7 +125,7 @@ def _measure(
 
     limits = {"timeout_s": request.timeout_s, "memory_limit_mb": request.memory_limit_mb}
     try:
-        run = measure.measure_model(
+        run = measurement.measure_model(
             request.model,
             backends=request.backends,
             device=request.device,
@@ -139,8 +139,8 @@ def _measure(
             zygote=zygote,
             **{name: value for name, value in limits.items() if value is not None},
         )
-    except measure.MeasurementCancelled as exc:
+    except measurement.MeasurementCancelled as exc:
         return None, StepFailure("measure", "cancelled", str(exc) or "cancelled")
-    except measure.MeasureError as exc:
+    except measurement.MeasureError as exc:
         return None, StepFailure("measure", "not_started", str(exc))
     return dict(run), None

@@ -358,7 +358,7 @@ def test_the_agent_process_never_imports_torch():
     """A crash in torch must cost a job, not the worker: only the children import it."""
     code = (
         "import sys, workers.agent, workers.capabilities, advisor.cli.worker_cmd\n"
-        "import advisor.harness.sandbox, advisor.harness.measure\n"
+        "import advisor.harness.sandbox, advisor.harness.measurement\n"
         "assert 'torch' not in sys.modules, 'torch was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import advisor.harness.measure
+import advisor.harness.measurement
 from advisor.harness.sandbox import Zygote
 
 
@@ -32,12 +32,12 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
     def one_zygote(device: str, readable: list | tuple = ()) -> Zygote:
         started.append(
             RecordingZygote(
-                "advisor.harness.measure_child:preload", {"device": device}, readable=[p for p in readable if p]
+                "advisor.harness.measurement.child:preload", {"device": device}, readable=[p for p in readable if p]
             )
         )
         return started[-1]
 
-    monkeypatch.setattr(advisor.harness.measure, "measurement_zygote", one_zygote)
+    monkeypatch.setattr(advisor.harness.measurement, "measurement_zygote", one_zygote)
     RecordingZygote.forked = []
     model = export_example("mlp", tmp_path / "mlp.pt2")
     spec = {
@@ -56,7 +56,7 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
     assert len(started) == 1  # one `import torch` for the whole job
     # inspection, then eager's measurement (timed once more when the run was noisy: advisor.core.noise)
     assert RecordingZygote.forked[0] == "advisor.harness.inspection:inspect_model"
-    assert set(RecordingZygote.forked[1:]) == {"advisor.harness.measure_child:measure_variant"}
+    assert set(RecordingZygote.forked[1:]) == {"advisor.harness.measurement.child:measure_variant"}
     assert len(RecordingZygote.forked) in (2, 3)
     assert started[0]._proc is None  # closed when the job's stages end
     assert stages[0] == "inspect" and stages[-1] == "measure:eager:default"

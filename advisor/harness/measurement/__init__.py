@@ -1,0 +1,29 @@
+"""Measuring a model, split by concept:
+
+- `plan`: which variants, and the checks before any child starts;
+- `run`: the whole measurement (eager first, then each variant; a noisy run re-measured once);
+- `variant`: one variant from the parent's side (its child, its row);
+- `child`: what runs in one sandboxed child (load, compile, check, time);
+- `timing`: side-by-side timing; `training`: training steps; `dynamic`: extra input sizes and recompiles.
+"""
+
+from advisor.harness.measurement.plan import (
+    DEFAULT_MEMORY_LIMIT_MB,
+    DEFAULT_TIMEOUT_S,
+    MeasureError,
+    MeasurementCancelled,
+    plan_variants,
+)
+from advisor.harness.measurement.run import measure_model, measurement_zygote
+from advisor.harness.measurement.timing import TimingPolicy
+
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT_MB",
+    "DEFAULT_TIMEOUT_S",
+    "MeasureError",
+    "MeasurementCancelled",
+    "TimingPolicy",
+    "measure_model",
+    "measurement_zygote",
+    "plan_variants",
+]

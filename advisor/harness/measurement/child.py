@@ -1,0 +1,238 @@
+"""What runs inside one sandboxed measurement child: load, compile, check, time side by side.
+
+`measure_variant` is the sandbox target for one (backend, mode). The baseline child (eager)
+also writes the reference file every other child reads: the inputs (so they are identical
+across backends), eager's float32 output and the float64 reference. Failures are raised as
+`StageError` with the status the row should get; the sandbox turns signals, hangs and
+out-of-memory into their own statuses. Torch is imported only after `prepare_environment`.
+
+`first_call_s` is what a user waits for before the first output: `backend.compile()` (which for export
+backends such as ONNX Runtime does the whole export and session creation) plus the first call (where
+torch.compile backends compile). A backend whose callable carries `compile_breakdown` (a dict of seconds per
+phase, e.g. ONNX Runtime's {"export_s", "session_s"}) has it passed on as the result's `compile_breakdown`.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+from advisor.core.text import first_line
+from advisor.harness import devices
+from advisor.harness.measurement.compiling import compile_breakdown, compile_variant
+from advisor.harness.measurement.dynamic import (
+    dynamo_counter,
+    graph_stats,
+    measure_dynamic_sizes,
+    reset_dynamo_counters,
+)
+from advisor.harness.measurement.errors import eager_failure, stage_error
+from advisor.harness.measurement.timing import TimingPolicy, summaries, throughput, time_side_by_side
+from advisor.harness.measurement.training import reference_gradients, training_details, training_peak_mb, training_steps
+from advisor.harness.sandbox import report_progress
+
+
+def preload(device: str, trusted_headers: str | None = None) -> None:
+    """Zygote preload (see advisor.harness.sandbox.Zygote): the imports every measurement child does anyway - `import
+    torch` and what loading an ExportedProgram imports (Dynamo, Inductor: ~1.5 s) - and, in a sandbox, a copy of
+    Inductor's trusted precompiled header (advisor.harness.inductor_headers); no model, no compilation. Inductor reads
+    its cache directory from the environment when it compiles, in the child."""
+    devices.prepare_environment(device)
+    import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401
+    import torch._inductor.compile_fx  # noqa: F401
+    import torch.export  # noqa: F401
+
+    from advisor.harness import inductor_headers
+
+    inductor_headers.install(trusted_headers)
+
+    import advisor.harness.accuracy  # noqa: F401
+    import advisor.harness.backends  # noqa: F401
+    import advisor.harness.loading  # noqa: F401
+
+
+def measure_variant(
+    *,
+    model_path: str,
+    backend_spec: str,
+    mode: str,
+    device: str,
+    workload: str,
+    inputs_file: str | None,
+    input_shapes: list[str] | None,
+    reference_path: str,
+    is_baseline: bool,
+    policy: dict,
+    options: dict | None = None,
+    warm_run: bool = False,
+    optimizer: str = "sgd",
+    accuracy_tolerance: dict | None = None,
+) -> dict:
+    devices.prepare_environment(device)
+    from advisor.harness.backends import get_backend
+
+    backend = get_backend(backend_spec)
+    label = {"backend": backend.name, "mode": mode}
+
+    def progress(stage: str, iterations: int = 0) -> None:
+        report_progress({**label, "stage": f"warm cache: {stage}" if warm_run else stage, "iterations": iterations})
+
+    progress("loading")
+    try:
+        dev = devices.open_device(device)
+    except devices.DeviceUnavailable as exc:
+        return {"status": "unavailable", "reason": str(exc)}
+    ok, why = backend.available(device)
+    if not ok:
+        return {"status": "unavailable", "reason": why}
+    from advisor.harness.backends import CompileRequest, UnsupportedRequest
+
+    request = CompileRequest(
+        mode=mode,
+        device=device,
+        workload=workload,
+        options=options or {},
+        cache_dir=os.environ.get("ADVISOR_COMPILE_CACHE_DIR"),
+    )
+    try:
+        backend.check_request(request)
+    except UnsupportedRequest as exc:
+        return {"status": "unavailable", "reason": str(exc)}
+
+    import torch
+
+    from advisor.harness.loading import LoadError, load_model
+
+    torch.manual_seed(0)
+    try:
+        loaded = load_model(model_path, inputs_file=inputs_file, input_shapes=input_shapes)
+    except LoadError as exc:
+        return {"status": "load_error", "reason": str(exc)}
+    runnable, why_not = loaded.runnable
+    if not runnable:
+        return {"status": "unavailable", "reason": why_not or "the model cannot run on this host"}
+
+    timing = TimingPolicy(**policy)
+    result: dict[str, Any] = {"environment": dev.describe()}
+    with torch.no_grad():
+        if is_baseline:
+            progress("reference")
+            reference = _write_reference(loaded, dev, reference_path, workload)
+            result["determinism"] = reference.pop("determinism")
+        else:
+            reference = torch.load(reference_path, weights_only=True)
+        inputs = dev.to_device(tuple(reference["inputs"]))
+        module = dev.to_device(loaded.module)
+        # training: the eager copy of the model is made before the memory reset, so it is not counted
+        compile_s = [0.0]  # seconds spent in backend.compile() (eager export + session creation for ONNX Runtime)
+        steps = None
+        if workload == "training":
+            steps = training_steps(backend, module, inputs, request, optimizer, compile_s)
+        dev.reset_peak_memory()
+
+        progress("compiling")
+        compiled = steps.backend if steps else compile_variant(backend, module, inputs, request, compile_s)
+        reset_dynamo_counters()
+        try:
+            first_call_s, out = dev.timer()(lambda: compiled(*inputs))
+        except Exception as exc:
+            raise stage_error(exc, "the first (compiling) call") from exc
+        frames_after_first = dynamo_counter("frames", "total")
+        result.update(first_call_s=compile_s[0] + first_call_s, **graph_stats())
+        breakdown = compile_breakdown(compiled)
+        if breakdown is not None:
+            result["compile_breakdown"] = {**breakdown, "first_call_s": first_call_s}
+
+        progress("accuracy")
+        from advisor.harness.accuracy import compare_outputs
+
+        if steps:
+            from advisor.harness.grad_accuracy import compare_gradients
+
+            accuracy = compare_gradients(steps.backend.gradients(), reference["gradients"], accuracy_tolerance)
+            result["training"] = training_details(steps, optimizer, dev.peak_memory_mb())
+        else:
+            accuracy = compare_outputs(
+                _leaves_on_cpu(out), reference["eager_out"], reference["fp64_out"], accuracy_tolerance
+            )
+        result["accuracy"] = accuracy
+
+        progress("timing")
+        # eager is the very same callable the backend compiled (ep.module() has its own call overhead)
+        fns = {"backend": compiled} if is_baseline else {"backend": compiled, "eager": steps.eager if steps else module}
+        window = time_side_by_side(fns, inputs, dev, timing, lambda n: progress("timing", n))
+        result["timed_s"] = window.seconds
+        result.update(summaries(window, is_baseline))
+        result["peak_memory_mb"], result["memory_kind"] = dev.peak_memory_mb()
+        result["throughput"] = throughput(inputs, result["latency"]["median_ms"])
+        if steps:
+            result["peak_memory_mb"] = training_peak_mb(result["peak_memory_mb"], result["training"], steps)
+
+        if loaded.dynamic_dims and not warm_run and timing.dynamic_sizes > 0:
+            progress("dynamic shapes")
+            result["dynamic"] = measure_dynamic_sizes(loaded, inputs, fns, dev, timing)
+        if result["graph_count"] is not None:
+            result["recompiles"] = max(0, dynamo_counter("frames", "total") - frames_after_first)
+    result["status"] = "ok" if accuracy["passed"] else "fail_accuracy"
+    result["reason"] = None if accuracy["passed"] else f"inaccurate output: {accuracy.get('reason', '')}"
+    if steps and not accuracy["passed"]:
+        result["reason"] = f"inaccurate gradients: {accuracy.get('reason', '')}"
+    return result
+
+
+# ------------------------------------------------------------------ reference
+def _write_reference(loaded: Any, dev: devices.Device, path: str, workload: str = "inference") -> dict:
+    """Eager float32 output (twice: determinism), the float64 reference on the CPU, and the inputs;
+    for training also the gradients of one eager step (float32 on the device, float64 on the CPU)."""
+    import torch
+
+    inputs_cpu = tuple(loaded.example_inputs)
+    fp64_out, fp64_note = _float64_reference(loaded.module, inputs_cpu)  # on the CPU, before any move
+    module = dev.to_device(loaded.module)
+    inputs = dev.to_device(inputs_cpu)
+    try:
+        first = _leaves_on_cpu(module(*inputs))
+        second = _leaves_on_cpu(module(*inputs))
+    except Exception as exc:
+        raise eager_failure(exc, "the model fails in eager mode") from exc
+    determinism = _determinism(first, second)
+    if fp64_note:
+        determinism["fp64_note"] = fp64_note
+    reference = {"inputs": list(inputs_cpu), "eager_out": first, "fp64_out": fp64_out}
+    if workload == "training":
+        reference["gradients"] = reference_gradients(loaded.module, inputs_cpu, dev)
+        if reference["gradients"]["fp64_note"]:
+            determinism["fp64_note"] = reference["gradients"]["fp64_note"]
+    torch.save(reference, path)
+    return {**reference, "determinism": determinism}
+
+
+def _determinism(first: list, second: list) -> dict:
+    import torch
+
+    worst = 0.0
+    for a, b in zip(first, second, strict=True):
+        if isinstance(a, torch.Tensor) and not torch.equal(a, b):
+            worst = max(worst, float((a.double() - b.double()).abs().max()))
+    return {"deterministic": worst == 0.0, "max_abs_diff": worst}
+
+
+def _float64_reference(module: Any, inputs: tuple) -> tuple[list | None, str | None]:
+    import torch
+    from torch.utils._pytree import tree_map
+
+    try:
+        module64 = copy.deepcopy(module).to(torch.float64)
+        inputs64 = tree_map(lambda t: t.double() if torch.is_tensor(t) and t.is_floating_point() else t, inputs)
+        return _leaves_on_cpu(module64(*inputs64)), None
+    except Exception as exc:  # dtype-specialised graphs, ops without a float64 kernel, ...
+        return None, f"no float64 reference ({first_line(exc, limit=500)}); accuracy falls back to cosine similarity"
+
+
+def _leaves_on_cpu(out: Any) -> list:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return [t.detach().cpu() if isinstance(t, torch.Tensor) else t for t in tree_leaves(out)]

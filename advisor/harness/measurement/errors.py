@@ -1,0 +1,34 @@
+"""How a failure in a measurement child becomes a row status: out of memory, the model failing in eager mode,
+or a backend failing at a named step (StageError carries the status)."""
+
+from __future__ import annotations
+
+from advisor.core.text import first_line
+from advisor.harness.sandbox import StageError
+
+OOM_MARKERS = ("can't allocate memory", "out of memory", "outofmemory")
+
+
+def is_out_of_memory(exc: BaseException, message: str) -> bool:
+    return isinstance(exc, MemoryError) or any(marker in message.lower() for marker in OOM_MARKERS)
+
+
+def eager_failure(exc: BaseException, what: str) -> StageError:
+    """An allocation failure is "oom" (the memory limit or the machine), anything else a runtime error."""
+    message = first_line(exc, limit=500)
+    if is_out_of_memory(exc, message):
+        return StageError("oom", f"{what}: out of memory: {message}")
+    return StageError("runtime_error", f"{what}: {message}")
+
+
+def stage_error(exc: BaseException, during: str, default: str = "runtime_error") -> StageError:
+    """Compiler exceptions are compile errors, allocation failures are oom, the rest runtime errors."""
+    message = first_line(exc, limit=500)
+    if is_out_of_memory(exc, message):
+        return StageError("oom", f"out of memory during {during}: {message}")
+    module = type(exc).__module__ or ""
+    if module.startswith(("torch._dynamo", "torch._inductor")) or type(exc).__name__ == "BackendCompilerFailed":
+        return StageError("compile_error", f"compilation failed: {message}")
+    return StageError(
+        default, f"{'compilation' if default == 'compile_error' else 'the run'} failed during {during}: {message}"
+    )

@@ -1,0 +1,166 @@
+"""Side-by-side timing in the child: warm-up, blocks of k calls, eager and the variant interleaved, until the
+medians' CIs are tight or the cap is reached (TimingPolicy).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from advisor.harness import devices
+from advisor.harness.measurement.errors import stage_error
+
+_WARM_UP_S = 0.02  # warm-up lasts at least this long: the fastest of many calls sizes the timed blocks
+
+
+@dataclass
+class TimingPolicy:
+    """When the steady-state timing stops: at least `min_iters` samples and `min_time_s`, and the 95 % CI of
+    every median within +-`ci_target` (relative), or the cap `max_time_s` (which still waits for `min_iters`,
+    up to 10x longer, so slow models get usable statistics). Defaults suit a 2-core CI box.
+
+    A sample is one call, or for calls faster than `sample_time_s` the mean of k back-to-back calls timed
+    as one block (k chosen after warm-up so a block lasts >= `sample_time_s`), as torch.utils.benchmark
+    does: the median of block means is what `blocked_autorange` reports."""
+
+    min_iters: int = 20
+    min_time_s: float = 0.5
+    max_time_s: float = 5.0
+    ci_target: float = 0.02
+    warmup_iters: int = 3
+    block_time_s: float = 0.05  # each interleaved block of one callable lasts about this long
+    sample_time_s: float = 0.001  # calls faster than this are timed k at a time (one sample = a block mean)
+    dynamic_sizes: int = 2  # extra sizes measured when the model has dynamic dims
+    warm_cache: bool = True  # measure the warm-cache compile in a second child
+
+
+# ------------------------------------------------------------------ timing
+class TimedWindow(NamedTuple):
+    """What `time_side_by_side` measured, per callable name."""
+
+    samples: dict[str, list[float]]  # per-call seconds; a sample is the mean of calls_per_sample calls
+    calls_per_sample: dict[str, int]
+    seconds: float  # spent timing
+    block_sizes: dict[str, list[int]]  # samples per interleaved block, in order (for `stats.drift`)
+
+
+def time_side_by_side(
+    fns: dict[str, Callable[..., Any]],
+    inputs: tuple,
+    dev: devices.Device,
+    policy: TimingPolicy,
+    on_round: Callable[[int], None],
+) -> TimedWindow:
+    """Interleave blocks of each callable (order alternating per round) until the policy says stop.
+
+    A sample is the mean of `calls_per_sample[name]` back-to-back calls, synchronised once at its end.
+    """
+    from advisor.core.stats import ci_relative_half_width
+
+    timer = dev.timer()
+    calls_per_sample: dict[str, int] = {}
+    run_sample: dict[str, Callable[[], Any]] = {}
+    samples_per_block: dict[str, int] = {}
+    for name, fn in fns.items():
+        try:
+            per_call = _warm_up(timer, lambda fn=fn: fn(*inputs), policy.warmup_iters)
+        except Exception as exc:
+            raise stage_error(exc, f"warm-up of {name}") from exc
+        k = _calls_per_sample(policy, per_call)
+        calls_per_sample[name] = k
+        run_sample[name] = _repeated(fn, inputs, k)
+        samples_per_block[name] = _block_size(policy, per_call * k)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    block_sizes: dict[str, list[int]] = {name: [] for name in fns}
+    order = list(fns)
+    started = time.perf_counter()
+    while True:
+        for name in order:
+            run, times, k = run_sample[name], samples[name], calls_per_sample[name]
+            try:
+                for _ in range(samples_per_block[name]):
+                    times.append(timer(run)[0] / k)
+            except Exception as exc:
+                raise stage_error(exc, f"timed calls of {name} (after {len(times) * k} calls)") from exc
+            block_sizes[name].append(samples_per_block[name])
+            # re-size the next block from this block's median (warm-up calls can be far slower than steady state)
+            samples_per_block[name] = _block_size(policy, statistics.median(times[-samples_per_block[name] :]) * k)
+        order.reverse()
+        elapsed = time.perf_counter() - started
+        on_round(len(samples["backend"]) * calls_per_sample["backend"])
+        enough_samples = all(len(t) >= policy.min_iters for t in samples.values())
+        if elapsed >= policy.max_time_s and (enough_samples or elapsed >= _hard_cap_s(policy)):
+            break
+        if enough_samples and elapsed >= policy.min_time_s:
+            if all(ci_relative_half_width(t) <= policy.ci_target for t in samples.values()):
+                break
+    return TimedWindow(samples, calls_per_sample, time.perf_counter() - started, block_sizes)
+
+
+def _warm_up(timer: Callable[[Callable[[], Any]], tuple[float, Any]], call: Callable[[], Any], iters: int) -> float:
+    """Call at least `iters` times and for at least _WARM_UP_S; the fastest call (robust to descheduling)."""
+    fastest, spent, n = float("inf"), 0.0, 0
+    while n < max(1, iters) or spent < _WARM_UP_S:
+        seconds = timer(call)[0]
+        fastest, spent, n = min(fastest, seconds), spent + seconds, n + 1
+    return fastest
+
+
+def _calls_per_sample(policy: TimingPolicy, per_call_s: float) -> int:
+    """k such that k calls last >= `sample_time_s` (1 for calls that long already)."""
+    return max(1, min(10_000, math.ceil(policy.sample_time_s / max(per_call_s, 1e-7))))
+
+
+def _repeated(fn: Callable[..., Any], inputs: tuple, k: int) -> Callable[[], Any]:
+    """A callable running `fn(*inputs)` k times back to back, returning the last output."""
+    if k == 1:
+        return lambda: fn(*inputs)
+
+    def run_k() -> Any:
+        out = None
+        for _ in range(k):
+            out = fn(*inputs)
+        return out
+
+    return run_k
+
+
+def _block_size(policy: TimingPolicy, per_sample_s: float) -> int:
+    """Samples per interleaved block so that one block of one callable lasts about `block_time_s`."""
+    return max(1, min(1000, round(policy.block_time_s / max(per_sample_s, 1e-6))))
+
+
+def _hard_cap_s(policy: TimingPolicy) -> float:
+    """The cap yields to `min_iters` for slow models, up to this long."""
+    return max(10 * policy.max_time_s, 30.0)
+
+
+def summaries(window: TimedWindow, is_baseline: bool) -> dict:
+    from advisor.core.stats import speedup, summarize
+
+    def stats(name: str) -> Any:
+        return summarize(
+            window.samples[name], calls_per_sample=window.calls_per_sample[name], block_sizes=window.block_sizes[name]
+        )
+
+    latency = stats("backend")
+    if is_baseline:
+        return {"latency": latency, "eager_latency": latency, "speedup_vs_eager": 1.0, "speedup_ci": None}
+    eager = stats("eager")
+    ratio, interval = speedup(eager, latency)
+    return {"latency": latency, "eager_latency": eager, "speedup_vs_eager": ratio, "speedup_ci": interval}
+
+
+def throughput(inputs: tuple, median_ms: float) -> dict | None:
+    import torch
+
+    first = next((t for t in inputs if isinstance(t, torch.Tensor) and t.dim() > 0), None)
+    if first is None or median_ms <= 0:
+        return None
+    per_s = 1e3 / median_ms
+    tokens = first.shape[0] * first.shape[1] * per_s if first.dim() == 2 and not first.is_floating_point() else None
+    return {"samples_per_s": first.shape[0] * per_s, "tokens_per_s": tokens}

@@ -1,0 +1,168 @@
+"""One variant from the parent's side: start its child, turn what the child returns (or how it died) into a row."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from advisor.core.schema import Environment, Measurement
+from advisor.harness.measurement.plan import CHILD, MeasureError, MeasurementCancelled
+from advisor.harness.sandbox import SandboxResult, run_in_sandbox
+
+Progress = Callable[[dict], None]
+
+
+# ------------------------------------------------------------------ one variant
+def measure_one(
+    spec: str,
+    mode: str,
+    is_baseline: bool,
+    common: dict,
+    sandbox: dict,
+    cache_dir: Path,
+    policy: dict,
+    stage: str = "cold",
+) -> tuple[Measurement, Environment | None]:
+    from advisor.harness.backends import CompileRequest, get_backend
+
+    backend = get_backend(spec)
+    request = CompileRequest(mode=mode, device=common["device"], workload=common["workload"], cache_dir=str(cache_dir))
+    row = _empty_row(backend, mode, common["device"], common["workload"], backend.snippet_for(request))
+    notify = sandbox["on_progress"]
+    notify({"backend": backend.name, "mode": mode, "stage": "starting", "iterations": 0})
+    if common["device"] not in backend.devices:
+        row.update(status="unavailable", reason=f"{backend.name} runs on {', '.join(backend.devices)} only")
+        return _finish(row, notify, 0.0), None
+    extra_env = backend.environment(request)
+    kwargs = {**common, "backend_spec": spec, "mode": mode, "is_baseline": is_baseline}
+    cold = _run_child(kwargs, sandbox, cache_dir, extra_env, f"{backend.name}:{mode} ({stage})")
+    value = cold.value if cold.status == "ok" else None
+    if value is not None and value.get("status") == "load_error":
+        raise MeasureError(value["reason"])
+    if value is None or value["status"] not in ("ok", "fail_accuracy"):
+        row.update(
+            status=cold.status if value is None else value["status"],
+            reason=cold.reason if value is None else value.get("reason"),
+            stderr_tail=cold.stderr_tail if value is None else None,
+        )
+        return _finish(row, notify, cold.wall_s), (value or {}).get("environment")
+    _fill_from_child(row, value, is_baseline)
+    wall_s, timed_s = cold.wall_s, value.get("timed_s") or 0.0
+    if not is_baseline and policy["warm_cache"]:
+        warm_policy = {
+            **policy,
+            "min_time_s": min(policy["min_time_s"], 0.2),
+            "max_time_s": min(policy["max_time_s"], 1.0),
+            "dynamic_sizes": 0,
+        }
+        warm = _run_child(
+            {**kwargs, "policy": warm_policy, "warm_run": True},
+            sandbox,
+            cache_dir,
+            extra_env,
+            f"{backend.name}:{mode} (warm cache)",
+        )
+        wall_s += warm.wall_s
+        timed_s += (warm.value or {}).get("timed_s") or 0.0
+        if warm.status == "ok" and warm.value.get("first_call_s") is not None:
+            row["compile_s_warm"] = max(0.0, warm.value["first_call_s"] - warm.value["latency"]["median_ms"] / 1e3)
+    return _finish(row, notify, wall_s, timed_s), value.get("environment")
+
+
+def _run_child(kwargs: dict, sandbox: dict, cache_dir: Path, extra_env: dict, stage: str) -> SandboxResult:
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    result = run_in_sandbox(CHILD, kwargs, cache_dir=str(cache_dir), stage=stage, extra_env=extra_env, **sandbox)
+    if result.status == "cancelled":
+        raise MeasurementCancelled(result.reason or "cancelled")
+    return result
+
+
+def _fill_from_child(row: Measurement, value: dict, is_baseline: bool) -> None:
+    latency = value["latency"]
+    compile_s = 0.0 if is_baseline else max(0.0, value["first_call_s"] - latency["median_ms"] / 1e3)
+    row.update(
+        status=value["status"],
+        reason=value.get("reason"),
+        compile_s_cold=compile_s,
+        compile_s_warm=0.0 if is_baseline else None,
+        latency=latency,
+        eager_latency=value["eager_latency"],
+        speedup_vs_eager=value["speedup_vs_eager"],
+        speedup_ci=value["speedup_ci"],
+        peak_memory_mb=value["peak_memory_mb"],
+        memory_kind=value["memory_kind"],
+        accuracy=value["accuracy"],
+        graph_count=value.get("graph_count"),
+        graph_breaks=value.get("graph_breaks"),
+        recompiles=value.get("recompiles"),
+        throughput=value.get("throughput"),
+        dynamic=value.get("dynamic"),
+        compile_breakdown=value.get("compile_breakdown"),
+    )
+    if value.get("training"):
+        row["training"] = value["training"]  # type: ignore[typeddict-unknown-key]
+    determinism = value.get("determinism") or {}
+    notes = []
+    if determinism and not determinism.get("deterministic", True):
+        notes.append(f"two eager runs differ by up to {determinism['max_abs_diff']:.3g}: the model is nondeterministic")
+    if determinism.get("fp64_note"):
+        notes.append(determinism["fp64_note"])
+    if notes and row["accuracy"] is not None:
+        row["accuracy"]["reason"] = "; ".join(notes)
+
+
+def _empty_row(backend: Any, mode: str, device: str, workload: str, snippet: str) -> Measurement:
+    return Measurement(
+        backend=backend.name,
+        mode=mode,
+        family=backend.family,
+        device=device,  # type: ignore[typeddict-item]
+        workload=workload,
+        status="unavailable",
+        reason=None,
+        stderr_tail=None,
+        compile_s_cold=None,
+        compile_s_warm=None,
+        latency=None,
+        eager_latency=None,
+        speedup_vs_eager=None,
+        speedup_ci=None,
+        peak_memory_mb=None,
+        memory_kind=None,
+        accuracy=None,
+        graph_count=None,
+        graph_breaks=None,
+        recompiles=None,
+        throughput=None,
+        dynamic=None,
+        compile_breakdown=None,
+        wall_s=0.0,
+        snippet=snippet,
+    )
+
+
+def _finish(row: Measurement, notify: Progress, wall_s: float, timed_s: float | None = None) -> Measurement:
+    """Stamp the wall time and announce the row; `timed_s` (seconds spent in timed windows) goes only to progress."""
+    row["wall_s"] = wall_s
+    notify(
+        {
+            "backend": row["backend"],
+            "mode": row["mode"],
+            "stage": "done",
+            "status": row["status"],
+            "iterations": (row.get("latency") or {}).get("n", 0),
+            "timed_s": timed_s,
+        }
+    )
+    return row
+
+
+def not_measured(spec: str, mode: str, device: str, workload: str, reason: str) -> Measurement:
+    from advisor.harness.backends import CompileRequest, get_backend
+
+    backend = get_backend(spec)
+    snippet = backend.snippet_for(CompileRequest(mode=mode, device=device, workload=workload))
+    row = _empty_row(backend, mode, device, workload, snippet)
+    row["reason"] = reason
+    return row
