@@ -32,7 +32,7 @@ PAIRS = [
     (schema.LatencyStats, LatencyStats),
     (schema.Accuracy, Accuracy),
     (schema.Environment, Environment),
-    (schema.Measurement, MeasurementRow),
+    (schema.MeasurementRowDict, MeasurementRow),
     (schema.MeasurementRun, MeasurementRun),
     (schema.RuleStep, RuleStep),
     (schema.Recommendation, Recommendation),

@@ -138,7 +138,7 @@ class Environment(TypedDict, total=False):
     measured_on: str
 
 
-class Measurement(TypedDict, total=False):
+class MeasurementRowDict(TypedDict, total=False):
     backend: str  # "eager", "inductor", "torchair", "onnxruntime", "openvino", "tensorrt"
     mode: str  # "default", "max-autotune", "reduce-overhead", "npugraph_ex", ...
     family: Literal["baseline", "generic", "vendor", "export"]
@@ -172,7 +172,7 @@ class Measurement(TypedDict, total=False):
 class MeasurementRun(TypedDict):
     environment: Environment
     workload: Workload
-    measurements: list[Measurement]
+    measurements: list[MeasurementRowDict]
     quality: NotRequired[dict]  # advisor.core.noise: {"noisy", "whole_run", "reasons", "noisy_rows", "unresolved", ...}
 
 

@@ -1,4 +1,4 @@
-"""One measured option and the run it belongs to (advisor.core.schema.Measurement / MeasurementRun).
+"""One measured option and the run it belongs to (advisor.core.schema.MeasurementRowDict / MeasurementRun).
 
 The row model is `MeasurementRow`: `Measurement` is app.models' table of the indexed row columns.
 """

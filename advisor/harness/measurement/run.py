@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from advisor.core import noise
-from advisor.core.schema import Environment, Measurement, MeasurementRun
+from advisor.core.schema import Environment, MeasurementRowDict, MeasurementRun
 from advisor.harness.measurement.plan import (
     DEFAULT_MEMORY_LIMIT_MB,
     DEFAULT_TIMEOUT_S,
@@ -62,7 +62,7 @@ def measure_model(
     accuracy_tolerance: dict | None = None,
     remeasure: bool = True,
 ) -> MeasurementRun:
-    """Measure `path` on `device`; returns one Measurement per (backend, mode), eager included.
+    """Measure `path` on `device`; returns one MeasurementRowDict per (backend, mode), eager included.
 
     Raises MeasureError for a bad model file / inputs / backend name, MeasurementCancelled when
     `cancel` fires. `timeout_s` and `memory_limit_mb` apply to each child separately.
@@ -108,7 +108,7 @@ def measure_model(
     }
     try:
         environment: Environment | None = None
-        rows: list[Measurement] = []
+        rows: list[MeasurementRowDict] = []
         baseline_failed: str | None = None
         for index, (spec, mode) in enumerate(variants):
             if baseline_failed:
@@ -185,7 +185,7 @@ def _middle_eager_ms(run: MeasurementRun) -> float | None:
     return values[(len(values) - 1) // 2] if values else None
 
 
-def _noise_score(row: Measurement, middle_eager_ms: float | None) -> tuple[int, float]:
+def _noise_score(row: MeasurementRowDict, middle_eager_ms: float | None) -> tuple[int, float]:
     """Lower is quieter: how many pieces of noise evidence (advisor.core.noise.row_noise, plus an eager median off the
     run's middle one), then how wide the interval is."""
     evidence = len(noise.row_noise(row))

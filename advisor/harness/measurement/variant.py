@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from advisor.core.schema import Environment, Measurement
+from advisor.core.schema import Environment, MeasurementRowDict
 from advisor.harness.measurement.plan import CHILD, MeasureError, MeasurementCancelled
 from advisor.harness.sandbox import SandboxResult, run_in_sandbox
 
@@ -23,7 +23,7 @@ def measure_one(
     cache_dir: Path,
     policy: dict,
     stage: str = "cold",
-) -> tuple[Measurement, Environment | None]:
+) -> tuple[MeasurementRowDict, Environment | None]:
     from advisor.harness.backends import CompileRequest, get_backend
 
     backend = get_backend(spec)
@@ -78,7 +78,7 @@ def _run_child(kwargs: dict, sandbox: dict, cache_dir: Path, extra_env: dict, st
     return result
 
 
-def _fill_from_child(row: Measurement, value: dict, is_baseline: bool) -> None:
+def _fill_from_child(row: MeasurementRowDict, value: dict, is_baseline: bool) -> None:
     latency = value["latency"]
     compile_s = 0.0 if is_baseline else max(0.0, value["first_call_s"] - latency["median_ms"] / 1e3)
     row.update(
@@ -112,8 +112,8 @@ def _fill_from_child(row: Measurement, value: dict, is_baseline: bool) -> None:
         row["accuracy"]["reason"] = "; ".join(notes)
 
 
-def _empty_row(backend: Any, mode: str, device: str, workload: str, snippet: str) -> Measurement:
-    return Measurement(
+def _empty_row(backend: Any, mode: str, device: str, workload: str, snippet: str) -> MeasurementRowDict:
+    return MeasurementRowDict(
         backend=backend.name,
         mode=mode,
         family=backend.family,
@@ -142,7 +142,9 @@ def _empty_row(backend: Any, mode: str, device: str, workload: str, snippet: str
     )
 
 
-def _finish(row: Measurement, notify: Progress, wall_s: float, timed_s: float | None = None) -> Measurement:
+def _finish(
+    row: MeasurementRowDict, notify: Progress, wall_s: float, timed_s: float | None = None
+) -> MeasurementRowDict:
     """Stamp the wall time and announce the row; `timed_s` (seconds spent in timed windows) goes only to progress."""
     row["wall_s"] = wall_s
     notify(
@@ -158,7 +160,7 @@ def _finish(row: Measurement, notify: Progress, wall_s: float, timed_s: float | 
     return row
 
 
-def not_measured(spec: str, mode: str, device: str, workload: str, reason: str) -> Measurement:
+def not_measured(spec: str, mode: str, device: str, workload: str, reason: str) -> MeasurementRowDict:
     from advisor.harness.backends import CompileRequest, get_backend
 
     backend = get_backend(spec)
