@@ -1,6 +1,8 @@
 """Analyses: submission (with dedupe), re-runs, the public view and the list.
 
-An analysis has exactly one job; its status, stage and progress are the job's (no second copy to keep in sync).
+An analysis has exactly one measure job; its status, stage and progress are that job's (no second copy to keep in
+sync). One submitted while no worker can measure it also gets an inspect job (app.job_queue), whose results give
+it an unmeasured recommendation meanwhile; every "job of an analysis" here is its measure job.
 What a finished job stores on its analysis (results, recommendation) is app.outcomes, called by the queue's
 completion (app.job_queue); reports come from `advisor.core.report`, torch-free.
 """
@@ -21,7 +23,7 @@ from sqlmodel import Session
 
 from advisor.core.noise import is_noisy
 from app.job_queue import JobQueue
-from app.models import Analysis, Artifact, Job
+from app.models import MEASURE, Analysis, Artifact, Job
 
 # Re-exported for the routes that re-decide a stored analysis; the queue's completion uses app.outcomes itself.
 from app.outcomes import DecisionFailed as DecisionFailed
@@ -39,6 +41,7 @@ ANALYSIS_STATUS = {
 }
 JOB_STATUS = {analysis: job for job, analysis in ANALYSIS_STATUS.items()}
 SUBMIT_ATTEMPTS = 3  # a submission's transaction, again after losing an artifact-row insert race (PostgreSQL)
+_measure_job = and_(Job.analysis_id == Analysis.id, Job.purpose == MEASURE)  # the join "analysis and its job"
 SORTABLE = {
     "created_at": Analysis.created_at,
     "updated_at": Analysis.updated_at,
@@ -172,6 +175,7 @@ def _submit_once(
         device_kind=target,
         backends=backends,
         dedupe_key=job_key,
+        inspect_meanwhile=queue.should_inspect_meanwhile(session, target, backends),
     )
     if not created:  # cannot happen under the locks above; never leave an analysis without a job
         if inspect(analysis).persistent:
@@ -255,7 +259,7 @@ def _recent_duplicate(session: Session, key: str, since: datetime) -> tuple[Anal
     noisy (advisor.core.noise): then the new submission measures again."""
     row = session.execute(
         select(Analysis, Job)
-        .join(Job, Job.analysis_id == Analysis.id)
+        .join(Job, _measure_job)
         .where(Analysis.dedupe_key == key, Analysis.created_at >= since)
         .where(Job.status.in_(("queued", "running", "succeeded")))
         .order_by(Analysis.id.desc())
@@ -269,7 +273,9 @@ def _recent_duplicate(session: Session, key: str, since: datetime) -> tuple[Anal
 
 
 def job_of(session: Session, analysis_id: int) -> Job | None:
-    return session.scalars(select(Job).where(Job.analysis_id == analysis_id).order_by(Job.id.desc())).first()
+    """The analysis' measure job (its status is the analysis' status)."""
+    query = select(Job).where(Job.analysis_id == analysis_id, Job.purpose == MEASURE).order_by(Job.id.desc())
+    return session.scalars(query).first()
 
 
 def analysis_view(
@@ -290,9 +296,14 @@ def analysis_view(
         "measurements": analysis.measurements,
         "recommendation": analysis.recommendation,
         "error": job.last_error if job and view["status"] == "failed" else None,
-        "waiting_for_worker": queue.waiting_for_worker(session, job) if job else None,
+        "waiting_for_worker": queue.waiting_for_worker(session, job, unmeasured=_unmeasured(analysis)) if job else None,
         "job": {"id": job.id, "attempts": job.attempts, "max_attempts": job.max_attempts} if job else None,
     }
+
+
+def _unmeasured(analysis: Analysis) -> bool:
+    """The analysis shows a recommendation without measurements (its inspect job's, while it waits)."""
+    return analysis.recommendation is not None and analysis.measurements is None
 
 
 def analysis_core(
@@ -375,7 +386,7 @@ def list_analyses(
     if submitter:
         conditions.append(Analysis.submitted_by == submitter)
     where = and_(True, *conditions)
-    base = select(Analysis, Job).join(Job, Job.analysis_id == Analysis.id).where(where)
+    base = select(Analysis, Job).join(Job, _measure_job).where(where)
     total = session.scalar(select(func.count()).select_from(base.subquery())) or 0
     column = SORTABLE[sort]
     ordering = column.asc() if order == "asc" else column.desc()

@@ -10,6 +10,10 @@ Worker identity: a worker token acts (claims, deregisters) only for the workers 
 not spend an attempt, so it is counted instead: the `max_releases`-th release of a job dead-letters it.
 All state is in the database and the clock is injected, so a server restart needs no recovery step
 and tests can move time (the README's deployment section describes the protocol).
+Purposes: an analysis has one "measure" job, on its target's device kind; its status is the analysis' status.
+When no worker can claim that job at submission, an "inspect" job (device kind "any": any worker claims it)
+gives the analysis its inspection and an unmeasured recommendation meanwhile. An inspect job never changes the
+analysis' status, never overwrites a measurement, and ends (cancelled) when its measure job ends.
 """
 
 from __future__ import annotations
@@ -28,12 +32,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlmodel import Session
 
-from app.models import Analysis, Job, JobEvent, JobRequirement, Worker
+from app.models import ANY_DEVICE, INSPECT, MEASURE, Analysis, Job, JobEvent, JobRequirement, Worker
 from app.outcomes import DecisionFailed, decide_recommendation, store_outcome
 from app.results import ERROR_CHARS, ResultsInvalid, accept_results, truncate_text
 
 Clock = Callable[[], datetime]
 OutcomeRecorder = Callable[[Session, Job], None]
+INSPECT_PRIORITY = 10  # an inspection takes seconds: it goes before the measurements queued on the same workers
 
 
 def utcnow() -> datetime:
@@ -167,8 +172,12 @@ class JobQueue:
         backends: Iterable[str] = (),
         dedupe_key: str | None = None,
         priority: int = 0,
+        inspect_meanwhile: bool = False,
     ) -> tuple[Job, bool]:
-        """Add a job; (job, created). An active job with the same dedupe_key is returned instead."""
+        """Add a measure job; (job, created). An active job with the same dedupe_key is returned instead.
+
+        `inspect_meanwhile`: also add an inspect job for the analysis, in the same transaction (no worker can
+        measure it now: see `unclaimable_reason`)."""
         backends = sorted(set(backends))
         with _transaction(session):
             if dedupe_key is not None and (existing := self._active_job_with_key(session, dedupe_key)):
@@ -195,22 +204,54 @@ class JobQueue:
                 return existing, False
             session.add_all(JobRequirement(job_id=job.id, backend=name) for name in backends)
             self._event(session, job, "enqueued", at=now)
+            if inspect_meanwhile:
+                self._add_inspection(session, analysis_id, now)
         return job, True
 
+    def _add_inspection(self, session: Session, analysis_id: int, now: datetime) -> Job:
+        inspection = Job(
+            analysis_id=analysis_id,
+            purpose=INSPECT,
+            device_kind=ANY_DEVICE,
+            backends=[],
+            priority=INSPECT_PRIORITY,
+            max_attempts=self.policy.max_attempts,
+            available_at=now,
+            created_at=now,
+        )
+        session.add(inspection)
+        session.flush()
+        self._event(session, inspection, "enqueued", at=now)
+        return inspection
+
     def cancel(self, session: Session, *, job_id: int) -> Job:
-        """Cancel: a queued job at once; a running one is flagged and its worker sees it on the next heartbeat."""
+        """Cancel: a queued job at once; a running one is flagged and its worker sees it on the next heartbeat.
+        Cancelling a measure job cancels its analysis' inspection too."""
         with _transaction(session):
             job = self._get(session, job_id)
-            if job.status == "queued":
-                self._finish(job, "cancelled")
-                self._event(session, job, "cancelled")
-            elif job.status == "running":
-                if not job.cancel_requested:
-                    job.cancel_requested = True
-                    self._event(session, job, "cancel_requested")
-            else:
+            if job.status not in ("queued", "running"):
                 raise InvalidTransition(f"job {job_id} is already {job.status}; there is nothing to cancel")
+            self._cancel_one(session, job)
+            if job.purpose == MEASURE:
+                self._end_inspections(session, job.analysis_id, reason="its analysis was cancelled")
         return job
+
+    def _cancel_one(self, session: Session, job: Job, detail: dict | None = None) -> None:
+        if job.status == "queued":
+            self._finish(session, job, "cancelled")
+            self._event(session, job, "cancelled", detail=detail)
+        elif job.status == "running" and not job.cancel_requested:
+            job.cancel_requested = True
+            self._event(session, job, "cancel_requested", detail=detail)
+
+    def _end_inspections(self, session: Session, analysis_id: int, *, reason: str) -> None:
+        """Cancel an analysis' active inspect jobs: its measure job ended (or was cancelled), so they are moot."""
+        for inspection in session.scalars(
+            select(Job)
+            .where(Job.analysis_id == analysis_id, Job.purpose == INSPECT, Job.status.in_(("queued", "running")))
+            .with_for_update()
+        ).all():
+            self._cancel_one(session, inspection, detail={"reason": reason})
 
     # ------------------------------------------------------------ workers
     def register_worker(
@@ -243,7 +284,7 @@ class JobQueue:
 
         One `UPDATE job ... WHERE id = (SELECT ... LIMIT 1 [FOR UPDATE SKIP LOCKED]) RETURNING`:
         queued jobs that are due, or running jobs whose lease expired and which have attempts left,
-        on the worker's device kind, whose required backends are all offered by the worker.
+        on the worker's device kind (or inspect jobs, of kind "any"), whose required backends the worker offers.
         Only `actor` may claim for the worker: its registering token or an admin (NotYourWorker otherwise).
         """
         now = self.clock()
@@ -318,7 +359,7 @@ class JobQueue:
             if record_outcome is not None:
                 record_outcome(session, job)
             job.progress = 1.0
-            self._finish(job, "succeeded")
+            self._finish(session, job, "succeeded")
             self._event(session, job, "completed")
             self._touch_worker(session, job.worker_id, self.clock())
         return job, True
@@ -338,8 +379,10 @@ class JobQueue:
             raise StaleLease(
                 f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it"
             )
-        analysis_id = job.analysis_id
+        analysis_id, purpose = job.analysis_id, job.purpose
         context = dict(session.get(Analysis, analysis_id).context)
+        if purpose == INSPECT:
+            measurements = None  # an inspection's recommendation is unmeasured whatever was sent
         session.commit()  # end the read's (write-locking, on SQLite) transaction: validating and deciding are slow
         try:
             inspection, measurements = accept_results(inspection, measurements)
@@ -355,7 +398,10 @@ class JobQueue:
         now = self.clock()
 
         def record(session: Session, job: Job) -> None:
-            store_outcome(session, analysis_id, inspection, measurements, recommendation, now)
+            if purpose == MEASURE:
+                store_outcome(session, analysis_id, inspection, measurements, recommendation, now)
+            elif self._awaits_measurement(session, analysis_id):  # never over a measured (or ended) analysis
+                store_outcome(session, analysis_id, inspection, None, recommendation, now)
 
         done, newly = self.complete(session, job_id=job_id, lease_token=lease_token, record_outcome=record)
         return Completion(done, newly_completed=newly)
@@ -370,7 +416,7 @@ class JobQueue:
             now = self.clock()
             job.last_error = error
             if job.cancel_requested:
-                self._finish(job, "cancelled")
+                self._finish(session, job, "cancelled")
                 self._event(session, job, "cancelled", detail={"error": error})
             elif retryable and job.attempts < job.max_attempts:
                 delay = self.backoff_s(job.attempts)
@@ -379,7 +425,7 @@ class JobQueue:
                 job.lease_expires_at = None
                 self._event(session, job, "retry_scheduled", detail={"error": error, "delay_s": round(delay, 3)})
             else:
-                self._finish(job, "failed")
+                self._finish(session, job, "failed")
                 self._event(session, job, "failed", detail={"error": error, "retryable": retryable})
             self._touch_worker(session, job.worker_id, now)
         return job
@@ -391,7 +437,7 @@ class JobQueue:
             if job.status == "cancelled" and self._token_matches(job, lease_token):
                 return job
             job = self._leased(session, job_id, lease_token)
-            self._finish(job, "cancelled")
+            self._finish(session, job, "cancelled")
             self._event(session, job, "cancelled")
         return job
 
@@ -420,7 +466,7 @@ class JobQueue:
             earlier = self._release_counts(session, [job.id for job in jobs])
             for job in jobs:
                 if job.cancel_requested:  # its worker left instead of confirming the cancel: done, not re-run
-                    self._finish(job, "cancelled")
+                    self._finish(session, job, "cancelled")
                     self._event(session, job, "cancelled", detail={"reason": f"worker {worker_id} deregistered"})
                     continue
                 releases = earlier.get(job.id, 0) + 1
@@ -431,7 +477,7 @@ class JobQueue:
                         "releases so that workers leaving repeatedly cannot hold it forever"
                     )
                     job.attempts = max(0, job.attempts - 1)  # a release spends no attempt, the last one included
-                    self._finish(job, "failed")
+                    self._finish(session, job, "failed")
                     self._event(session, job, "failed", detail={"error": job.last_error, "releases": releases})
                     report.dead_lettered.append(job.id)
                     continue
@@ -458,7 +504,7 @@ class JobQueue:
             ).all()
             for job in expired:
                 if job.cancel_requested:
-                    self._finish(job, "cancelled")
+                    self._finish(session, job, "cancelled")
                     self._event(session, job, "cancelled", detail={"reason": "lease expired after cancel"})
                     report.cancelled.append(job.id)
                 else:
@@ -466,7 +512,7 @@ class JobQueue:
                         f"lease expired: worker {job.worker_id} stopped sending heartbeats "
                         f"(attempt {job.attempts} of {job.max_attempts})"
                     )
-                    self._finish(job, "failed")
+                    self._finish(session, job, "failed")
                     self._event(session, job, "failed", detail={"error": job.last_error})
                     report.failed.append(job.id)
             silent_since = now - timedelta(seconds=self.policy.worker_lost_after_s)
@@ -478,32 +524,56 @@ class JobQueue:
         return report
 
     # ------------------------------------------------------------ reads
-    def waiting_for_worker(self, session: Session, job: Job) -> str | None:
-        """Why a queued job cannot be claimed by anyone now: no worker of its device kind was seen lately, or
-        none of them offers every backend it needs. None when some worker could claim it (or it is not queued)."""
-        if job.status != "queued":
+    def waiting_for_worker(self, session: Session, job: Job, *, unmeasured: bool = False) -> str | None:
+        """Why a queued measure job cannot be claimed by anyone now (see `unclaimable_reason`), worded for its
+        analysis: `unmeasured` when the analysis shows an unmeasured recommendation (from its inspect job) meanwhile.
+        None when some worker could claim it (or it is not queued)."""
+        if job.status != "queued" or job.purpose != MEASURE:
             return None
+        reason = self.unclaimable_reason(session, job.device_kind, job.backends or ())
+        kind = job.device_kind
+        if reason == "no_worker":
+            then = (
+                "the recommendation below is unmeasured; it is measured when one joins"
+                if unmeasured
+                else "the analysis waits in the queue until one joins"
+            )
+            return f"no worker for {kind} has been seen; {then} (`npu-advisor worker --device {kind}` on such a node)"
+        if reason == "no_backend":
+            then = "the recommendation below is unmeasured until one does" if unmeasured else "it waits until one does"
+            needed = ", ".join(sorted(set(job.backends or ())))
+            return f"no {kind} worker offers every backend this analysis asked for ({needed}); {then}"
+        return None
+
+    def should_inspect_meanwhile(self, session: Session, device_kind: str, backends: Iterable[str]) -> bool:
+        """Whether a new analysis also gets an inspect job: no worker can measure it now, but some worker (of
+        another kind) can inspect it at once. With no worker at all, none is added: the first to join may well be
+        one that measures it (an inspection first would be work thrown away)."""
+        if self.unclaimable_reason(session, device_kind, backends) is None:
+            return False
+        seen_since = self.clock() - timedelta(seconds=self.policy.worker_lost_after_s)
+        live = select(Worker.id).where(Worker.state == "active", Worker.last_seen_at >= seen_since).limit(1)
+        return session.scalar(live) is not None
+
+    def unclaimable_reason(self, session: Session, device_kind: str, backends: Iterable[str]) -> str | None:
+        """Why no worker could claim a job of this kind and backends now: "no_worker" (none of the kind was seen
+        lately) or "no_backend" (none of them offers every backend in `backends`); None when some worker could."""
         seen_since = self.clock() - timedelta(seconds=self.policy.worker_lost_after_s)
         offers = session.scalars(
             select(Worker.backends).where(
-                Worker.device_kind == job.device_kind, Worker.state == "active", Worker.last_seen_at >= seen_since
+                Worker.device_kind == device_kind, Worker.state == "active", Worker.last_seen_at >= seen_since
             )
         ).all()
         if not offers:
-            return (
-                f"no worker for {job.device_kind} has been seen; the analysis waits in the queue until one "
-                f"joins (`npu-advisor worker --device {job.device_kind}` on such a node)"
-            )
-        needed = set(job.backends or ())
+            return "no_worker"
+        needed = set(backends)
         if needed and not any(needed <= set(offered or ()) for offered in offers):
-            return (
-                f"no {job.device_kind} worker offers every backend this analysis asked for "
-                f"({', '.join(sorted(needed))}); it waits until one does"
-            )
+            return "no_backend"
         return None
 
     def queue_position(self, session: Session, job: Job) -> int | None:
-        """1 = next for its device kind; None when the job is not waiting."""
+        """1 = next for its device kind; None when the job is not waiting. Inspect jobs (kind "any") are not
+        counted: they take seconds, and a worker of the kind would also take them first."""
         if job.status != "queued":
             return None
         ahead = session.scalar(
@@ -534,7 +604,8 @@ class JobQueue:
                 select(Worker.device_kind).where(Worker.state == "active", Worker.last_seen_at >= seen_since).distinct()
             ).all()
         )
-        unserved = sorted(kind for kind in oldest if kind not in served)  # queued work no worker can take
+        # queued work no worker can take, per device kind (inspect jobs, of kind "any", wait with their analyses)
+        unserved = sorted(kind for kind in oldest if kind not in served and kind != ANY_DEVICE)
         return {"by_state": by_state, "oldest_waiting": oldest, "no_worker_for": unserved}
 
     def backoff_s(self, attempt: int) -> float:
@@ -574,10 +645,27 @@ class JobQueue:
     def _token_matches(job: Job, lease_token: str) -> bool:
         return job.lease_token is not None and hmac.compare_digest(job.lease_token, lease_token or "")
 
-    def _finish(self, job: Job, status: str) -> None:
+    def _finish(self, session: Session, job: Job, status: str) -> None:
+        """End a job. A measure job that ends (any way) ends its analysis' inspection too: it would be moot."""
         job.status = status
         job.finished_at = self.clock()
         job.lease_expires_at = None
+        if job.purpose == MEASURE:
+            self._end_inspections(session, job.analysis_id, reason=f"its analysis' measurement {status}")
+
+    @staticmethod
+    def _awaits_measurement(session: Session, analysis_id: int) -> bool:
+        """The analysis' measure job is still queued or running, so an inspection may show its recommendation.
+
+        Its row is locked, SKIP LOCKED (PostgreSQL): one being changed right now (e.g. completing, which then ends
+        this inspection) counts as not waiting, so this never waits for a lock the other side holds while it
+        waits for this inspect job's (no deadlock)."""
+        query = (
+            select(Job.id)
+            .where(Job.analysis_id == analysis_id, Job.purpose == MEASURE, Job.status.in_(("queued", "running")))
+            .with_for_update(skip_locked=True)
+        )
+        return session.scalar(query) is not None
 
     def _active_job_with_key(self, session: Session, dedupe_key: str) -> Job | None:
         return session.scalars(
@@ -631,7 +719,11 @@ def _claim_statement():  # noqa: ANN202 - an ORM UPDATE ... RETURNING Job, built
     )
     next_job_id = (
         select(candidate.id)
-        .where(claimable, candidate.device_kind == bindparam("wanted_device_kind"), ~exists(unmet_requirement))
+        .where(
+            claimable,
+            candidate.device_kind.in_((bindparam("wanted_device_kind"), ANY_DEVICE)),
+            ~exists(unmet_requirement),
+        )
         .order_by(candidate.priority.desc(), candidate.id)
         .limit(1)
         .with_for_update(skip_locked=True)  # PostgreSQL; SQLite has one writer at a time anyway

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, func, select
 from sqlmodel import Session
 
 from app.analyses import ANALYSIS_STATUS
-from app.models import Job
+from app.models import MEASURE, Job
 
 JOB_DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, float("inf"))
 
@@ -27,12 +27,18 @@ class _DatabaseCollector(Collector):
         outcomes = GaugeMetricFamily("advisor_analyses", "Analyses per status (outcome)", labels=["status"])
         with Session(self.engine) as session:
             rows = session.execute(
-                select(Job.status, Job.device_kind, func.count()).group_by(Job.status, Job.device_kind)
+                select(Job.status, Job.device_kind, Job.purpose, func.count()).group_by(
+                    Job.status, Job.device_kind, Job.purpose
+                )
             ).all()
         per_status: dict[str, int] = dict.fromkeys(ANALYSIS_STATUS.values(), 0)
-        for status, device, count in rows:
+        per_depth: dict[tuple[str, str], int] = {}
+        for status, device, purpose, count in rows:
+            per_depth[status, device] = per_depth.get((status, device), 0) + count
+            if purpose == MEASURE:  # an analysis' status is its measure job's (inspect jobs: device "any")
+                per_status[ANALYSIS_STATUS.get(status, status)] += count
+        for (status, device), count in per_depth.items():
             depth.add_metric([status, device], count)
-            per_status[ANALYSIS_STATUS.get(status, status)] += count
         for status, count in per_status.items():
             outcomes.add_metric([status], count)
         yield depth

@@ -14,6 +14,10 @@ from sqlmodel import Field, SQLModel
 
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 ACTIVE_JOB_STATES = ("queued", "running")
+# A job measures its analysis on the target's device kind, or (for a target no worker serves yet) only inspects it,
+# on a worker of any kind, so that the analysis has an unmeasured recommendation meanwhile (app.job_queue).
+MEASURE, INSPECT = "measure", "inspect"
+ANY_DEVICE = "any"  # the device kind of an inspect job: claimable by every worker
 ROLES = ("admin", "user", "worker")
 
 
@@ -43,7 +47,8 @@ class AnalysisBase(SQLModel):
 
 
 class Analysis(AnalysisBase, table=True):
-    """One submission: an artifact + deployment context, measured by one job, decided by the engine."""
+    """One submission: an artifact + deployment context, measured by one job, decided by the engine (and, while no
+    worker can measure it, inspected by a second job for an unmeasured recommendation meanwhile)."""
 
     id: int | None = Field(default=None, primary_key=True)
     artifact_sha256: str = Field(foreign_key="artifact.sha256", max_length=64)
@@ -80,7 +85,9 @@ class AnalysisPublic(AnalysisBase):
     created_at: datetime
     updated_at: datetime
     queue_position: int | None  # 1 = next for its device kind; None when not waiting
-    waiting_for_worker: str | None = None  # queued and no worker can claim it now: why (no worker of its kind seen)
+    # queued and no worker can claim it now: why (no worker of its kind seen), and whether the recommendation shown
+    # meanwhile is unmeasured ("no worker for npu has been seen; the recommendation below is unmeasured; ...")
+    waiting_for_worker: str | None = None
     job: dict[str, Any] | None  # {"id", "attempts", "max_attempts"}
 
 
@@ -158,6 +165,7 @@ class Job(JobBase, table=True):
     )
 
     id: int | None = Field(default=None, primary_key=True)
+    purpose: str = Field(default=MEASURE, max_length=16, sa_column_kwargs={"server_default": MEASURE})
     backends: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     dedupe_key: str | None = Field(default=None, max_length=64)
     status: str = Field(default="queued", max_length=16)

@@ -35,7 +35,8 @@ CANCEL = threading.Event()
 
 
 def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
-    """Inspect the job's artifact, then measure its backends: `advisor.harness.pipeline.run_analysis`, undecided."""
+    """Inspect the job's artifact, then measure its backends: `advisor.harness.pipeline.run_analysis`, undecided.
+    `spec["measure"]` false (an inspect job): the inspection alone, with no measurements."""
     from advisor.harness.measurement import DEFAULT_TIMEOUT_S
     from advisor.harness.pipeline import AnalysisRequest, run_analysis
 
@@ -47,6 +48,7 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
         workload=spec.get("workload", "inference"),
         optimizer=spec.get("optimizer", "sgd"),
         accuracy_tolerance=spec.get("accuracy_tolerance"),
+        measure=bool(spec.get("measure", True)),
         timeout_s=float(spec.get("timeout_s") or DEFAULT_TIMEOUT_S),  # the stage timeout applies to inspection too
         memory_limit_mb=spec.get("memory_limit_mb"),
     )

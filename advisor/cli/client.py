@@ -127,12 +127,14 @@ class AdvisorClient:
         analysis_id: str | int,
         *,
         on_update: Callable[[dict[str, Any]], None] | None = None,
+        until: Callable[[dict[str, Any]], bool] | None = None,
         poll_s: float = 1.0,
         timeout_s: float | None = None,
         outage_tolerance_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> dict[str, Any]:
-        """Poll until the analysis is done, failed or cancelled; `on_update` sees every poll's analysis.
+        """Poll until the analysis is done, failed or cancelled (or `until(analysis)` holds); `on_update` sees every
+        poll's analysis.
 
         A server that is briefly unreachable (a restart) is waited out for `outage_tolerance_s`.
         """
@@ -151,7 +153,7 @@ class AdvisorClient:
             else:
                 if on_update is not None:
                     on_update(analysis)
-                if analysis.get("status") in TERMINAL_STATUSES:
+                if analysis.get("status") in TERMINAL_STATUSES or (until is not None and until(analysis)):
                     return analysis
             if timeout_s is not None and time.monotonic() - started > timeout_s:
                 raise AdvisorError(f"analysis {analysis_id} did not finish within {timeout_s:g} s")

@@ -2,7 +2,9 @@
 
 The report is rendered locally with `advisor.core.report.render` from the stored analysis, so it reads
 exactly like `--local`. Progress (queue position, then the worker's stage) goes to stderr; the
-report alone goes to stdout. A busy server's 429 / 503 is waited out after its Retry-After (a line on
+report alone goes to stdout. A target no worker can measure (e.g. npu before an NPU worker joins) gets its
+unmeasured recommendation from another worker's inspection: that report is printed, and the measurement
+stays queued on the server. A busy server's 429 / 503 is waited out after its Retry-After (a line on
 stderr says so) a bounded number of times (`advisor.cli.client`).
 """
 
@@ -37,7 +39,8 @@ def analyze_remote(
     backends: list[str] | None = None,
     out: Path | None = None,
 ) -> int:
-    """Submit and (with `wait`) follow one analysis; returns the exit code (0 done, 1 failed/cancelled, 2 error).
+    """Submit and (with `wait`) follow one analysis; returns the exit code (0 done, or its unmeasured report while no
+    worker can measure it; 1 failed/cancelled; 2 error).
 
     `backends`: what the job measures (None: the server's choice); `out`: write the report there, not stdout."""
     err = Console(stderr=True)
@@ -98,12 +101,24 @@ def _follow(client: AdvisorClient, analysis_id: Any, err: Console) -> dict[str, 
                 bar.console.print(f"[yellow]{note}[/yellow]", highlight=False)
             bar.update(task, description=describe_progress(analysis), completed=float(analysis.get("progress") or 0))
 
-        return client.wait(analysis_id, on_update=update)
+        return client.wait(analysis_id, on_update=update, until=unmeasured_meanwhile)
+
+
+def unmeasured_meanwhile(analysis: dict[str, Any]) -> bool:
+    """No worker can measure it yet, and the server has its unmeasured recommendation (app.job_queue's inspect job)."""
+    return bool(
+        analysis.get("status") == "queued"
+        and analysis.get("waiting_for_worker")
+        and analysis.get("recommendation")
+        and not analysis.get("measurements")
+    )
 
 
 def _print_outcome(analysis: dict[str, Any], fmt: str, err: Console, out: Path | None = None) -> int:
     status = analysis.get("status")
-    if status != "done":
+    if unmeasured_meanwhile(analysis):  # its note (waiting_for_worker) was printed while following it
+        err.print(f"analysis {analysis.get('id')}: the measurement stays queued; the web UI shows it when it is done")
+    elif status != "done":
         reason = analysis.get("error") or "no reason recorded"
         err.print(f"[red]analysis {analysis.get('id')} {status}:[/red] {reason}", highlight=False)
         return EXIT_ANALYSIS_FAILED

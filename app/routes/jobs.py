@@ -8,9 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, HTTPException, Request
 from pydantic import BaseModel, BeforeValidator, Field
 
-from app.analyses import ANALYSIS_STATUS
+from app.analyses import ANALYSIS_STATUS, job_of
 from app.deps import QueueDep, SessionDep, WorkerDep
-from app.models import Job
+from app.models import MEASURE, Job
 from app.results import ERROR_CHARS, truncate_text
 
 router = APIRouter(tags=["jobs"])
@@ -52,7 +52,7 @@ class CompleteBody(BaseModel):
 
 class CompleteResponse(BaseModel):
     analysis_id: int
-    status: str
+    status: str  # the analysis' status: still "queued" after an inspect job, whose measurement is still to come
 
 
 class FailBody(BaseModel):
@@ -102,7 +102,8 @@ def complete(
         request.app.state.metrics.job_duration.labels("succeeded").observe(
             (job.finished_at - job.started_at).total_seconds()
         )
-    return CompleteResponse(analysis_id=job.analysis_id, status=ANALYSIS_STATUS[job.status])
+    measured_by = job if job.purpose == MEASURE else job_of(session, job.analysis_id) or job
+    return CompleteResponse(analysis_id=job.analysis_id, status=ANALYSIS_STATUS[measured_by.status])
 
 
 @router.post("/jobs/{job_id}/fail", responses=LEASE_RESPONSES)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -39,6 +39,8 @@ class ClaimedJob(BaseModel):
     inputs_url: str | None
     context: dict
     backends: list[str]
+    # "measure": inspect and measure; "inspect": the inspection alone (its analysis' target has no worker yet)
+    purpose: Literal["measure", "inspect"] = "measure"
 
 
 class ClaimResponse(BaseModel):
@@ -113,6 +115,7 @@ def _try_claim(engine, queue, worker_id: str, actor: Actor, base_url: str) -> Cl
                 inputs_url=f"{api}/analyses/{analysis.id}/inputs" if analysis.inputs_sha256 else None,
                 context=analysis.context,
                 backends=lease.job.backends,
+                purpose=lease.job.purpose,
             ),
             lease_token=lease.lease_token,
             lease_expires_at=lease.lease_expires_at,

@@ -14,20 +14,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, case, func, intersect, or_, select
+from sqlalchemy import Select, and_, case, func, intersect, or_, select
 from sqlmodel import Session
 
 from advisor.core.catalogue import option_label
 from app.analyses import ANALYSIS_STATUS, JOB_STATUS
-from app.models import Analysis, Job, Worker
+from app.models import MEASURE, Analysis, Job, Worker
 
 ANALYSIS_STATUSES = tuple(ANALYSIS_STATUS.values())
 TARGETS = ("npu", "cuda", "cpu")
 PER_PAGE_CHOICES = (25, 50, 100)
 STOPPED_WORKERS_SHOWN_S = 24 * 3600  # deregistered workers stay on the queue page this long
 
-# An analysis has exactly one job (app.analyses); its status is the job's, "failed" without one.
-_job_join = Job.analysis_id == Analysis.id
+# An analysis has exactly one measure job (app.analyses); its status is that job's, "failed" without one.
+_job_join = and_(Job.analysis_id == Analysis.id, Job.purpose == MEASURE)
 _status_expr = case(
     *((Job.status == job_status, status) for job_status, status in ANALYSIS_STATUS.items() if job_status != status),
     else_=func.coalesce(Job.status, "failed"),
@@ -143,7 +143,8 @@ def _matching_ids(filters: AnalysisFilters) -> list[Select]:
     if filters.submitter:
         ids.append(select(Analysis.id).where(Analysis.submitted_by == filters.submitter))
     if filters.status:
-        ids.append(select(Job.analysis_id).where(Job.status == JOB_STATUS.get(filters.status, filters.status)))
+        status = JOB_STATUS.get(filters.status, filters.status)
+        ids.append(select(Job.analysis_id).where(Job.status == status, Job.purpose == MEASURE))
     return ids
 
 
@@ -269,7 +270,8 @@ class QueueOverview:
 def queue_overview(
     session: Session, *, depth: dict, now: datetime, lost_after_s: float, limit: int = 50
 ) -> QueueOverview:
-    """Running and waiting jobs with their model names, and the workers: all but those stopped over a day ago."""
+    """Running and waiting jobs with their model names, and the workers: all but those stopped over a day ago.
+    Inspect jobs are listed too, as what they are (device kind "any", purpose "inspect")."""
     overview = QueueOverview(
         by_state=depth.get("by_state", {}),
         oldest_waiting=depth.get("oldest_waiting", {}),

@@ -47,3 +47,57 @@ def test_unreachable_database_is_not_ready(tmp_path):
     engine = create_db_engine(f"sqlite:///{tmp_path}")  # a directory, not a database file
     ready, reason = database_ready(engine)
     assert ready is False and reason.startswith("database unreachable")
+
+
+def test_migration_0003_makes_every_existing_job_a_measure_job(tmp_path):
+    from datetime import UTC, datetime
+
+    from alembic import command
+    from sqlalchemy import text
+
+    from app.db import alembic_config
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    config = alembic_config(url)
+    command.upgrade(config, "0002")
+    engine = create_db_engine(url)
+    now = datetime(2026, 1, 1, tzinfo=UTC).isoformat(" ")
+    with engine.begin() as db:
+        db.execute(text("INSERT INTO artifact VALUES ('a', 'model', NULL, 1, NULL, NULL, '[]', :now)"), {"now": now})
+        db.execute(
+            text(
+                "INSERT INTO analysis (id, model_name, target, submitted_by, artifact_sha256, context, backends,"
+                " dedupe_key, created_at, updated_at) VALUES (1, 'm', 'npu', 'x', 'a', '{}', '[]', 'k', :now, :now)"
+            ),
+            {"now": now},
+        )
+        db.execute(
+            text(
+                "INSERT INTO job (id, analysis_id, device_kind, priority, max_attempts, backends, status, attempts,"
+                " available_at, cancel_requested, created_at) VALUES (1, 1, 'npu', 0, 3, '[]', 'queued', 0, :now,"
+                " 0, :now)"
+            ),
+            {"now": now},
+        )
+    engine.dispose()
+
+    command.upgrade(config, "head")
+    engine = create_db_engine(url)
+    with engine.begin() as db:
+        assert db.execute(text("SELECT purpose FROM job")).scalars().all() == ["measure"]
+        db.execute(
+            text(
+                "INSERT INTO job (id, analysis_id, purpose, device_kind, priority, max_attempts, backends, status,"
+                " attempts, available_at, cancel_requested, created_at) VALUES (2, 1, 'inspect', 'any', 10, 3, '[]',"
+                " 'queued', 0, :now, 0, :now)"
+            ),
+            {"now": now},
+        )
+    engine.dispose()
+
+    command.downgrade(config, "0002")  # an inspect job would read as a measurement to the older code: removed
+    engine = create_db_engine(url)
+    with engine.connect() as db:
+        assert db.execute(text("SELECT id, device_kind FROM job")).all() == [(1, "npu")]
+    engine.dispose()
+    command.upgrade(config, "head")

@@ -82,3 +82,12 @@ def sandboxed_sleep(spec: dict[str, Any], emit) -> dict[str, Any]:
         isolation=NO_ISOLATION,  # the test reads the child's host pid; isolated kills: tests/test_sandbox.py
     )
     return RESULT
+
+
+def inspect_or_measure(spec: dict[str, Any], emit) -> dict[str, Any]:
+    """Like the real runner: the inspection alone when the spec says not to measure (an inspect job)."""
+    emit(ProgressEvent("inspect", 0.0))
+    if not spec["measure"]:
+        return {**RESULT, "measurements": None}
+    emit(ProgressEvent("measure", 0.5, backend="eager", mode="default"))
+    return RESULT

@@ -195,6 +195,15 @@ def test_the_jobs_workload_optimizer_and_tolerance_reach_the_measurement(
     assert ran == [("training", "adamw", {"atol": 1e-3, "rtol": None}), ("inference", "sgd", None)]
 
 
+def test_an_inspect_job_runs_the_inspection_alone(api: WorkerApi, server: FakeServer, tmp_path: Path):
+    server.add_job(purpose="inspect", backends=[])
+    server.add_job()  # a measure job (no purpose: an older server's)
+    make_agent(api, tmp_path, "fake_stages:inspect_or_measure", max_jobs=2).run()
+    inspected, measured = server.bodies("complete")
+    assert inspected["inspection"] is not None and inspected["measurements"] is None
+    assert measured["measurements"] is not None
+
+
 def test_a_worker_started_before_the_server_waits_for_it(api: WorkerApi, server: FakeServer, tmp_path: Path):
     server.inject("register", *[httpx.ConnectError("connection refused")] * 8, 503)
     server.add_job()

@@ -207,3 +207,18 @@ def _fast_wait(wait):  # noqa: ANN001, ANN202 - the real polling loop without it
         return wait(self, analysis_id, **{**options, "sleep": lambda _s: None})
 
     return fast
+
+
+def test_analyze_remote_prints_the_unmeasured_report_while_no_worker_can_measure(monkeypatch, model_file: Path, capsys):
+    note = "no worker for npu has been seen; the recommendation below is unmeasured; it is measured when one joins"
+    recommendation = {"backend": "torchair", "mode": "default", "measured": False, "path": [], "caveats": []}
+    waiting = {"status": "queued", "waiting_for_worker": "no worker for npu has been seen; the analysis waits"}
+    inspected = {"status": "queued", "waiting_for_worker": note, "recommendation": recommendation}
+    never = {"status": "failed", "error": "the test's analysis never gets here"}
+    _patch_client(monkeypatch, FakeAnalysisApi([waiting, inspected, never]))
+    monkeypatch.setattr(AdvisorClient, "wait", _fast_wait(AdvisorClient.wait))
+    code = analyze_remote(model=model_file, context={}, server="http://advisor.test", token=None, wait=True, fmt="json")
+    captured = capsys.readouterr()
+    assert code == 0 and json.loads(captured.out)["recommendation"]["measured"] is False
+    said = " ".join(captured.err.split())  # as wrapped on the terminal
+    assert said.count(note) == 1 and "the measurement stays queued" in said

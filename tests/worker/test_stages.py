@@ -84,3 +84,24 @@ def test_a_failed_inspection_carries_the_childs_last_stderr_lines(tmp_path: Path
     result = run_stages(spec, lambda event: None)
     assert result["error"].startswith("inspection failed (crashed): inspection crashed: the process was killed by")
     assert "Fatal Python error: Segmentation fault" in result["error"] and result["retryable"] is False
+
+
+def test_an_inspect_job_inspects_and_measures_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import advisor.harness.isolated_inspection
+    from advisor.harness.sandbox import SandboxResult
+    from workers.stages import run_stages
+
+    inspected = SandboxResult("ok", {"format": "exported_program", "ops": []}, None, None, 1.0)
+    monkeypatch.setattr(advisor.harness.isolated_inspection, "inspect_isolated", lambda *a, **k: inspected)
+
+    def no_measuring(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("an inspect job measured")
+
+    monkeypatch.setattr(advisor.harness.measure, "measure_model", no_measuring)
+    model = tmp_path / "m.pt2"
+    model.write_bytes(b"stand-in: never loaded")
+    spec = {"artifact_path": str(model), "device": "cpu", "backends": ["eager"], "measure": False, "job": {}}
+    stages: list[str] = []
+    result = run_stages(spec, lambda event: stages.append(event.label))
+    assert result == {"inspection": inspected.value, "measurements": None, "error": None, "retryable": False}
+    assert stages == ["inspect"]
