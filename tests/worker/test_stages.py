@@ -97,7 +97,7 @@ def test_an_inspect_job_inspects_and_measures_nothing(tmp_path: Path, monkeypatc
     def no_measuring(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("an inspect job measured")
 
-    monkeypatch.setattr(advisor.harness.measure, "measure_model", no_measuring)
+    monkeypatch.setattr(advisor.harness.measurement, "measure_model", no_measuring)
     model = tmp_path / "m.pt2"
     model.write_bytes(b"stand-in: never loaded")
     spec = {"artifact_path": str(model), "device": "cpu", "backends": ["eager"], "measure": False, "job": {}}
