@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -10,6 +12,20 @@ import pytest
 
 # Every test run gets its own Inductor cache so cold/warm compile numbers mean what they say.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="npu-advisor-inductor-"))
+# The trusted precompiled header (advisor.harness.inductor_headers), one per venv and kept between runs. The default
+# cache is keyed by torch, Python and compiler versions only, but Inductor's header hash also covers the include
+# paths, i.e. the venv's location: a header built from another checkout's venv is offered, never matches, and every
+# sandboxed Inductor compile of the run then precompiles its own 155 MB header (~30 s each on two cores).
+os.environ.setdefault(
+    "ADVISOR_INDUCTOR_HEADER_CACHE",
+    str(
+        Path.home()
+        / ".cache"
+        / "npu-advisor"
+        / "test-inductor-headers"
+        / hashlib.sha256(sys.prefix.encode()).hexdigest()[:16]
+    ),
+)
 
 
 @pytest.fixture
