@@ -16,7 +16,7 @@ def test_onnxruntime_cold_compile_includes_the_export_and_warm_loads_the_saved_f
     ok, why = get_backend("onnxruntime").available("cpu")
     if not ok:
         pytest.skip(why)
-    run = measure_model(mlp_file, backends=["onnxruntime"], timing=TIMING, timeout_s=300)
+    run = measure_model(mlp_file, backends=["onnxruntime"], timing=TIMING, timeout_s=300, remeasure=False)
     row = {r["backend"]: r for r in run["measurements"]}["onnxruntime"]
     assert row["status"] == "ok", (row["reason"], row["stderr_tail"])
     breakdown = row["compile_breakdown"]

@@ -15,6 +15,8 @@ from models import export_dynamic_batch, mlp  # noqa: E402
 from advisor.harness.measurement import MeasureError, MeasurementCancelled, TimingPolicy, measure_model  # noqa: E402
 
 T = "backends_for_tests"
+# with remeasure=False where the timing quality is not the subject (tests/test_measure_noise.py): a re-measure is
+# one more child per noisy row of these short windows
 FAST = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, warm_cache=False)
 DOUBLES = Path(__file__).resolve().parent / "doubles"
 
@@ -36,7 +38,8 @@ def test_every_way_a_backend_can_fail_becomes_a_readable_status(mlp_file):
             "FailingAtRuntimeBackend",
         )
     ]
-    run = measure_model(mlp_file, backends=backends, timing=FAST, timeout_s=25, memory_limit_mb=4096)
+    # the hanging backend costs the whole timeout: 15 s still leaves the other children twice what they need
+    run = measure_model(mlp_file, backends=backends, timing=FAST, timeout_s=15, memory_limit_mb=4096, remeasure=False)
     rows = _rows(run)
     expected = {
         "eager": "ok",
@@ -50,7 +53,7 @@ def test_every_way_a_backend_can_fail_becomes_a_readable_status(mlp_file):
     }
     assert {name: row["status"] for name, row in rows.items()} == expected
     assert "SIGABRT" in rows["test-abort"]["reason"]
-    assert "25 s" in rows["test-hang"]["reason"]
+    assert "15 s" in rows["test-hang"]["reason"]
     assert "memory" in rows["test-oom"]["reason"].lower()
     assert "float64 reference" in rows["test-wrong"]["reason"] and not rows["test-wrong"]["accuracy"]["passed"]
     assert "advisor_test_missing_vendor_sdk" in rows["test-missing"]["reason"]
@@ -67,7 +70,7 @@ def test_every_way_a_backend_can_fail_becomes_a_readable_status(mlp_file):
 def test_the_contexts_accuracy_tolerance_replaces_the_dtype_defaults(mlp_file):
     wrong = f"{T}:WrongNumbersBackend"  # every output off by exactly 1.0
     tolerance = {"atol": 1.5, "rtol": None}
-    loose = _rows(measure_model(mlp_file, backends=[wrong], timing=FAST, accuracy_tolerance=tolerance))
+    loose = _rows(measure_model(mlp_file, backends=[wrong], timing=FAST, accuracy_tolerance=tolerance, remeasure=False))
     assert loose["test-wrong"]["status"] == "ok" and loose["test-wrong"]["accuracy"]["atol"] == 1.5
     assert loose["test-wrong"]["accuracy"]["rtol"] == pytest.approx(1e-4)  # None keeps float32's default
 
@@ -99,7 +102,7 @@ def test_eager_baseline_row_has_statistics_memory_accuracy_and_environment(mlp_f
 def test_dynamo_backend_is_timed_side_by_side_and_dynamic_sizes_count_recompiles(tmp_path):
     model, inputs = mlp()
     path = export_dynamic_batch(tmp_path / "dyn.pt2", model, inputs, max_batch=64)
-    run = measure_model(path, backends=[f"{T}:DynamoEagerBackend"], timing=FAST, timeout_s=120)
+    run = measure_model(path, backends=[f"{T}:DynamoEagerBackend"], timing=FAST, timeout_s=120, remeasure=False)
     row = _rows(run)["test-dynamo-eager"]
     assert row["status"] == "ok", row["reason"]
     assert row["graph_count"] >= 1 and row["graph_breaks"] == 0
@@ -140,7 +143,9 @@ def test_cancel_kills_the_running_child_and_stops_the_measurement(mlp_file):
 
 def test_npu_test_double_is_labelled_test_double_never_npu(mlp_file, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(DOUBLES))
-    run = measure_model(mlp_file, backends=["torchair:max-autotune"], device="npu", timing=FAST, timeout_s=180)
+    run = measure_model(
+        mlp_file, backends=["torchair:max-autotune"], device="npu", timing=FAST, timeout_s=180, remeasure=False
+    )
     assert run["environment"]["measured_on"] == "test-double"
     assert run["environment"]["device"] == "npu"
     rows = _rows(run)
@@ -152,7 +157,8 @@ def test_npu_test_double_is_labelled_test_double_never_npu(mlp_file, monkeypatch
 @pytest.mark.slow
 def test_inductor_cold_and_warm_compile_are_both_measured(mlp_file):
     policy = TimingPolicy(min_iters=20, min_time_s=0.2, max_time_s=1.0)
-    run = measure_model(mlp_file, backends=["inductor:default"], timing=policy, timeout_s=300)
+    # no re-measure: no timing quality is asserted here, and a noisy host would start a third Inductor child
+    run = measure_model(mlp_file, backends=["inductor:default"], timing=policy, timeout_s=300, remeasure=False)
     row = _rows(run)["inductor"]
     assert row["status"] == "ok", (row["reason"], row["stderr_tail"])
     assert row["accuracy"]["passed"]
@@ -220,11 +226,13 @@ def test_fast_calls_are_timed_in_blocks_and_each_sample_is_the_block_mean():
 
 
 def compile_and_count_cache_files() -> dict:
-    """Sandbox target: one Inductor compile; how many files it left in this child's own cache dir."""
+    """Sandbox target: one Inductor compile; how many files it left in this child's own cache dir. One extern matmul:
+    Inductor still writes its FX-graph entry and wrapper code there but runs no g++ (~5 s, not ~30 s on two cores;
+    C++ kernels are the measurement tests' and test_inductor_headers' subject)."""
     import os
 
-    compiled = torch.compile(lambda x: (x * 2).sin())
-    compiled(torch.ones(8))
+    compiled = torch.compile(lambda x: x @ x)
+    compiled(torch.ones(8, 8))
     root = os.environ["TORCHINDUCTOR_CACHE_DIR"]
     return {"files": sum(len(files) for _, _, files in os.walk(root)), "parent": os.getppid()}
 
@@ -251,3 +259,16 @@ def test_children_forked_from_the_preloaded_zygote_compile_into_their_own_cache_
         assert result.value["files"] > 0
         zygote_cache = zygote._workdir / "cache"  # the cache dir in the zygote's own environment
         assert not [p for p in zygote_cache.rglob("*") if p.is_file()]
+
+
+def test_the_timing_env_override_replaces_only_the_default_policy(monkeypatch):
+    """advisor.harness.measurement.run.TIMING_ENV (tests/service_env.py): read when no `timing` is passed, strict."""
+    from advisor.harness.measurement.run import TIMING_ENV, default_timing
+
+    monkeypatch.delenv(TIMING_ENV, raising=False)
+    assert default_timing() == TimingPolicy()
+    monkeypatch.setenv(TIMING_ENV, '{"max_time_s": 0.3, "warm_cache": false}')
+    assert default_timing() == TimingPolicy(max_time_s=0.3, warm_cache=False)
+    monkeypatch.setenv(TIMING_ENV, '{"max_time": 0.3}')
+    with pytest.raises(TypeError):
+        default_timing()

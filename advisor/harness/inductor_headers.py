@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import logging
 import os
 import shutil
@@ -70,11 +71,12 @@ def build_into(out_dir: str) -> int:
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     def kernels(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # pointwise, reductions over either dim and a matmul: Inductor builds one header per kernel build command
+        # pointwise, reductions over either dim and a matmul: Inductor builds one header per kernel build command,
+        # and every CPU kernel of one graph shares that command, so one compile builds it (a second compile of
+        # other shapes only added a g++ run against the same header)
         return torch.relu(x @ x.T).sin().sum(dim=1), (x * 3).cos().sum(dim=0)
 
     torch.compile(kernels)(torch.randn(8, 16))
-    torch.compile(lambda x: (x * 3).cos().sum(dim=0))(torch.randn(4, 32))
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
     source = os.path.join(default_cache_dir(), _HEADERS)
@@ -124,7 +126,8 @@ def _cache_root() -> Path:
 
 
 def _version_key() -> str:
-    """Build recipe, torch, Python and C++ compiler versions: a header built by another of them is never offered."""
+    """Build recipe, torch (version and where it is installed: Inductor's header hash covers the include paths, so a
+    header built from another venv never matches), Python and C++ compiler versions."""
     try:
         torch_version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
@@ -134,6 +137,8 @@ def _version_key() -> str:
         compiler_version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         compiler_version = "unknown"
-    versions = f"{BUILD_RECIPE}|{torch_version}|{sys.version}|{compiler_version}"
+    spec = importlib.util.find_spec("torch")
+    torch_path = os.path.dirname(spec.origin) if spec and spec.origin else "none"
+    versions = f"{BUILD_RECIPE}|{torch_version}|{torch_path}|{sys.version}|{compiler_version}"
     digest = hashlib.sha256(versions.encode()).hexdigest()[:16]
     return f"torch-{torch_version}-{digest}"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from service_env import service_environment
 from sqlmodel import Session
 
 CHROMIUM = os.environ.get("ADVISOR_CHROMIUM", "/usr/bin/chromium")
@@ -126,7 +127,7 @@ def live_service(tmp_path_factory) -> Iterator[LiveService]:
     root = tmp_path_factory.mktemp("live")
     port = free_port()
     log = root / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ADVISOR_")}
+    env = service_environment()  # no ADVISOR_* settings of this process; short timing windows
     command = [
         sys.executable,
         "-c",

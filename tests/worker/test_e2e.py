@@ -1,12 +1,12 @@
 """End to end, as a user runs it: `serve --no-worker`, a `worker`, `analyze --server --wait`, and a server crash.
 
-Real processes on a free port with a temp data dir; the worker measures with eager only to stay fast.
+Real processes on a free port with a temp data dir; the worker measures with eager only, in short timing windows
+(tests/service_env.py), to stay fast.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from service_env import service_environment
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +38,7 @@ class Services:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.data_dir = tmp_path / "data"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ADVISOR_")}
+        self.env = service_environment()
         self.processes: list[subprocess.Popen] = []
 
     def start(self, *args: str, log: str) -> subprocess.Popen:

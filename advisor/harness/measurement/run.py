@@ -4,6 +4,7 @@ forked from one zygote; a noisy run is re-measured once. Torch-free on this (par
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -44,6 +45,17 @@ def measurement_zygote(device: str, readable: list[str | None] | tuple = ()) -> 
     )
 
 
+# Tests only: a JSON object of TimingPolicy fields replacing the defaults when no `timing` is passed, so end-to-end
+# tests (a real worker, the browser flow) time in short windows. Unset (always, for users): the defaults.
+TIMING_ENV = "ADVISOR_TEST_TIMING_POLICY"
+
+
+def default_timing() -> TimingPolicy:
+    """TimingPolicy(), or the test override of TIMING_ENV (an unknown field is a TypeError, not ignored)."""
+    override = os.environ.get(TIMING_ENV)
+    return TimingPolicy(**json.loads(override)) if override else TimingPolicy()
+
+
 def measure_model(
     path: str,
     *,
@@ -79,7 +91,7 @@ def measure_model(
     check_model_file(path, inputs_file)
     variants = plan_variants(backends, device)
     check_workload(workload, optimizer)
-    policy = asdict(timing or TimingPolicy())
+    policy = asdict(timing or default_timing())
     notify = progress or (lambda event: None)
     # the children fork from one interpreter that has imported torch once (each still gets its own process)
     owns_zygote = zygote is None

@@ -1,0 +1,23 @@
+"""The environment of the real services tests start (`serve`, `worker`) and of in-process CLI runs that measure
+without passing `timing`. Torch-free, importable from any test."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from advisor.harness.inductor_headers import CACHE_ENV
+from advisor.harness.measurement.run import TIMING_ENV
+
+# Windows of 0.05-0.3 s instead of 0.5-5 s: these tests assert what was measured and how it is reported, not how
+# precisely; warm-cache children and dynamic sizes are kept, so every stage of a real analysis still runs.
+FAST_TIMING_ENV = {TIMING_ENV: json.dumps({"min_iters": 10, "min_time_s": 0.05, "max_time_s": 0.3, "warmup_iters": 2})}
+
+
+def service_environment() -> dict[str, str]:
+    """This process's environment without its ADVISOR_* settings (a service reads them), plus the short timing
+    policy and the run's trusted-header cache (tests/conftest.py): a service never builds a header of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADVISOR_")} | FAST_TIMING_ENV
+    if CACHE_ENV in os.environ:
+        env[CACHE_ENV] = os.environ[CACHE_ENV]
+    return env
