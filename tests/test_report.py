@@ -123,3 +123,19 @@ def test_report_shows_side_by_side_speedups_with_their_ci_and_the_break_even_bas
         low, high = row["speedup_ci"]
         assert f"| {row['speedup_vs_eager']:.2f}x [{low:.2f}-{high:.2f}] |" in md
     assert "latencies are eager's median divided by each option's side-by-side speedup" in md
+
+
+def test_an_export_backends_compile_time_is_broken_down_into_export_and_session() -> None:
+    ort = measurement("onnxruntime", median_ms=4.0, compile_s=5.41, warm_s=0.35, device="cpu")
+    ort["compile_breakdown"] = {"export_s": 5.1, "session_s": 0.31, "first_call_s": 0.0}
+    measured = run(measurement("eager", median_ms=10.0, compile_s=None, device="cpu"), ort, device="cpu")
+    report = analysis({"stage": "production", "target": "cpu"}, inspection(), measured)
+    expected = "onnxruntime:default: cold 5.41 s = export 5.1 s + session creation 0.31 s + first call 0 s; warm 0.35 s"
+    assert f"Compile time of {expected}" in render(report, "text").replace("\n", " ")
+    assert f"Compile time of {expected}" in render(report, "markdown")
+    no_breakdown = analysis(
+        {"stage": "production", "target": "cpu"},
+        inspection(),
+        run(measurement("eager", median_ms=10.0, compile_s=None, device="cpu"), device="cpu"),
+    )
+    assert "Compile time of" not in render(no_breakdown, "text")
