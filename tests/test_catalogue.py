@@ -156,3 +156,20 @@ def test_the_training_loop_unpacks_keyword_inputs() -> None:
     text = snippets.eager_snippet("training", snippets.KEYWORD_CALL)
     assert "for (args, kwargs), targets in batches:" in text
     assert "loss = loss_fn(model(*args, **kwargs), targets)" in text
+
+
+def test_a_measured_rows_snippet_calls_the_model_with_its_keyword_inputs() -> None:
+    """The snippet of a measured variant is the configuration that was measured: a model that takes keyword
+    inputs is called `model(*args, **kwargs)` (ONNX Runtime feeds every input by name either way)."""
+    from advisor.core.snippets import KEYWORD_CALL, POSITIONAL_CALL
+    from advisor.harness.backends import CompileRequest, all_backends
+
+    for backend in all_backends():
+        if backend.name == "onnxruntime":
+            continue
+        device = backend.devices[0]
+        mode = backend.modes_for(device)[0]
+        keyword = backend.snippet_for(CompileRequest(mode=mode, device=device, call=KEYWORD_CALL))
+        positional = backend.snippet_for(CompileRequest(mode=mode, device=device))
+        assert KEYWORD_CALL in keyword and POSITIONAL_CALL not in keyword, (backend.name, keyword)
+        assert POSITIONAL_CALL in positional, (backend.name, positional)

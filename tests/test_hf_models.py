@@ -183,10 +183,19 @@ def test_worker_path_inspects_and_measures_every_stock_export(hf_exports) -> Non
             if name not in MEASURED:
                 continue  # inspected (loading, specs, keywords) above; measuring it too adds ~8 s and no new path
             backends = ["eager", "keyword_backends_for_tests:MaskOnesBackend"] if name == "bert" else ["eager"]
+            keywords = [spec["name"] for spec in inspection["inputs"] if spec.get("keyword")]  # as the pipeline does
             run = measure_model(
-                export.path, backends=backends, timing=FAST, zygote=zygote, timeout_s=300, remeasure=False
+                export.path,
+                backends=backends,
+                timing=FAST,
+                zygote=zygote,
+                timeout_s=300,
+                remeasure=False,
+                keyword_inputs=keywords,
             )
             rows = {row["backend"]: row for row in run["measurements"]}
+            call = "model(*args, **kwargs)" if export.keywords else "model(*inputs)"
+            assert call in rows["eager"]["snippet"], (name, rows["eager"]["snippet"])  # the call that was measured
             assert run["environment"]["measured_on"] == "cpu", name
             assert rows["eager"]["status"] == "ok", (name, rows["eager"]["reason"])
             assert rows["eager"]["accuracy"]["passed"], name

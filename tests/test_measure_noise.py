@@ -28,7 +28,9 @@ def fake_children(monkeypatch: pytest.MonkeyPatch, timings: dict[str, list[float
     """Replace the children: each (backend) call pops its next eager-side median (ms) from `timings`."""
     calls: list[tuple[str, str]] = []
 
-    def measure_one(spec: str, mode: str, is_baseline: bool, *args: Any, stage: str = "cold") -> tuple[dict, dict]:
+    def measure_one(
+        spec: str, mode: str, is_baseline: bool, *args: Any, stage: str = "cold", **_: Any
+    ) -> tuple[dict, dict]:
         calls.append((spec, stage))
         eager_ms = timings[spec].pop(0)
         if is_baseline:

@@ -93,7 +93,8 @@ def run_analysis(
         inspection = inspected.value
         run = None
         if request.measure:
-            run, failure = _measure(request, zygote, on_progress, cancel)
+            keyword_inputs = [spec["name"] for spec in (inspection or {}).get("inputs") or () if spec.get("keyword")]
+            run, failure = _measure(request, zygote, on_progress, cancel, keyword_inputs)
             if failure is not None:
                 return AnalysisOutcome(inspection=inspection, failure=failure)
     recommendation = None
@@ -106,7 +107,7 @@ def run_analysis(
 
 
 def _measure(
-    request: AnalysisRequest, zygote: Any, on_progress: OnProgress, cancel: Cancel
+    request: AnalysisRequest, zygote: Any, on_progress: OnProgress, cancel: Cancel, keyword_inputs: list[str]
 ) -> tuple[dict | None, StepFailure | None]:
     """Eager first (the baseline and reference), then every other variant, each in a child (harness.measurement)."""
     on_progress(ProgressEvent("measure", MEASURE_START))
@@ -137,6 +138,7 @@ def _measure(
             progress=forward,
             cancel=cancel,
             zygote=zygote,
+            keyword_inputs=keyword_inputs,
             **{name: value for name, value in limits.items() if value is not None},
         )
     except measurement.MeasurementCancelled as exc:

@@ -7,6 +7,7 @@ listing them never imports torch or a vendor SDK.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any, ClassVar
 
 from advisor.core import catalogue
 from advisor.core.catalogue import BackendInfo, Family
+from advisor.core.snippets import POSITIONAL_CALL
 
 __all__ = ["Backend", "BackendInfo", "CompileRequest", "Family", "UnsupportedRequest"]
 
@@ -31,6 +33,8 @@ class CompileRequest:
     # TorchAir GE only: {input index: {dim: [sizes]}} -> torchair.inference.set_dim_gears on the example inputs.
     # The first call of the compiled callable must then use those same example input tensors.
     dim_gears: dict[int, dict[int, list[int]]] = field(default_factory=dict)
+    # How the pasted snippet calls the model: `model(*inputs)`, or `model(*args, **kwargs)` for keyword inputs.
+    call: str = POSITIONAL_CALL
 
 
 class UnsupportedRequest(ValueError):
@@ -67,7 +71,9 @@ class Backend(ABC):
         """Return a callable taking the example inputs. Compilation may be lazy (first call)."""
 
     @abstractmethod
-    def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
+    def snippet(
+        self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
+    ) -> str:
         """The code a user pastes to get this variant; only real API names."""
 
     def modes_for(self, device: str) -> tuple[str, ...]:
@@ -80,7 +86,9 @@ class Backend(ABC):
 
     def snippet_for(self, request: CompileRequest) -> str:
         """The snippet for exactly this request (backends that use cache_dir / dim_gears override it)."""
-        return self.snippet(request.mode, request.options, request.workload)
+        if "call" not in inspect.signature(self.snippet).parameters:  # a plugin backend written before `call`
+            return self.snippet(request.mode, request.options, request.workload)
+        return self.snippet(request.mode, request.options, request.workload, call=request.call)
 
     def check_request(self, request: CompileRequest) -> None:
         """Raise UnsupportedRequest when this backend cannot do `request` (unknown mode, mode not on this device)."""

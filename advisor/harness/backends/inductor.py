@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from advisor.core import snippets
+from advisor.core.snippets import POSITIONAL_CALL
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, device_usable, run_for_workload
 
 CACHE_ENV = snippets.INDUCTOR_CACHE_ENV
@@ -45,5 +46,7 @@ class InductorBackend(Backend, catalogue_name="inductor"):
             kwargs["mode"] = request.mode
         return run_for_workload(torch.compile(module, **kwargs), request.workload)
 
-    def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
-        return snippets.inductor_snippet(mode, options, workload)
+    def snippet(
+        self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
+    ) -> str:
+        return snippets.inductor_snippet(mode, options, workload, call)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from advisor.core import snippets
+from advisor.core.snippets import POSITIONAL_CALL
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, run_for_workload
 
 DEFAULT_OPTIONS = snippets.OPENVINO_DEFAULT_OPTIONS
@@ -39,8 +40,10 @@ class OpenVinoBackend(Backend, catalogue_name="openvino"):
         compiled = torch.compile(module, backend="openvino", options=_merged(request.options))
         return run_for_workload(compiled, request.workload)
 
-    def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
-        return snippets.openvino_snippet(options)
+    def snippet(
+        self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
+    ) -> str:
+        return snippets.openvino_snippet(options, call)
 
 
 def _merged(options: dict[str, Any] | None) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from advisor.core import catalogue, snippets
+from advisor.core.snippets import POSITIONAL_CALL
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest
 
 _REQUIRED_PACKAGES = catalogue.info("onnxruntime").packages
@@ -91,8 +92,10 @@ class OnnxRuntimeBackend(Backend, catalogue_name="onnxruntime"):
         }
         return runner
 
-    def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
-        return snippets.onnxruntime_snippet()
+    def snippet(
+        self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
+    ) -> str:
+        return snippets.onnxruntime_snippet()  # ORT feeds inputs by name: the same for keyword inputs
 
 
 class _SessionCallable:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from advisor.core import snippets
+from advisor.core.snippets import POSITIONAL_CALL
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, device_usable, run_for_workload
 
 
@@ -37,5 +38,7 @@ class TensorRtBackend(Backend, catalogue_name="tensorrt"):
         )
         return run_for_workload(compiled, request.workload)
 
-    def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
-        return snippets.tensorrt_snippet(options)
+    def snippet(
+        self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
+    ) -> str:
+        return snippets.tensorrt_snippet(options, call)

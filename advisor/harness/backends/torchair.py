@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from advisor.core import snippets
+from advisor.core.snippets import POSITIONAL_CALL
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, npu_usable, run_for_workload
 from advisor.harness.backends.torchair_options import GE_MODE, NPUGRAPH_EX_MODE, validate_options
 
@@ -67,8 +68,12 @@ class TorchAirBackend(Backend, catalogue_name="torchair"):
             compiled = torch.compile(module, backend=npu_backend, dynamic=dynamic)
         return run_for_workload(compiled, request.workload)
 
-    def snippet(self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference") -> str:
-        return self.snippet_for(CompileRequest(mode=mode, device="npu", workload=workload, options=options or {}))
+    def snippet(
+        self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
+    ) -> str:
+        return self.snippet_for(
+            CompileRequest(mode=mode, device="npu", workload=workload, options=options or {}, call=call)
+        )
 
     def snippet_for(self, request: CompileRequest) -> str:
         validate_options(request.mode, request.options)
@@ -80,6 +85,7 @@ class TorchAirBackend(Backend, catalogue_name="torchair"):
             dynamic=bool(request.dynamic or gears),
             dim_gears=gears,
             cache=bool(request.cache_dir),
+            call=request.call,
         )
 
 

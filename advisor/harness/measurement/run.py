@@ -9,10 +9,11 @@ import os
 import shutil
 import socket
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from advisor.core import noise
+from advisor.core import noise, snippets
 from advisor.core.schema import Environment, MeasurementRowDict, MeasurementRun
 from advisor.harness.measurement.plan import (
     DEFAULT_MEMORY_LIMIT_MB,
@@ -73,6 +74,7 @@ def measure_model(
     zygote: Zygote | None = None,
     accuracy_tolerance: dict | None = None,
     remeasure: bool = True,
+    keyword_inputs: Sequence[str] = (),
 ) -> MeasurementRun:
     """Measure `path` on `device`; returns one MeasurementRowDict per (backend, mode), eager included.
 
@@ -81,6 +83,8 @@ def measure_model(
     `workload="training"` times a training step (advisor.harness.training_step) with `optimizer` ("sgd" or "adamw").
     `zygote`: a `measurement_zygote(device)` already started for this job (the caller closes it); None starts one.
     `accuracy_tolerance`: {"atol", "rtol"} (either may be None) replacing the dtype defaults of the accuracy check.
+    `keyword_inputs`: the names of the inputs the model takes by keyword (the inspection's): each row's snippet then
+    calls `model(*args, **kwargs)`, as the measurement did.
 
     The run carries its `quality` (advisor.core.noise): when its timings say the machine was unquiet (eager drifting
     between processes, interleaved blocks disagreeing, a too-wide speedup CI), the noisy rows are timed once more
@@ -92,6 +96,7 @@ def measure_model(
     variants = plan_variants(backends, device)
     check_workload(workload, optimizer)
     policy = asdict(timing or default_timing())
+    call = snippets.call_for(keyword_inputs)  # how each row's snippet calls the model
     notify = progress or (lambda event: None)
     # the children fork from one interpreter that has imported torch once (each still gets its own process)
     owns_zygote = zygote is None
@@ -124,9 +129,10 @@ def measure_model(
         baseline_failed: str | None = None
         for index, (spec, mode) in enumerate(variants):
             if baseline_failed:
-                rows.append(not_measured(spec, mode, device, workload, baseline_failed))
+                rows.append(not_measured(spec, mode, device, workload, baseline_failed, call))
                 continue
-            row, env = measure_one(spec, mode, index == 0, common, sandbox, workdir / f"cache-{index}", policy)
+            cache_dir = workdir / f"cache-{index}"
+            row, env = measure_one(spec, mode, index == 0, common, sandbox, cache_dir, policy, call=call)
             environment = environment or env
             rows.append(row)
             if index == 0 and row["status"] != "ok":

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.core.schema import Environment, MeasurementRowDict
+from advisor.core.snippets import POSITIONAL_CALL
 from advisor.harness.measurement.plan import CHILD, MeasureError, MeasurementCancelled
 from advisor.harness.sandbox import SandboxResult, run_in_sandbox
 
@@ -23,11 +24,14 @@ def measure_one(
     cache_dir: Path,
     policy: dict,
     stage: str = "cold",
+    call: str = POSITIONAL_CALL,
 ) -> tuple[MeasurementRowDict, Environment | None]:
     from advisor.harness.backends import CompileRequest, get_backend
 
     backend = get_backend(spec)
-    request = CompileRequest(mode=mode, device=common["device"], workload=common["workload"], cache_dir=str(cache_dir))
+    request = CompileRequest(
+        mode=mode, device=common["device"], workload=common["workload"], cache_dir=str(cache_dir), call=call
+    )
     row = _empty_row(backend, mode, common["device"], common["workload"], backend.snippet_for(request))
     notify = sandbox["on_progress"]
     notify({"backend": backend.name, "mode": mode, "stage": "starting", "iterations": 0})
@@ -160,11 +164,13 @@ def _finish(
     return row
 
 
-def not_measured(spec: str, mode: str, device: str, workload: str, reason: str) -> MeasurementRowDict:
+def not_measured(
+    spec: str, mode: str, device: str, workload: str, reason: str, call: str = POSITIONAL_CALL
+) -> MeasurementRowDict:
     from advisor.harness.backends import CompileRequest, get_backend
 
     backend = get_backend(spec)
-    snippet = backend.snippet_for(CompileRequest(mode=mode, device=device, workload=workload))
+    snippet = backend.snippet_for(CompileRequest(mode=mode, device=device, workload=workload, call=call))
     row = _empty_row(backend, mode, device, workload, snippet)
     row["reason"] = reason
     return row
