@@ -37,11 +37,7 @@ def preload(device: str, trusted_headers: str | None = None) -> None:
     """Zygote preload (see advisor.harness.sandbox.Zygote): the imports every measurement child does anyway - `import
     torch` and what loading an ExportedProgram imports (Dynamo, Inductor: ~1.5 s) - and, in a sandbox, a copy of
     Inductor's trusted precompiled header (advisor.harness.inductor_headers); no model, no compilation. Inductor reads
-    its cache directory from the environment when it compiles, in the child.
-
-    On CPU it also runs Inductor's CPU-feature probe (`pick_vec_isa`: it builds and loads a test program per vector
-    ISA, ~14 s on a 2-core node, once per process). Every child forked from here inherits the answer, so no variant's
-    compile time carries a probe of the machine that a long-running process pays only once."""
+    its cache directory from the environment when it compiles, in the child."""
     devices.prepare_environment(device)
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
@@ -51,10 +47,6 @@ def preload(device: str, trusted_headers: str | None = None) -> None:
     from advisor.harness import inductor_headers
 
     inductor_headers.install(trusted_headers)
-    if device == "cpu":
-        from torch._inductor.cpu_vec_isa import pick_vec_isa
-
-        pick_vec_isa()
 
     import advisor.harness.accuracy  # noqa: F401
     import advisor.harness.backends  # noqa: F401
