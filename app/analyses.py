@@ -24,12 +24,6 @@ from sqlmodel import Session
 from advisor.core.noise import is_noisy
 from app.job_queue import JobQueue
 from app.models import MEASURE, Analysis, Artifact, Job
-
-# Re-exported for the routes that re-decide a stored analysis; the queue's completion uses app.outcomes itself.
-from app.outcomes import DecisionFailed as DecisionFailed
-from app.outcomes import decide_recommendation as decide_recommendation
-from app.outcomes import recommendation_columns as recommendation_columns
-from app.outcomes import store_recommendation as store_recommendation
 from app.storage import ArtifactStore
 
 ANALYSIS_STATUS = {

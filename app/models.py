@@ -60,7 +60,7 @@ class Analysis(AnalysisBase, table=True):
     # the MeasurementRun the worker posted (advisor.core.schema.MeasurementRun)
     measurements: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     recommendation: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
-    # Denormalised from `recommendation` (app.analyses.store_recommendation) so the list sorts on indexes:
+    # Denormalised from `recommendation` (app.outcomes.store_recommendation) so the list sorts on indexes:
     recommended_backend: str | None = Field(default=None, max_length=64, index=True)
     recommended_mode: str | None = Field(default=None, max_length=64, index=True)
     speedup_vs_eager: float | None = Field(default=None, index=True)  # the recommended option's measured speedup

@@ -354,9 +354,8 @@ def render_markdown(analysis: dict[str, Any]) -> str:
         ]
         lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
         lines.append("")
-        lines += [f"Compile time of {line}  " for line in compile_breakdown_lines(run)]
-        if compile_breakdown_lines(run):
-            lines.append("")
+        breakdown = compile_breakdown_lines(run)
+        lines += [f"Compile time of {line}  " for line in breakdown] + ([""] if breakdown else [])
     sentence = break_even_sentence(rec.break_even)
     if sentence:
         lines += ["## Break-even", "", sentence, ""]

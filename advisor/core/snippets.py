@@ -29,6 +29,11 @@ OPENVINO_DEFAULT_OPTIONS: dict[str, Any] = {"aot_autograd": True, "config": {"IN
 NO_BACKEND = "# No backend qualifies: see why_not for each option.\n"
 
 
+def keyword_inputs_of(inspection: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The names of the inputs an inspected model takes by keyword (its `inputs[*].keyword`)."""
+    return tuple(str(spec.get("name")) for spec in (inspection or {}).get("inputs") or () if spec.get("keyword"))
+
+
 def call_for(keyword_inputs: Iterable[str] = ()) -> str:
     """How a snippet calls the model: with `*args, **kwargs` when it takes any input by keyword."""
     return KEYWORD_CALL if any(True for _ in keyword_inputs) else POSITIONAL_CALL

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from advisor.core import snippets
 from advisor.core.progress import ProgressEvent
 from advisor.harness import isolated_inspection, measurement
 from advisor.harness.sandbox import Cancel
@@ -93,8 +94,7 @@ def run_analysis(
         inspection = inspected.value
         run = None
         if request.measure:
-            keyword_inputs = [spec["name"] for spec in (inspection or {}).get("inputs") or () if spec.get("keyword")]
-            run, failure = _measure(request, zygote, on_progress, cancel, keyword_inputs)
+            run, failure = _measure(request, zygote, on_progress, cancel, snippets.keyword_inputs_of(inspection))
             if failure is not None:
                 return AnalysisOutcome(inspection=inspection, failure=failure)
     recommendation = None
@@ -107,7 +107,7 @@ def run_analysis(
 
 
 def _measure(
-    request: AnalysisRequest, zygote: Any, on_progress: OnProgress, cancel: Cancel, keyword_inputs: list[str]
+    request: AnalysisRequest, zygote: Any, on_progress: OnProgress, cancel: Cancel, keyword_inputs: tuple[str, ...]
 ) -> tuple[dict | None, StepFailure | None]:
     """Eager first (the baseline and reference), then every other variant, each in a child (harness.measurement)."""
     on_progress(ProgressEvent("measure", MEASURE_START))

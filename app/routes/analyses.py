@@ -17,23 +17,21 @@ from advisor.core.results import Inspection, MeasurementRun, Recommendation, rea
 from app.analyses import (
     ANALYSIS_STATUS,
     SORTABLE,
-    DecisionFailed,
     RerunRefused,
     Submission,
     analysis_view,
-    decide_recommendation,
     job_of,
     list_analyses,
     queue_positions,
     report_input,
     rerun_analysis,
-    store_recommendation,
     submit_analysis,
 )
 from app.auth import Principal
 from app.deps import AnyRoleDep, QueueDep, SessionDep, SettingsDep, StoreDep, UserDep, require_owner_or_admin
 from app.job_queue import JobQueue
 from app.models import Analysis, AnalysisPublic, AnalysisSummaryPage, Artifact, Job
+from app.outcomes import DecisionFailed, decide_recommendation, store_recommendation
 from app.settings import Settings
 from app.storage import ArtifactStore, IncomingFile, StoredFile
 from app.summaries import analysis_summary

@@ -3,7 +3,7 @@
 The list page selects plain columns only (never the JSON blobs of inspection or measurements), filters
 and sorts in SQL on indexed columns, and pages with LIMIT/OFFSET. An analysis' status is its job's
 state (`succeeded` shows as `done`). The recommended backend, mode and speedup are the denormalised
-columns `app.analyses.store_recommendation` keeps on Analysis, so every sort is an index walk.
+columns `app.outcomes.store_recommendation` keeps on Analysis, so every sort is an index walk.
 """
 
 from __future__ import annotations

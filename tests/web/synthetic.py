@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import func, insert, select
 from sqlmodel import Session
 
-from app.analyses import recommendation_columns
 from app.models import Analysis, Artifact, Job, Measurement
+from app.outcomes import recommendation_columns
 
 DEFAULT_BACKENDS = (("eager", "default"), ("inductor", "default"), ("inductor", "max-autotune"))
 

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.core import noise
+from advisor.core import noise, snippets
 from advisor.core.context import DeploymentContext
 from advisor.core.decision.break_even import break_even_calls, format_calls
 from advisor.core.decision.candidates import (
@@ -94,9 +94,7 @@ class InspectionFacts:
             dynamic_dims=tuple(inspection.get("dynamic_dims") or ()),
             runnable=runnable.get("ok", True) is not False,
             runnable_reason=runnable.get("reason"),
-            keyword_inputs=tuple(
-                str(spec.get("name")) for spec in inspection.get("inputs") or () if spec.get("keyword")
-            ),
+            keyword_inputs=snippets.keyword_inputs_of(inspection),
         )
 
     @property
