@@ -63,11 +63,12 @@ def compile_with_inductor_headers() -> dict:
             return []
         return sorted(p.name for p in folder.glob("*") if p.name != "locks" and not p.name.startswith("."))
 
+    from torch._inductor.cpu_vec_isa import pick_vec_isa, valid_vec_isa_list
+
+    inherited_probe = valid_vec_isa_list.cache_info().currsize > 0  # the zygote probed the CPU before forking us
     before = listing()
     torch.compile(lambda x: (x * 3).cos().sum(dim=0))(torch.randn(4, 32))
-    from torch._inductor.cpu_vec_isa import pick_vec_isa
-
-    return {"before": before, "after": listing(), "vec_isa": str(pick_vec_isa())}
+    return {"before": before, "after": listing(), "vec_isa": str(pick_vec_isa()), "inherited_probe": inherited_probe}
 
 
 def overwrite_file(path: str) -> str:

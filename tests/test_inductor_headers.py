@@ -56,6 +56,7 @@ def test_a_sandboxed_job_compiles_against_the_trusted_header_and_cannot_change_i
     assert seen.value["before"] == [name for name in built if not name.startswith(".")], "copied in before compiling"
     built_for = (Path(headers) / VEC_ISA_FILE).read_text()
     assert seen.value["vec_isa"] == built_for, "the job's compiler flags differ from the trusted build's"
+    assert seen.value["inherited_probe"], "the zygote ran Inductor's CPU-feature probe once for every variant"
     assert seen.value["after"] == seen.value["before"], "the compile reused the copy instead of building another"
     assert poison.status == "ok" and poison.value.startswith("refused"), poison
     assert {p: p.read_bytes()[:4096] for p in snapshot} == snapshot

@@ -11,10 +11,17 @@ So the header is built here by a sandboxed child that compiles only a fixed func
 involved), kept in a per-user cache keyed by torch and compiler version, bound read-only into each job's
 sandbox, and copied by the job's zygote into its private /tmp before any model is loaded. A job that needs
 another header (other flags) still builds it, in its own copy. Nothing a job writes reaches the cache.
+
+The same build keeps the test programs of Inductor's once-per-process CPU-feature probe (`pick_vec_isa`: one
+g++ build per vector ISA the CPU advertises, ~14 s on a 2-core node). A CPU job's zygote runs the real probe
+against copies of them (`probe_vec_isa`): each ISA is still loaded and checked, but not rebuilt, and every
+variant forked from the zygote inherits the answer. Without this each variant paid the probe inside its "cold
+compile", a cost of the machine that a long-running process pays once, not of the model.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -24,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from advisor.harness.isolation import Isolation
@@ -31,9 +39,10 @@ from advisor.harness.isolation import Isolation
 CACHE_ENV = "ADVISOR_INDUCTOR_HEADER_CACHE"  # where the trusted headers are kept (default ~/.cache/npu-advisor/…)
 BUILD_TIMEOUT_S = 600.0
 BUILD_MEMORY_MB = 16384
-BUILD_RECIPE = 3  # bump when build_into compiles other kernels: caches built before are not reused
+BUILD_RECIPE = 4  # bump when build_into compiles other kernels: caches built before are not reused
 _COMPLETE = ".complete"
 VEC_ISA_FILE = ".vec-isa"  # the vector ISA Inductor picked for the build: a job that picks another needs another header
+VEC_ISA_PROBE = ".vec-isa-probe"  # the probe's test programs, an Inductor cache directory of their own
 _HEADERS = "precompiled_headers"
 log = logging.getLogger("npu_advisor.inductor_headers")
 
@@ -61,7 +70,27 @@ def install(source: str | None) -> None:
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     destination = os.path.join(default_cache_dir(), _HEADERS)
-    shutil.copytree(source, destination, dirs_exist_ok=True, ignore=shutil.ignore_patterns("locks", VEC_ISA_FILE))
+    shutil.copytree(
+        source, destination, dirs_exist_ok=True, ignore=shutil.ignore_patterns("locks", VEC_ISA_FILE, VEC_ISA_PROBE)
+    )
+
+
+def probe_vec_isa(source: str | None) -> str | None:
+    """In a CPU job's zygote, before any model: run Inductor's CPU-feature probe against a throwaway copy of the
+    trusted build's test programs, so it loads them instead of compiling them, and forked children inherit the
+    answer. Returns the ISA picked, or None (no trusted probe: each child probes for itself, as before)."""
+    if not source or not os.path.isdir(os.path.join(source, VEC_ISA_PROBE)):
+        return None
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    scratch = tempfile.mkdtemp(prefix="advisor-vec-isa-")
+    try:
+        probe_cache = os.path.join(scratch, "cache")
+        shutil.copytree(os.path.join(source, VEC_ISA_PROBE), probe_cache)
+        with _inductor_cache_dir(probe_cache):
+            return str(pick_vec_isa())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def build_into(out_dir: str) -> int:
@@ -76,13 +105,33 @@ def build_into(out_dir: str) -> int:
         # other shapes only added a g++ run against the same header)
         return torch.relu(x @ x.T).sin().sum(dim=1), (x * 3).cos().sum(dim=0)
 
-    torch.compile(kernels)(torch.randn(8, 16))
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
+    probe_cache = os.path.join(out_dir, _HEADERS, VEC_ISA_PROBE)
+    with _inductor_cache_dir(probe_cache):  # the probe's test programs alone, for probe_vec_isa
+        vec_isa = str(pick_vec_isa())
+    shutil.rmtree(os.path.join(probe_cache, "locks"), ignore_errors=True)
+    torch.compile(kernels)(torch.randn(8, 16))
+
     source = os.path.join(default_cache_dir(), _HEADERS)
-    shutil.copytree(source, os.path.join(out_dir, _HEADERS), ignore=shutil.ignore_patterns("locks"))
-    Path(out_dir, _HEADERS, VEC_ISA_FILE).write_text(str(pick_vec_isa()))
+    shutil.copytree(source, os.path.join(out_dir, _HEADERS), ignore=shutil.ignore_patterns("locks"), dirs_exist_ok=True)
+    Path(out_dir, _HEADERS, VEC_ISA_FILE).write_text(vec_isa)
     return sum(len(files) for _, _, files in os.walk(out_dir))
+
+
+@contextlib.contextmanager
+def _inductor_cache_dir(directory: str) -> Iterator[None]:
+    """Point Inductor's code cache at `directory` for a while. Inductor reads TORCHINDUCTOR_CACHE_DIR on each use (and
+    writes its default back into the environment when unset), so restoring the variable restores the cache dir."""
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = directory
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
 
 
 def _build(isolation: Isolation, target: Path) -> str | None:
