@@ -270,6 +270,7 @@ class WorkerAgent:
             "workload": context.get("workload", "inference"),
             "optimizer": context.get("optimizer", "sgd"),
             "accuracy_tolerance": context.get("accuracy_tolerance"),
+            "context": context or None,
             # an inspect job: the inspection alone (the target has no worker yet; the server decides unmeasured)
             "measure": job.get("purpose", "measure") != "inspect",
             **self.config.stage_options,

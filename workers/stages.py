@@ -51,6 +51,7 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
         measure=bool(spec.get("measure", True)),
         timeout_s=float(spec.get("timeout_s") or DEFAULT_TIMEOUT_S),  # the stage timeout applies to inspection too
         memory_limit_mb=spec.get("memory_limit_mb"),
+        plan_context=spec.get("context"),  # the analysis's deployment context: the plan follows it
     )
     outcome = run_analysis(request, emit, cancel=CANCEL)
     if outcome.failure is not None:

@@ -36,6 +36,9 @@ class BackendInfo:
     workloads: tuple[str, ...] = ("inference", "training")
     needs_own_process: bool = False  # compiling changes process-wide state: never share a process
     mode_devices: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    # mode -> the mode whose whole compile it does first, then more (so it never compiles faster); the plan uses
+    # the measured compile of the latter as a floor for the former (advisor.core.decision.plan_pruning)
+    compile_floor: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def modes_for(self, device: str) -> tuple[str, ...]:
         """The modes that mean something on `device`: all but those `mode_devices` keeps to other devices
@@ -63,6 +66,9 @@ BACKENDS: dict[str, BackendInfo] = {
             simplicity_rank=1,
             # reduce-overhead means CUDA graphs; on other devices it silently runs like default.
             mode_devices={"reduce-overhead": ("cuda",)},
+            # max-autotune lowers the graph as default does, then benchmarks kernel choices; reduce-overhead
+            # compiles as default does, then records CUDA graphs
+            compile_floor={"max-autotune": "default", "reduce-overhead": "default"},
         ),
         BackendInfo(
             name="torchair",

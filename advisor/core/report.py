@@ -171,7 +171,9 @@ def measurement_rows(run: MeasurementRun | None) -> list[tuple[str, ...]]:
             speedup_text += " unresolved"
         acc_text = "-" if not m.accuracy else ("pass" if m.accuracy.passed else "FAIL")
         status = m.status or "?"
-        if status != "ok" and m.reason:
+        if status == "skipped":
+            status = "skipped (see why not)"  # the reason is long and repeated under "Why not the others"
+        elif status != "ok" and m.reason:
             status = f"{status}: {m.reason}"
         rows.append(
             (

@@ -23,6 +23,7 @@ MeasurementStatus = Literal[
     "timeout",
     "crashed",
     "oom",
+    "skipped",  # not measured: no result of it could change the recommendation (advisor.core.decision.plan_pruning)
 ]
 Workload = Literal["inference", "training"]
 DeviceKind = Literal["cpu", "cuda", "npu"]

@@ -39,6 +39,9 @@ class AnalysisRequest:
     measure: bool = True
     timeout_s: float | None = None
     memory_limit_mb: int | None = None
+    # the deployment context (DeploymentContext or its dict) to plan for: variants that no result of theirs could
+    # make the recommendation are skipped (advisor.core.decision.plan_pruning); None: measure every variant
+    plan_context: Any = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,8 @@ def run_analysis(
         inspection = inspected.value
         run = None
         if request.measure:
-            run, failure = _measure(request, zygote, on_progress, cancel, snippets.keyword_inputs_of(inspection))
+            plan = context if context is not None else request.plan_context
+            run, failure = _measure(request, zygote, on_progress, cancel, inspection, plan)
             if failure is not None:
                 return AnalysisOutcome(inspection=inspection, failure=failure)
     recommendation = None
@@ -107,7 +111,7 @@ def run_analysis(
 
 
 def _measure(
-    request: AnalysisRequest, zygote: Any, on_progress: OnProgress, cancel: Cancel, keyword_inputs: tuple[str, ...]
+    request: AnalysisRequest, zygote: Any, on_progress: OnProgress, cancel: Cancel, inspection: dict, plan: Any
 ) -> tuple[dict | None, StepFailure | None]:
     """Eager first (the baseline and reference), then every other variant, each in a child (harness.measurement)."""
     on_progress(ProgressEvent("measure", MEASURE_START))
@@ -119,7 +123,7 @@ def _measure(
 
     def forward(event: dict) -> None:
         variant = (str(event.get("backend")), str(event.get("mode") or "default"))
-        if event.get("stage") == "done":
+        if event.get("stage") in ("done", "skipped"):
             finished.add(variant)
         share = (1.0 - MEASURE_START) * len(finished) / max(1, len(variants))
         on_progress(ProgressEvent.from_measurement(event, MEASURE_START + share))
@@ -138,7 +142,9 @@ def _measure(
             progress=forward,
             cancel=cancel,
             zygote=zygote,
-            keyword_inputs=keyword_inputs,
+            keyword_inputs=snippets.keyword_inputs_of(inspection),
+            plan_context=plan.model_dump() if hasattr(plan, "model_dump") else plan,
+            inspection=inspection,
             **{name: value for name, value in limits.items() if value is not None},
         )
     except measurement.MeasurementCancelled as exc:

@@ -275,6 +275,8 @@ def exclusion_reason(option: Option, context: DeploymentContext) -> str | None:
         return f"failed the accuracy check: {detail}"
     if status == "unavailable":
         return f"unavailable on {context.target}: {reason or 'not installed or no device'}"
+    if status == "skipped":
+        return reason or "not measured: it could not change the recommendation"
     if status != "ok":
         return f"{status.replace('_', ' ')}: {reason or 'no details'}"
     if (row.get("accuracy") or {}).get("passed") is False:

@@ -32,6 +32,7 @@ from advisor.core.decision.rules import (
     rule_measurements,
     rule_npu_custom_ops,
     rule_objective,
+    rule_plan_skips,
     short_list,
 )
 from advisor.core.schema import Recommendation, RuleStep
@@ -56,6 +57,9 @@ def decide(
     if not prov.usable:
         qualified, excluded = _coverage_filter(qualified, excluded, facts)
     path.append(rule_hard_filters(qualified, excluded, context))
+    skipped = {o.label: excluded[o.label] for o in options if o.row and o.row.get("status") == "skipped"}
+    if skipped:
+        path.append(rule_plan_skips(skipped))
 
     quality = noise.quality_of(run) if prov.usable else None
     chosen: Option | None = None

@@ -151,6 +151,16 @@ def rule_hard_filters(
     )
 
 
+def rule_plan_skips(skipped: dict[str, str]) -> RuleStep:
+    """The variants the measurement left out because no result of theirs could change the answer."""
+    return step(
+        "plan_skipped_variants",
+        "Which variants were not measured because no result of theirs could change the recommendation?",
+        {"skipped": dict(skipped)},
+        f"Not measured, for this context: {', '.join(skipped)} (each reason is under why not).",
+    )
+
+
 def export_option(
     context: DeploymentContext, facts: InspectionFacts, options: list[Option], excluded: dict[str, str]
 ) -> tuple[Option | None, list[str]]:
@@ -250,7 +260,7 @@ class TradeOff:
     fast_run: Option
     unbeaten: list[Option]
     n_star: float | None
-    decided_by: str  # "single" | "dominates" | "break_even" | "objective"
+    decided_by: str  # "single" | "dominates" | "break_even" | "objective" | "eager_repays" (compile not repaid)
     steps: list[RuleStep]
     eager: Option | None = None  # the qualified eager option, the baseline every compiled option must beat
 
@@ -312,7 +322,51 @@ def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> T
         else:
             chosen, decided_by = (a if fast_compile_wanted(context) else b), "objective"
     steps.append(rule_break_even(context, a, b, n_star, chosen, decided_by))
+    if eager is not None and not chosen.is_baseline and not repays_compile(chosen, eager, context):
+        # the cheaper of A and B in total, and eager (no compile) is cheaper still over the expected calls
+        steps.append(rule_compile_not_repaid(context, eager, chosen))
+        chosen, decided_by = eager, "eager_repays"
     return TradeOff(chosen, a, b, unbeaten, n_star, decided_by, steps, eager)
+
+
+def repays_compile(option: Option, eager: Option | None, context: DeploymentContext) -> bool:
+    """Whether `option`'s compile pays for itself against eager (which compiles nothing) within the expected calls
+    per compile: compile_s <= calls * (eager latency - its latency). True when the calls or a number are unknown."""
+    calls = context.expected_calls_per_compile
+    if eager is None or calls is None:
+        return True
+    compile_s = option.compile_s(context.ships_compile_cache)
+    eager_ms, option_ms = eager.latency_ms, option.latency_ms
+    if compile_s is None or eager_ms is None or option_ms is None:
+        return True
+    return compile_s * 1000.0 <= calls * (eager_ms - option_ms)
+
+
+def rule_compile_not_repaid(context: DeploymentContext, eager: Option, option: Option) -> RuleStep:
+    """The chosen option runs faster than eager, yet its compile costs more than the expected calls save."""
+    unit = context.call_unit
+    calls = context.expected_calls_per_compile or 0
+    saved_ms = (eager.latency_ms or 0.0) - (option.latency_ms or 0.0)
+    compile_s = option.compile_s(context.ships_compile_cache) or 0.0
+    n_star = break_even_calls(0.0, eager.latency_ms or 0.0, compile_s, option.latency_ms or 0.0)
+    evidence = {
+        "option": option.label,
+        "compile_s": compile_s,
+        "saved_ms_per_call": saved_ms,
+        "expected_calls_per_compile": calls,
+        "n_star_against_eager": n_star,
+    }
+    outcome = (
+        f"{option.label} saves {saved_ms:.3g} ms per call, so {calls:,} {unit} save {calls * saved_ms / 1000.0:.3g} s, "
+        f"less than its {compile_s:.3g} s compile (it pays back after {format_calls(n_star)} {unit}): "
+        f"{eager.label}, which compiles nothing."
+    )
+    return step(
+        "compile_repaid_against_eager",
+        f"Does the chosen option's compile pay for itself against eager over the expected {unit}?",
+        evidence,
+        outcome,
+    )
 
 
 def eager_verdict(option: Option, eager: Option) -> str:

@@ -24,7 +24,7 @@ from advisor.harness.measurement.plan import (
     plan_variants,
 )
 from advisor.harness.measurement.timing import TimingPolicy
-from advisor.harness.measurement.variant import Progress, measure_one, not_measured
+from advisor.harness.measurement.variant import Progress, measure_one, not_measured, skipped
 from advisor.harness.sandbox import Cancel, Zygote
 
 
@@ -75,6 +75,8 @@ def measure_model(
     accuracy_tolerance: dict | None = None,
     remeasure: bool = True,
     keyword_inputs: Sequence[str] = (),
+    plan_context: dict | None = None,
+    inspection: dict | None = None,
 ) -> MeasurementRun:
     """Measure `path` on `device`; returns one MeasurementRowDict per (backend, mode), eager included.
 
@@ -85,6 +87,10 @@ def measure_model(
     `accuracy_tolerance`: {"atol", "rtol"} (either may be None) replacing the dtype defaults of the accuracy check.
     `keyword_inputs`: the names of the inputs the model takes by keyword (the inspection's): each row's snippet then
     calls `model(*args, **kwargs)`, as the measurement did.
+    `plan_context`: the deployment context (a DeploymentContext dict) the measurement is for, with the `inspection`:
+    before each variant starts, one that no result of its own could make the recommendation for this context is
+    not measured (advisor.core.decision.plan_pruning); its row says "skipped" and why. None: measure every variant.
+    A variant named with its mode in `backends` ("inductor:max-autotune") is always measured.
 
     The run carries its `quality` (advisor.core.noise): when its timings say the machine was unquiet (eager drifting
     between processes, interleaved blocks disagreeing, a too-wide speedup CI), the noisy rows are timed once more
@@ -131,6 +137,13 @@ def measure_model(
             if baseline_failed:
                 rows.append(not_measured(spec, mode, device, workload, baseline_failed, call))
                 continue
+            asked = f"{spec}:{mode}" in (backends or ())  # a variant named with its mode is always measured
+            context = None if asked else plan_context
+            skip = _skip_reason(context, inspection, environment, workload, rows, spec, mode, index)
+            if skip is not None:
+                rows.append(skipped(spec, mode, device, workload, skip, call))
+                notify({"backend": rows[-1]["backend"], "mode": mode, "stage": "skipped", "reason": skip})
+                continue
             cache_dir = workdir / f"cache-{index}"
             row, env = measure_one(spec, mode, index == 0, common, sandbox, cache_dir, policy, call=call)
             environment = environment or env
@@ -147,6 +160,25 @@ def measure_model(
         if owns_zygote:
             zygote.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _skip_reason(
+    context: dict | None,
+    inspection: dict | None,
+    environment: Environment | None,
+    workload: str,
+    rows: list[MeasurementRowDict],
+    spec: str,
+    mode: str,
+    index: int,
+) -> str | None:
+    """Why this variant need not be measured for `context` (advisor.core.decision.plan_pruning), or None."""
+    if context is None or index == 0 or environment is None:
+        return None
+    from advisor.core.decision.plan_pruning import skip_reason
+
+    so_far = {"environment": environment, "workload": workload, "measurements": rows}
+    return skip_reason(context, inspection, so_far, spec, mode)
 
 
 # ------------------------------------------------------------------ noise: one more timing of the noisy rows

@@ -174,3 +174,12 @@ def not_measured(
     row = _empty_row(backend, mode, device, workload, snippet)
     row["reason"] = reason
     return row
+
+
+def skipped(
+    spec: str, mode: str, device: str, workload: str, reason: str, call: str = POSITIONAL_CALL
+) -> MeasurementRowDict:
+    """The row of a variant the plan left out (advisor.core.decision.plan_pruning): status "skipped", and why."""
+    row = not_measured(spec, mode, device, workload, reason, call)
+    row["status"] = "skipped"
+    return row
