@@ -35,6 +35,7 @@ def quick(spec: dict[str, Any], emit) -> dict[str, Any]:
         "workload_run": spec["workload"],
         "optimizer_run": spec["optimizer"],
         "tolerance_run": spec["accuracy_tolerance"],
+        "context_run": spec.get("context"),
     }
     return {**RESULT, "measurements": {**RESULT["measurements"], **ran}}
 

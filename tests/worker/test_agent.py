@@ -193,6 +193,8 @@ def test_the_jobs_workload_optimizer_and_tolerance_reach_the_measurement(
         for body in server.bodies("complete")
     ]
     assert ran == [("training", "adamw", {"atol": 1e-3, "rtol": None}), ("inference", "sgd", None)]
+    # the whole context too: the measurement plan follows it (advisor.core.decision.plan_pruning)
+    assert [body["measurements"]["context_run"]["stage"] for body in server.bodies("complete")] == ["production"] * 2
 
 
 def test_an_inspect_job_runs_the_inspection_alone(api: WorkerApi, server: FakeServer, tmp_path: Path):

@@ -105,3 +105,30 @@ def test_an_inspect_job_inspects_and_measures_nothing(tmp_path: Path, monkeypatc
     result = run_stages(spec, lambda event: stages.append(event.label))
     assert result == {"inspection": inspected.value, "measurements": None, "error": None, "retryable": False}
     assert stages == ["inspect"]
+
+
+def test_the_jobs_context_is_the_plan_the_measurement_follows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker measures for the analysis's deployment context (issue 15: the plan follows the context), with the
+    inspection it just made."""
+    import advisor.harness.isolated_inspection
+    from advisor.harness.sandbox import SandboxResult
+    from workers.stages import run_stages
+
+    inspected = SandboxResult("ok", {"format": "exported_program", "ops": [], "inputs": []}, None, None, 1.0)
+    monkeypatch.setattr(advisor.harness.isolated_inspection, "inspect_isolated", lambda *a, **k: inspected)
+    seen: dict = {}
+
+    def measuring(path, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        seen.update(kwargs)
+        return {"environment": {"device": "cpu"}, "workload": "inference", "measurements": []}
+
+    monkeypatch.setattr(advisor.harness.measurement, "measure_model", measuring)
+    model = tmp_path / "m.pt2"
+    model.write_bytes(b"stand-in: never loaded")
+    context = {"stage": "prototype", "target": "cpu"}
+    spec = {"artifact_path": str(model), "device": "cpu", "backends": ["eager", "inductor"], "job": {}}
+    run_stages({**spec, "context": context}, lambda event: None)
+    assert seen["plan_context"] == context and seen["inspection"] == inspected.value
+    seen.clear()
+    run_stages(spec, lambda event: None)  # no context (an older server): every variant is measured
+    assert seen["plan_context"] is None
