@@ -1,11 +1,13 @@
 """`npu-advisor inspect` against its floor (issue 15, item 4), measured side by side in one run.
 
 `.venv/bin/python benchmarks/inspect_floor.py [--repeats 3] [--models mlp,bert-base]` exports each model, then
-alternates, `--repeats` times: the floor, a fresh `python -c` that does `import torch` + `torch.export.load` + one
-`run_decompositions()` on the file (what any inspection must do), and `npu-advisor inspect FILE --json` (the CLI,
-its sandboxed child and everything the inspection adds). Wall time and peak RSS (the largest process of each
-tree, from `wait4`) per run; prints the medians, the ratio inspect / floor (median of the pairs) and the peak RSS
-against "file size + 0.6 GB", with the load average before and after, as Markdown for benchmarks/RESULTS.md.
+alternates, `--repeats` times: the floor, a fresh `python -c` that does `import torch` + `torch.export.load` +
+one `run_decompositions()` on the file (what any inspection must do; for BERT also the import of
+`transformers.modeling_outputs`, without which stock `torch.export.load` cannot rebuild its output), and
+`npu-advisor inspect FILE --json` (the CLI, its sandboxed child and everything the inspection adds). Wall time
+and peak RSS (the largest process of each tree, from `wait4`) per run; prints the medians, the ratio
+inspect / floor (median of the pairs) and the peak RSS against "file size + 0.6 GB", with the load average
+before and after, as Markdown for benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ sys.path[:] = [str(ROOT), str(ROOT / "tests"), *(p for p in sys.path if Path(p o
 PYTHON = sys.executable
 CLI = str(Path(sys.executable).with_name("npu-advisor"))
 FLOOR = "import sys, torch; torch.export.load(sys.argv[1]).run_decompositions()"
+# stock torch.export.load must find the output container's class to rebuild a transformers model's output spec, so
+# the floor of an HF export imports it (the advisor rebuilds the container without transformers: pytree_outputs)
+HF_FLOOR = "import sys, torch, transformers.modeling_outputs; torch.export.load(sys.argv[1]).run_decompositions()"
 
 
 def export(name: str, path: Path) -> str:
@@ -72,7 +77,7 @@ def main() -> None:
             size_mb = os.path.getsize(path) / 2**20
             floors, inspects, ratios = [], [], []
             for _ in range(args.repeats):
-                floor = timed([PYTHON, "-c", FLOOR, path])
+                floor = timed([PYTHON, "-c", FLOOR if name == "mlp" else HF_FLOOR, path])
                 inspect = timed([CLI, "inspect", path, "--json"])
                 floors.append(floor)
                 inspects.append(inspect)
