@@ -163,17 +163,3 @@ def _arg_names(model: nn.Module, inputs) -> list[str]:
     import inspect
 
     return list(inspect.signature(model.forward).parameters)[: len(inputs)]
-
-
-class PointwiseChain(nn.Module):
-    """Many elementwise ops over one large tensor: Inductor fuses them into one loop, eager makes a pass per op,
-    so compiled beats eager by a wide margin on any machine (for tests that need a compiled option to win)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for _ in range(16):
-            x = torch.sin(x) * 1.01 + 0.1
-        return x
-
-
-def pointwise_chain() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    return PointwiseChain().eval(), (torch.randn(1 << 20),)
