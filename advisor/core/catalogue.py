@@ -39,6 +39,7 @@ class BackendInfo:
     # mode -> the mode whose whole compile it does first, then more (so it never compiles faster); the plan uses
     # the measured compile of the latter as a floor for the former (advisor.core.decision.plan_pruning)
     compile_floor: Mapping[str, str] = field(default_factory=dict, hash=False)
+    builds_inductor_cpp: bool = False  # compiles C++ kernels with Inductor on CPU (its zygote prepares for that)
 
     def modes_for(self, device: str) -> tuple[str, ...]:
         """The modes that mean something on `device`: all but those `mode_devices` keeps to other devices
@@ -69,6 +70,7 @@ BACKENDS: dict[str, BackendInfo] = {
             # max-autotune lowers the graph as default does, then benchmarks kernel choices; reduce-overhead
             # compiles as default does, then records CUDA graphs
             compile_floor={"max-autotune": "default", "reduce-overhead": "default"},
+            builds_inductor_cpp=True,
         ),
         BackendInfo(
             name="torchair",
@@ -142,6 +144,12 @@ def display_name(backend: str) -> str:
 def simplicity_rank(backend: str) -> int:
     entry = BACKENDS.get(backend)
     return entry.simplicity_rank if entry else UNKNOWN_SIMPLICITY_RANK
+
+
+def may_build_inductor_cpp(backend: str) -> bool:
+    """Whether `backend` may compile C++ kernels with Inductor; True for a backend the catalogue does not know."""
+    entry = BACKENDS.get(backend)
+    return entry.builds_inductor_cpp if entry else True
 
 
 def devices_of(backend: str) -> tuple[str, ...] | None:

@@ -80,7 +80,8 @@ def run_analysis(
     readable = [request.model, request.inputs]
     on_progress(ProgressEvent("inspect", 0.0))
     # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis
-    with measurement.measurement_zygote(request.device, readable) as zygote:
+    inductor = _builds_inductor_cpp(request)
+    with measurement.measurement_zygote(request.device, readable, inductor=inductor) as zygote:
         inspected = isolated_inspection.inspect_isolated(
             request.model,
             inputs_file=request.inputs,
@@ -108,6 +109,17 @@ def run_analysis(
         on_progress(ProgressEvent("decide", 1.0))
         recommendation = dict(decide(context, inspection, run))
     return AnalysisOutcome(inspection=inspection, measurements=run, recommendation=recommendation)
+
+
+def _builds_inductor_cpp(request: AnalysisRequest) -> bool:
+    """Whether this analysis may compile C++ kernels with Inductor: its zygote prepares for that only then
+    (inspection never does)."""
+    if not request.measure:
+        return False
+    try:
+        return measurement.builds_inductor_cpp(measurement.plan_variants(request.backends, request.device))
+    except measurement.MeasureError:
+        return False  # the measurement will not start; the failure is reported there
 
 
 def _measure(

@@ -29,7 +29,7 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
 
     started: list[RecordingZygote] = []
 
-    def one_zygote(device: str, readable: list | tuple = ()) -> Zygote:
+    def one_zygote(device: str, readable: list | tuple = (), *, inductor: bool = True) -> Zygote:
         started.append(
             RecordingZygote(
                 "advisor.harness.measurement.child:preload", {"device": device}, readable=[p for p in readable if p]
@@ -132,3 +132,35 @@ def test_the_jobs_context_is_the_plan_the_measurement_follows(tmp_path: Path, mo
     seen.clear()
     run_stages(spec, lambda event: None)  # no context (an older server): every variant is measured
     assert seen["plan_context"] is None
+
+
+@pytest.mark.parametrize(
+    ("backends", "measure", "prepared"),
+    [
+        (["eager"], True, False),  # eager only: no header copy, no CPU-feature probe (~3 s of every such job)
+        (["eager", "onnxruntime"], True, False),
+        (["eager", "inductor"], True, True),
+        (["eager", "tests.backends_for_tests:WrongNumbersBackend"], True, True),  # a plugin backend may use Inductor
+        (["eager", "inductor"], False, False),  # an inspect job: inspection never compiles
+    ],
+)
+def test_the_zygote_prepares_for_inductor_only_when_a_variant_may_compile_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backends: list[str], measure: bool, prepared: bool
+) -> None:
+    from advisor.harness.pipeline import AnalysisRequest, run_analysis
+
+    class Started(Exception):
+        pass
+
+    seen: list[bool] = []
+
+    def recording(device: str, readable: list | tuple = (), *, inductor: bool = True) -> Zygote:
+        seen.append(inductor)
+        raise Started
+
+    monkeypatch.setattr(advisor.harness.measurement, "measurement_zygote", recording)
+    model = tmp_path / "m.pt2"
+    model.write_bytes(b"stand-in: never loaded")
+    with pytest.raises(Started):
+        run_analysis(AnalysisRequest(model=str(model), device="cpu", backends=backends, measure=measure))
+    assert seen == [prepared]

@@ -14,7 +14,7 @@ from advisor.harness.measurement.plan import (
     MeasurementCancelled,
     plan_variants,
 )
-from advisor.harness.measurement.run import measure_model, measurement_zygote
+from advisor.harness.measurement.run import builds_inductor_cpp, measure_model, measurement_zygote
 from advisor.harness.measurement.timing import TimingPolicy
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "MeasureError",
     "MeasurementCancelled",
     "TimingPolicy",
+    "builds_inductor_cpp",
     "measure_model",
     "measurement_zygote",
     "plan_variants",

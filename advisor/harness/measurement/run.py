@@ -28,16 +28,19 @@ from advisor.harness.measurement.variant import Progress, measure_one, not_measu
 from advisor.harness.sandbox import Cancel, Zygote
 
 
-def measurement_zygote(device: str, readable: list[str | None] | tuple = ()) -> Zygote:
+def measurement_zygote(device: str, readable: list[str | None] | tuple = (), *, inductor: bool = True) -> Zygote:
     """The zygote `measure_model` forks its children from; pass one in to share it with other children of
     the same job (e.g. inspection: one `import torch` per analysis instead of one per stage). Caller closes it.
     `readable`: the job's model (and inputs) file, the only files of the host its sandbox may read (besides
-    Inductor's trusted precompiled headers, advisor.harness.inductor_headers, built on first use)."""
+    Inductor's trusted precompiled headers, advisor.harness.inductor_headers, built on first use).
+    `inductor`: whether a child may compile C++ kernels with Inductor. Only then does the zygote copy the trusted
+    header in and run the CPU-feature probe (~3 s per job on 2 cores); a child that compiles anyway still works,
+    it builds its own header and probes for itself."""
     from advisor.harness.inductor_headers import trusted_headers
     from advisor.harness.isolation import resolve_isolation
 
     isolation = resolve_isolation()
-    headers = trusted_headers(isolation)
+    headers = trusted_headers(isolation) if inductor else None
     return Zygote(
         PRELOAD,
         {"device": device, "trusted_headers": headers},
@@ -106,7 +109,7 @@ def measure_model(
     notify = progress or (lambda event: None)
     # the children fork from one interpreter that has imported torch once (each still gets its own process)
     owns_zygote = zygote is None
-    zygote = zygote or measurement_zygote(device, [path, inputs_file])
+    zygote = zygote or measurement_zygote(device, [path, inputs_file], inductor=builds_inductor_cpp(variants))
     workdir = Path(tempfile.mkdtemp(prefix="advisor-measure-", dir=zygote.scratch))
     common = {
         "model_path": os.path.abspath(path),
@@ -160,6 +163,13 @@ def measure_model(
         if owns_zygote:
             zygote.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def builds_inductor_cpp(variants: Sequence[tuple[str, str]]) -> bool:
+    """Whether any of these (backend, mode) variants may compile C++ kernels with Inductor (a plugin backend may)."""
+    from advisor.core.catalogue import may_build_inductor_cpp
+
+    return any(may_build_inductor_cpp(name) for name, _ in variants)
 
 
 def _skip_reason(
