@@ -155,7 +155,7 @@ def _measure(
             cancel=cancel,
             zygote=zygote,
             keyword_inputs=snippets.keyword_inputs_of(inspection),
-            plan_context=plan.model_dump() if hasattr(plan, "model_dump") else plan,
+            plan_context=plan,
             inspection=inspection,
             **{name: value for name, value in limits.items() if value is not None},
         )

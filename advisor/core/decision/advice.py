@@ -10,9 +10,9 @@ from typing import Any
 
 from advisor.core import snippets
 from advisor.core.context import DeploymentContext
-from advisor.core.decision.break_even import break_even_calls, format_calls
+from advisor.core.decision.break_even import format_calls
 from advisor.core.decision.candidates import TORCHAIR_EXPORT_MODE, Option, Provenance, beats
-from advisor.core.decision.rules import InspectionFacts, TradeOff, short_list, unresolved_phrase
+from advisor.core.decision.rules import InspectionFacts, TradeOff, calls_to_repay, short_list, unresolved_phrase
 from advisor.core.schema import Caveat
 
 LONG_COMPILE_S = 5.0  # above this a shipped compile cache is worth suggesting
@@ -65,7 +65,7 @@ def measured_why_not(other: Option, chosen: Option, trade: TradeOff, context: De
                 f"{context.expected_calls_per_compile:,}"
             )
         if trade.decided_by == "eager_repays" and chosen.is_baseline and c_other is not None:
-            n_star = break_even_calls(0.0, chosen.latency_ms or 0.0, c_other, other.latency_ms or 0.0)
+            n_star = calls_to_repay(other, chosen, warm)
             return (
                 f"runs faster ({ms}) but its {c_other:.3g} s compile pays off only after {format_calls(n_star)} "
                 f"{context.call_unit} per compile; you expect {context.expected_calls_per_compile:,}"

@@ -342,13 +342,19 @@ def repays_compile(option: Option, eager: Option | None, context: DeploymentCont
     return compile_s * 1000.0 <= calls * (eager_ms - option_ms)
 
 
+def calls_to_repay(option: Option, eager: Option, warm: bool) -> float | None:
+    """After how many calls `option`'s compile pays for itself against eager (None: never)."""
+    compile_s = option.compile_s(warm) or 0.0
+    return break_even_calls(0.0, eager.latency_ms or 0.0, compile_s, option.latency_ms or 0.0)
+
+
 def rule_compile_not_repaid(context: DeploymentContext, eager: Option, option: Option) -> RuleStep:
     """The chosen option runs faster than eager, yet its compile costs more than the expected calls save."""
     unit = context.call_unit
     calls = context.expected_calls_per_compile or 0
     saved_ms = (eager.latency_ms or 0.0) - (option.latency_ms or 0.0)
     compile_s = option.compile_s(context.ships_compile_cache) or 0.0
-    n_star = break_even_calls(0.0, eager.latency_ms or 0.0, compile_s, option.latency_ms or 0.0)
+    n_star = calls_to_repay(option, eager, context.ships_compile_cache)
     evidence = {
         "option": option.label,
         "compile_s": compile_s,

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from advisor.core import noise, snippets
+from advisor.core.context import DeploymentContext
 from advisor.core.schema import Environment, MeasurementRowDict, MeasurementRun
 from advisor.harness.measurement.plan import (
     DEFAULT_MEMORY_LIMIT_MB,
@@ -78,7 +79,7 @@ def measure_model(
     accuracy_tolerance: dict | None = None,
     remeasure: bool = True,
     keyword_inputs: Sequence[str] = (),
-    plan_context: dict | None = None,
+    plan_context: DeploymentContext | dict | None = None,
     inspection: dict | None = None,
 ) -> MeasurementRun:
     """Measure `path` on `device`; returns one MeasurementRowDict per (backend, mode), eager included.
@@ -90,7 +91,7 @@ def measure_model(
     `accuracy_tolerance`: {"atol", "rtol"} (either may be None) replacing the dtype defaults of the accuracy check.
     `keyword_inputs`: the names of the inputs the model takes by keyword (the inspection's): each row's snippet then
     calls `model(*args, **kwargs)`, as the measurement did.
-    `plan_context`: the deployment context (a DeploymentContext dict) the measurement is for, with the `inspection`:
+    `plan_context`: the deployment context (or its dict) the measurement is for, with the `inspection`:
     before each variant starts, one that no result of its own could make the recommendation for this context is
     not measured (advisor.core.decision.plan_pruning); its row says "skipped" and why. None: measure every variant.
     A variant named with its mode in `backends` ("inductor:max-autotune") is always measured.
@@ -173,7 +174,7 @@ def builds_inductor_cpp(variants: Sequence[tuple[str, str]]) -> bool:
 
 
 def _skip_reason(
-    context: dict | None,
+    context: DeploymentContext | dict | None,
     inspection: dict | None,
     environment: Environment | None,
     workload: str,
