@@ -53,6 +53,18 @@ class GraphBreakModel(nn.Module):
         return y
 
 
+class PairwiseDistance(nn.Module):
+    """A linear layer, `torch.cdist` (which Inductor runs as a fallback kernel: aten._cdist_forward has no
+    lowering) and a relu + sum Inductor fuses into one generated kernel."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(32, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.cdist(self.proj(x), x)).sum(-1)
+
+
 class TinyBert(nn.Module):
     """A `transformers` BERT with a tiny random config; forward returns plain tensors."""
 
@@ -82,6 +94,10 @@ def mlp() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
 def cnn() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
     return SmallCNN().eval(), (torch.randn(2, 3, 16, 16),)
+
+
+def pairwise_distance() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return PairwiseDistance().eval(), (torch.randn(16, 32),)
 
 
 def tiny_bert() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:

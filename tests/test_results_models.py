@@ -99,6 +99,12 @@ def test_the_worker_boundary_still_refuses_wrong_types() -> None:
     with pytest.raises(ValidationError) as refused:
         CompletedResults.model_validate({"measurements": {"measurements": [{"backend": "b" * 65}]}})
     assert refused.value.errors()[0]["loc"] == ("measurements", "measurements", 0, "backend")
+    # a breakdown whose share is not a fraction, or whose op name is a megabyte, is refused with its place named
+    for entry in ({"name": "aten::mm", "share": 3.0}, {"name": "x" * 1_000_000, "share": 0.5}):
+        row = {"backend": "eager", "time_breakdown": {"entries": [entry]}}
+        with pytest.raises(ValidationError) as refused:
+            CompletedResults.model_validate({"measurements": {"measurements": [row]}})
+        assert refused.value.errors()[0]["loc"][:5] == ("measurements", "measurements", 0, "time_breakdown", "entries")
 
 
 def test_row_label_is_the_options_spelling() -> None:

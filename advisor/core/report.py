@@ -31,6 +31,7 @@ from advisor.core.results import (
     Recommendation,
     read,
 )
+from advisor.core.time_breakdown import breakdown_heading, breakdown_line, shown_breakdowns
 
 Format = Literal["text", "markdown", "json"]
 FORMATS: tuple[str, ...] = ("text", "markdown", "json")
@@ -296,6 +297,11 @@ def render_text(analysis: dict[str, Any]) -> str:
         console.print(table)
     for line in compile_breakdown_lines(run):
         console.print(f"Compile time of {line}")
+    breakdowns = shown_breakdowns(run, rec)
+    if breakdowns:
+        console.print(f"\nWhere the time goes {breakdown_heading(breakdowns[0][1])}:")
+        for label, breakdown in breakdowns:
+            console.print(Padding(f"- {breakdown_line(label, breakdown)}", (0, 0, 0, 2), expand=False))
     sentence = break_even_sentence(rec.break_even)
     if sentence:
         console.print(f"\nBreak-even: {sentence}")
@@ -358,6 +364,11 @@ def render_markdown(analysis: dict[str, Any]) -> str:
         lines.append("")
         breakdown = compile_breakdown_lines(run)
         lines += [f"Compile time of {line}  " for line in breakdown] + ([""] if breakdown else [])
+    breakdowns = shown_breakdowns(run, rec)
+    if breakdowns:
+        lines += ["## Where the time goes", "", breakdown_heading(breakdowns[0][1]), ""]
+        lines += [f"- {_cell(breakdown_line(f'`{label}`', breakdown, top=15))}" for label, breakdown in breakdowns]
+        lines.append("")
     sentence = break_even_sentence(rec.break_even)
     if sentence:
         lines += ["## Break-even", "", sentence, ""]

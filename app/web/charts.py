@@ -345,6 +345,44 @@ def compile_chart(bars: Sequence[CompileBar], title: str = "Compile time, cold v
     return "".join(parts)
 
 
+@dataclass(frozen=True)
+class ShareBar:
+    """One entry of a time breakdown: an op, a generated kernel or a runtime marker, and its share of the time."""
+
+    name: str
+    kind: str  # op | kernel | aten call | fallback | runtime (a CSS class and written next to the bar)
+    share: float  # 0..1
+    ms_per_call: float | None
+
+
+def breakdown_chart(bars: Sequence[ShareBar], title: str) -> str:
+    """Horizontal bars of each entry's share of the profiled time, largest first; the kind is written, not only
+    coloured, and the full name is in each bar's <title> (long kernel names are shortened on the label)."""
+    if not bars:
+        return _empty(title, "The profiler saw no ops.", "breakdown-chart")
+    ticks = nice_ticks(max(b.share for b in bars) * 100)
+    scale = _PLOT_W / ticks[-1]
+    x0 = _LABEL_W
+    height = _PAD + len(bars) * _ROW_H + _AXIS_H
+    desc = "; ".join(f"{b.name} ({b.kind}): {b.share * 100:.1f}%" for b in bars)
+    parts = [_svg_open(x0 + _PLOT_W + _CLIP_LABEL_W + _PAD, height, title, desc, "breakdown-chart")]
+    for i, bar in enumerate(bars):
+        y = _PAD + i * _ROW_H
+        width = max(bar.share * 100 * scale, 1)
+        per_call = f", {format_quantity(bar.ms_per_call)} ms per call" if bar.ms_per_call is not None else ""
+        kind = _text(bar.kind).replace(" ", "-")
+        parts.append(
+            f'<g class="row">{_row_label(bar.name, x0, y + _ROW_H / 2 + 4)}'
+            f'<rect class="bar share-{kind}" x="{x0}" y="{_num(y + 8)}" width="{_num(width)}" height="14">'
+            f"<title>{_text(bar.name)} ({_text(bar.kind)}): {bar.share * 100:.1f}%{per_call}</title></rect>"
+            f'<text class="value" x="{_num(x0 + width + 6)}" y="{_num(y + _ROW_H / 2 + 4)}">'
+            f"{bar.share * 100:.0f}% {_text(bar.kind)}</text></g>"
+        )
+    parts += _x_axis(ticks, scale, x0, _PAD + len(bars) * _ROW_H, "% of profiled time")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def _seconds(value: float | None) -> str:
     return "not measured" if value is None else f"{format_quantity(value)} s"
 

@@ -16,12 +16,16 @@ from typing import Any
 
 from advisor.core import noise
 from advisor.core.decision import torchair_status_unknown
+from advisor.core.results import MeasurementRun, Recommendation, read
+from advisor.core.time_breakdown import breakdown_facts, breakdown_heading, shown_breakdowns
 from app.web.charts import (
     CompileBar,
     CostLine,
     Crossing,
     LatencyBar,
+    ShareBar,
     break_even_chart,
+    breakdown_chart,
     compile_chart,
     crossings,
     latency_chart,
@@ -101,6 +105,16 @@ class CoverageRow:
 
 
 @dataclass
+class BreakdownPanel:
+    """Where one option's time goes: its bar chart (top entries by share), how it was measured, compiled-only facts."""
+
+    label: str
+    chart: str
+    heading: str
+    facts: list[str]
+
+
+@dataclass
 class DetailView:
     analysis: Mapping[str, Any]
     recommendation: Mapping[str, Any] | None
@@ -119,6 +133,7 @@ class DetailView:
     training: bool = False  # a training run: times are per step, accuracy is the gradients'
     quality: Mapping[str, Any] | None = None  # advisor.core.noise.quality_of(run): noisy, noisy_rows, unresolved, ...
     answer: Answer | None = None
+    breakdowns: list[BreakdownPanel] = field(default_factory=list)  # eager's and the recommended option's
 
     @property
     def unit(self) -> str:
@@ -294,11 +309,29 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
             ),
         }
         view.crossings = crossings(lines)
+    view.breakdowns = breakdown_panels(run, recommendation)
     if recommendation:
         # the tree shows the path; the summary is in the answer card and the reasons in the why-not table
         why_not = dict.fromkeys(recommendation.get("why_not") or {}, "")
         view.tree = tree_svg({**recommendation, "summary": "", "why_not": why_not})
     return view
+
+
+def breakdown_panels(run: Mapping | None, recommendation: Mapping | None) -> list[BreakdownPanel]:
+    panels = []
+    for label, breakdown in shown_breakdowns(read(MeasurementRun, run), read(Recommendation, recommendation)):
+        bars = [
+            ShareBar(str(e.name), e.kind or "op", e.share, e.ms_per_call)
+            for e in breakdown.entries or []
+            if e.name is not None and e.share is not None
+        ]
+        title = f"Where the time goes: {label}"
+        panels.append(
+            BreakdownPanel(
+                label, breakdown_chart(bars, title), breakdown_heading(breakdown), breakdown_facts(breakdown)
+            )
+        )
+    return panels
 
 
 def run_quality(run: Mapping[str, Any] | None) -> dict[str, Any] | None:

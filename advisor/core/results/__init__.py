@@ -26,12 +26,14 @@ from advisor.core.results.inspection import (
 )
 from advisor.core.results.measurement import Accuracy, LatencyStats, MeasurementRow, MeasurementRun
 from advisor.core.results.recommendation import BreakEven, Caveat, LayeredPart, Recommendation, RuleStep
+from advisor.core.results.time_breakdown import BreakdownEntry, TimeBreakdown
 
 __all__ = [
     "INT64",
     "MAX_MEASUREMENTS",
     "Accuracy",
     "BreakEven",
+    "BreakdownEntry",
     "Caveat",
     "CompletedResults",
     "CoverageSource",
@@ -51,5 +53,6 @@ __all__ = [
     "Recommendation",
     "Runnable",
     "RuleStep",
+    "TimeBreakdown",
     "read",
 ]

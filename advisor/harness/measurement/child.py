@@ -28,6 +28,7 @@ from advisor.harness.measurement.dynamic import (
     reset_dynamo_counters,
 )
 from advisor.harness.measurement.errors import eager_failure, stage_error
+from advisor.harness.measurement.time_breakdown import enable_kernel_markers, time_breakdown
 from advisor.harness.measurement.timing import TimingPolicy, summaries, throughput, time_side_by_side
 from advisor.harness.measurement.training import reference_gradients, training_details, training_peak_mb, training_steps
 from advisor.harness.sandbox import report_progress
@@ -111,6 +112,9 @@ def measure_variant(
 
     from advisor.harness.loading import LoadError, load_model
 
+    timing = TimingPolicy(**policy)
+    if timing.profile:
+        enable_kernel_markers()  # before compiling, in the warm-cache child too (same FX graph cache key)
     torch.manual_seed(0)
     try:
         loaded = load_model(model_path, inputs_file=inputs_file, input_shapes=input_shapes)
@@ -120,7 +124,6 @@ def measure_variant(
     if not runnable:
         return {"status": "unavailable", "reason": why_not or "the model cannot run on this host"}
 
-    timing = TimingPolicy(**policy)
     result: dict[str, Any] = {"environment": dev.describe()}
     with torch.no_grad():
         if is_baseline:
@@ -181,11 +184,22 @@ def measure_variant(
             result["dynamic"] = measure_dynamic_sizes(loaded, inputs, fns, dev, timing)
         if result["graph_count"] is not None:
             result["recompiles"] = max(0, dynamo_counter("frames", "total") - frames_after_first)
+        if timing.profile and not warm_run:
+            progress("profiling")
+            result["time_breakdown"] = _time_breakdown(compiled, inputs, dev, device, result["latency"]["median_ms"])
     result["status"] = "ok" if accuracy["passed"] else "fail_accuracy"
     result["reason"] = None if accuracy["passed"] else f"inaccurate output: {accuracy.get('reason', '')}"
     if steps and not accuracy["passed"]:
         result["reason"] = f"inaccurate gradients: {accuracy.get('reason', '')}"
     return result
+
+
+def _time_breakdown(fn: Any, inputs: tuple, dev: devices.Device, device: str, median_ms: float) -> dict:
+    """The profiled pass after the timed window; a profiler that fails leaves the row's numbers standing."""
+    try:
+        return time_breakdown(fn, inputs, device, dev.synchronize, median_ms / 1e3)
+    except Exception as exc:  # noqa: BLE001 - the breakdown is an extra, the timings are already taken
+        return {"error": f"the profiler failed: {first_line(exc, limit=300)}"}
 
 
 # ------------------------------------------------------------------ reference

@@ -36,6 +36,7 @@ class TimingPolicy:
     sample_time_s: float = 0.001  # calls faster than this are timed k at a time (one sample = a block mean)
     dynamic_sizes: int = 2  # extra sizes measured when the model has dynamic dims
     warm_cache: bool = True  # measure the warm-cache compile in a second child
+    profile: bool = True  # after timing, a torch.profiler pass: where the time goes (measurement.time_breakdown)
 
 
 # ------------------------------------------------------------------ timing

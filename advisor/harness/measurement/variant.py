@@ -103,6 +103,7 @@ def _fill_from_child(row: MeasurementRowDict, value: dict, is_baseline: bool) ->
         throughput=value.get("throughput"),
         dynamic=value.get("dynamic"),
         compile_breakdown=value.get("compile_breakdown"),
+        time_breakdown=value.get("time_breakdown"),
     )
     if value.get("training"):
         row["training"] = value["training"]  # type: ignore[typeddict-unknown-key]
@@ -141,6 +142,7 @@ def _empty_row(backend: Any, mode: str, device: str, workload: str, snippet: str
         throughput=None,
         dynamic=None,
         compile_breakdown=None,
+        time_breakdown=None,
         wall_s=0.0,
         snippet=snippet,
     )
