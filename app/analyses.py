@@ -63,12 +63,20 @@ class Submission:
 
 
 def dedupe_key(
-    *, artifact_sha256: str, inputs_sha256: str | None, context: dict, target: str, backends: list[str]
+    *,
+    artifact_sha256: str,
+    inputs_sha256: str | None,
+    context: dict,
+    target: str,
+    backends: list[str],
+    tag: str | None = None,
 ) -> str:
-    """Same artifact + inputs + context + target + requested backends = the same question."""
-    canonical = json.dumps(
-        {"a": artifact_sha256, "i": inputs_sha256, "c": context, "t": target, "b": sorted(backends)}, sort_keys=True
-    )
+    """Same artifact + inputs + context + target + requested backends (+ suite tag) = the same question. A tagged
+    submission is never answered by an analysis of another suite (or none): each suite keeps its own history."""
+    question = {"a": artifact_sha256, "i": inputs_sha256, "c": context, "t": target, "b": sorted(backends)}
+    if tag is not None:  # untagged keys stay what they were before tags existed
+        question["g"] = tag
+    canonical = json.dumps(question, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -85,6 +93,7 @@ def submit_analysis(
     submitted_by: str,
     force: bool,
     cache_window_s: float,
+    tag: str | None = None,
 ) -> Submission:
     """Create an analysis and its job, or return a recent identical one (unless `force`).
 
@@ -100,8 +109,9 @@ def submit_analysis(
         context=context,
         target=target,
         backends=backends,
+        tag=tag,
     )
-    fields = _NewAnalysis(artifact, inputs, context, target, model_name, backends, submitted_by)
+    fields = _NewAnalysis(artifact, inputs, context, target, model_name, backends, submitted_by, tag)
     if session.in_transaction():
         session.commit()  # start from a fresh transaction (whatever was read before is not held across)
     for attempt in range(SUBMIT_ATTEMPTS):
@@ -129,6 +139,7 @@ class _NewAnalysis:
     model_name: str
     backends: list[str]
     submitted_by: str
+    tag: str | None = None
 
 
 def _submit_once(
@@ -153,6 +164,7 @@ def _submit_once(
         format=artifact.format,
         target=target,
         submitted_by=fields.submitted_by,
+        tag=fields.tag,
         artifact_sha256=artifact.sha256,
         inputs_sha256=inputs.sha256 if inputs else None,
         context=fields.context,
@@ -322,6 +334,7 @@ def analysis_core(
         "format": analysis.format,
         "target": analysis.target,
         "submitted_by": analysis.submitted_by,
+        "tag": analysis.tag,
         "created_at": analysis.created_at,
         "updated_at": _last_change(analysis, job),
         "queue_position": position,
@@ -362,6 +375,7 @@ def list_analyses(
     backend: str | None = None,
     model: str | None = None,
     submitter: str | None = None,
+    tag: str | None = None,
     sort: str = "created_at",
     order: str = "desc",
     page: int = 1,
@@ -379,6 +393,8 @@ def list_analyses(
         conditions.append(Analysis.model_name.contains(model, autoescape=True))
     if submitter:
         conditions.append(Analysis.submitted_by == submitter)
+    if tag:
+        conditions.append(Analysis.tag == tag)
     where = and_(True, *conditions)
     base = select(Analysis, Job).join(Job, _measure_job).where(where)
     total = session.scalar(select(func.count()).select_from(base.subquery())) or 0

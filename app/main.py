@@ -24,7 +24,7 @@ from app.db import create_db_engine, read_only_engine, upgrade_database
 from app.job_queue import Clock, JobQueue, QueueError, QueuePolicy, utcnow
 from app.metrics import ServiceMetrics
 from app.path_ids import PathIdRangeMiddleware
-from app.routes import analyses, artifacts, jobs, ops, workers
+from app.routes import analyses, artifacts, jobs, ops, suites, workers
 from app.settings import Settings, auth_mode, get_settings
 from app.storage import ArtifactStore, UploadTooLarge
 from app.upload_limit import UploadLimitMiddleware
@@ -76,7 +76,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
     app.state.metrics = ServiceMetrics(app.state.read_engine)
     app.state.auth_mode = auth_mode(settings)
 
-    for module in (analyses, workers, jobs, artifacts, ops):
+    for module in (analyses, suites, workers, jobs, artifacts, ops):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(ops.root_router)
     app.add_api_route("/analyze", analyses.analyze, methods=["POST"], status_code=202, include_in_schema=False)

@@ -44,6 +44,8 @@ class AnalysisBase(SQLModel):
     format: str | None = Field(default=None, max_length=32)
     target: str = Field(max_length=16, index=True)  # device kind the context targets: cpu | cuda | npu
     submitted_by: str = Field(default="anonymous", max_length=200, index=True)
+    # a model suite's name (e.g. "nightly-cv"): its analyses are summarised together at /suites/TAG (app.suites)
+    tag: str | None = Field(default=None, max_length=64, index=True)
 
 
 class Analysis(AnalysisBase, table=True):
@@ -106,6 +108,7 @@ class AnalysisSummary(SQLModel):
     format: str | None
     target: str
     submitted_by: str
+    tag: str | None = None  # the model suite it belongs to
     created_at: datetime
     updated_at: datetime
     recommended_backend: str | None  # None: not decided yet, or no backend qualifies

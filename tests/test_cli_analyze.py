@@ -66,6 +66,8 @@ def test_context_file_is_overridden_by_flags(tmp_path: Path, monkeypatch: pytest
             "--backends",
             "eager,inductor",
             "--force",
+            "--tag",
+            "nightly-cv",
             "--out",
             str(tmp_path / "r.md"),
         ],
@@ -75,7 +77,7 @@ def test_context_file_is_overridden_by_flags(tmp_path: Path, monkeypatch: pytest
     assert seen["context"]["stage"] == "production"  # the flag wins
     assert seen["context"]["target"] == "cpu" and seen["context"]["memory_budget_mb"] == 256  # the file's
     assert seen["server"] == "http://advisor.example:8000" and seen["token"] == "t0k" and seen["fmt"] == "markdown"
-    assert seen["model"] == model and seen["wait"] is True
+    assert seen["model"] == model and seen["wait"] is True and seen["tag"] == "nightly-cv"
 
 
 def test_flags_that_only_mean_something_in_one_mode_are_refused_in_the_other(tmp_path: Path) -> None:
@@ -87,6 +89,8 @@ def test_flags_that_only_mean_something_in_one_mode_are_refused_in_the_other(tmp
     assert on_server.exit_code == 2 and "--device, --skip-measure apply to --local only" in on_server.output
     local = runner.invoke(app, ["analyze", str(model), "--force"])
     assert local.exit_code == 2 and "--force applies to --server only" in local.output
+    tagged = runner.invoke(app, ["analyze", str(model), "--tag", "nightly"])
+    assert tagged.exit_code == 2 and "--tag applies to --server only" in tagged.output
 
 
 def test_missing_model_and_bad_format_are_messages(tmp_path: Path) -> None:

@@ -49,6 +49,9 @@ def analyze(
     force: bool = typer.Option(
         False, "--force", help="with --server: measure again even if an identical analysis exists"
     ),
+    tag: str | None = typer.Option(
+        None, "--tag", help="with --server: the model suite this analysis belongs to (summarised at /suites/TAG)"
+    ),
     context_file: Path | None = typer.Option(None, "--context", help="deployment context as a JSON file"),
     stage: str | None = typer.Option(None, help="prototype | production | edge"),
     model_changes: str | None = typer.Option(None, "--model-changes", help="frequent | occasional | frozen"),
@@ -116,11 +119,14 @@ def analyze(
                 inputs=inputs,
                 backends=_split(backends),
                 force=force,
+                tag=tag,
                 out=out,
             )
         )
     if force:
         _fail("--force applies to --server only (a local analysis always measures)")
+    if tag:
+        _fail("--tag applies to --server only (suites live on a team server)")
     if not local:
         _fail("choose --local or --server URL")
     analysis = analyze_locally(

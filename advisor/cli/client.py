@@ -83,10 +83,12 @@ class AdvisorClient:
         model_name: str | None = None,
         force: bool = False,
         backends: list[str] | None = None,
+        tag: str | None = None,
     ) -> dict[str, Any]:
         """Upload a model (streamed) with its deployment context: `{"id", "status", "links", ...}`.
 
-        `backends`: the backends the job measures (e.g. ["eager", "inductor"]); None leaves it to the server."""
+        `backends`: the backends the job measures (e.g. ["eager", "inductor"]); None leaves it to the server.
+        `tag`: the model suite it belongs to (the server summarises a suite at /suites/TAG)."""
         model = Path(model)
         if not model.is_file():
             raise AdvisorError(f"no such model file: {model}")
@@ -97,6 +99,8 @@ class AdvisorClient:
             data["force"] = "true"
         if backends:
             data["backends"] = ",".join(backends)
+        if tag:
+            data["tag"] = tag
         with model.open("rb") as model_file:
             files: dict[str, Any] = {"model": (model.name, model_file, "application/octet-stream")}
             if inputs is None:

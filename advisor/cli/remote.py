@@ -37,6 +37,7 @@ def analyze_remote(
     model_name: str | None = None,
     force: bool = False,
     backends: list[str] | None = None,
+    tag: str | None = None,
     out: Path | None = None,
 ) -> int:
     """Submit and (with `wait`) follow one analysis; returns the exit code (0 done, or its unmeasured report while no
@@ -51,7 +52,7 @@ def analyze_remote(
     with AdvisorClient(server, token, on_busy=busy) as client:
         try:
             submitted = client.submit(
-                model, context, inputs=inputs, model_name=model_name, force=force, backends=backends
+                model, context, inputs=inputs, model_name=model_name, force=force, backends=backends, tag=tag
             )
         except AdvisorError as exc:
             err.print(f"[red]error:[/red] {exc}", highlight=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Annotated, Literal
 
@@ -34,6 +35,7 @@ from app.models import Analysis, AnalysisPublic, AnalysisSummaryPage, Artifact, 
 from app.outcomes import DecisionFailed, decide_recommendation, store_recommendation
 from app.settings import Settings
 from app.storage import ArtifactStore, IncomingFile, StoredFile
+from app.suites import TAG_PATTERN, TAG_RULE
 from app.summaries import analysis_summary
 from app.upload_form import MAX_PARTS, FileLimit, ReceivedForm, receive_form
 
@@ -89,6 +91,11 @@ ANALYZE_FORM = {
                     "context": {"type": "string", "description": "DeploymentContext as a JSON object", "default": "{}"},
                     "inputs": {"type": "string", "format": "binary", "description": "example inputs (torch.save)"},
                     "model_name": {"type": "string", "maxLength": 200},
+                    "tag": {
+                        "type": "string",
+                        "pattern": TAG_PATTERN,
+                        "description": "a model suite's name: its analyses are summarised at /suites/TAG",
+                    },
                     "backends": {"type": "string", "description": "comma-separated backends the job needs"},
                     "force": {"type": "boolean", "description": "measure again even if an identical analysis exists"},
                 },
@@ -184,6 +191,7 @@ async def receive_and_submit(
             model_name=fields["model_name"] or _default_name(form.filenames.get("model")),
             backends=fields["backends"],
             submitted_by=principal.name,
+            tag=fields["tag"],
             force=fields["force"],
             cache_window_s=settings.cache_window_s,
         )
@@ -219,11 +227,14 @@ def _accepted(request: Request, submission: Submission) -> JSONResponse:
 
 
 def _form_fields(form: ReceivedForm) -> dict:
-    """The text fields, validated: context (parsed), model_name, backends, force."""
+    """The text fields, validated: context (parsed), model_name, tag, backends, force."""
     context = _parse_context(form.fields.get("context", "{}"))
     model_name = form.fields.get("model_name", "").strip()
     if len(model_name) > 200:
         raise HTTPException(422, detail=[{"field": "model_name", "message": "at most 200 characters"}])
+    tag = form.fields.get("tag", "").strip() or None
+    if tag is not None and not re.fullmatch(TAG_PATTERN, tag):
+        raise HTTPException(422, detail=[{"field": "tag", "message": TAG_RULE}])
     force_text = form.fields.get("force", "false").strip().lower()
     if force_text not in ("true", "false", "1", "0", "yes", "no", "on", "off", ""):
         raise HTTPException(422, detail=[{"field": "force", "message": "must be true or false"}])
@@ -232,6 +243,7 @@ def _form_fields(form: ReceivedForm) -> dict:
     return {
         "context": context,
         "model_name": model_name,
+        "tag": tag,
         "backends": backends,
         "force": force_text in ("true", "1", "yes", "on"),
     }
@@ -309,6 +321,7 @@ def list_route(
     backend: Annotated[str | None, Query(description="the recommended backend")] = None,
     model: Annotated[str | None, Query(description="part of the model name")] = None,
     submitter: str | None = None,
+    tag: Annotated[str | None, Query(description="the model suite (see /suites)", max_length=64)] = None,
     sort: Literal[tuple(SORTABLE)] = "created_at",  # type: ignore[valid-type]
     order: Literal["asc", "desc"] = "desc",
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
@@ -321,6 +334,7 @@ def list_route(
         backend=backend,
         model=model,
         submitter=submitter,
+        tag=tag,
         sort=sort,
         order=order,
         page=page,

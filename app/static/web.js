@@ -128,6 +128,8 @@ async function submitUpload(event) {
   }
   const name = form.querySelector("input[name=model_name]").value.trim();
   if (name) data.append("model_name", name);
+  const tag = form.querySelector("input[name=tag]").value.trim();
+  if (tag) data.append("tag", tag);
   if (form.querySelector("input[name=force]").checked) data.append("force", "true");
   const inputs = form.querySelector("input[name=inputs]").files[0];
   if (inputs) data.append("inputs", inputs);

@@ -574,3 +574,63 @@ def break_even_chart(
             )
     parts.append("</svg>")
     return "".join(parts)
+
+
+_SERIES_STYLES = 6  # web.css defines series-0 .. series-5
+
+
+def history_chart(days: Sequence[str], series: dict[str, list[float | None]], title: str) -> str:
+    """One line per option: its geomean speedup vs eager at each point of the suite's history (a gap where it was
+    not measured), with a dashed line at 1.0x (eager). Each point's <title> and the <desc> give the numbers."""
+    values = [v for points in series.values() for v in points if v is not None]
+    if not days or not values:
+        return _empty(title, "No speedups measured yet.", "history-chart")
+    ticks = nice_ticks(max(max(values), 1.0))
+    x0, width = _LABEL_W, _PLOT_W
+    plot_h = 200.0
+    top = _PAD
+    step = width / max(len(days) - 1, 1)
+
+    def xy(index: int, value: float) -> tuple[float, float]:
+        return x0 + index * step, top + plot_h - value / ticks[-1] * plot_h
+
+    desc = "; ".join(
+        f"{label}: "
+        + ", ".join(f"{day} {'-' if v is None else f'{v:.2f}x'}" for day, v in zip(days, points, strict=True))
+        for label, points in series.items()
+    )
+    parts = [_svg_open(x0 + width + _PAD * 4, top + plot_h + _AXIS_H + 18 * len(series), title, desc, "history-chart")]
+    for tick in ticks:
+        y = xy(0, tick)[1]
+        parts.append(f'<line class="grid" x1="{x0}" y1="{_num(y)}" x2="{_num(x0 + width)}" y2="{_num(y)}"/>')
+        parts.append(f'<text class="tick" x="{x0 - 6}" y="{_num(y + 4)}" text-anchor="end">{format_tick(tick)}x</text>')
+    eager_y = xy(0, 1.0)[1]
+    parts.append(
+        f'<line class="axis eager-line" x1="{x0}" y1="{_num(eager_y)}" x2="{_num(x0 + width)}" '
+        f'y2="{_num(eager_y)}" stroke-dasharray="4 3"/>'
+    )
+    for index, day in enumerate(days):
+        x = xy(index, 0)[0]
+        parts.append(
+            f'<text class="tick" x="{_num(x)}" y="{_num(top + plot_h + 16)}" text-anchor="middle">{_text(day)}</text>'
+        )
+    for number, (label, points) in enumerate(series.items()):
+        style = f"series-{number % _SERIES_STYLES}"
+        segment: list[str] = []
+        segments = [segment]
+        for index, value in enumerate(points):
+            if value is None:
+                segment = []
+                segments.append(segment)
+                continue
+            x, y = xy(index, value)
+            segment.append(f"{_num(x)},{_num(y)}")
+            parts.append(
+                f'<circle class="cost-line {style}" cx="{_num(x)}" cy="{_num(y)}" r="3">'
+                f"<title>{_text(label)} on {_text(days[index])}: {value:.2f}x</title></circle>"
+            )
+        parts += [f'<polyline class="cost-line {style}" points="{" ".join(s)}"/>' for s in segments if len(s) > 1]
+        legend_y = top + plot_h + _AXIS_H + 18 * number
+        parts.append(f'<text class="legend {style}" x="{x0}" y="{_num(legend_y)}">{_text(label)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)

@@ -35,6 +35,7 @@ from app.models import Analysis
 from app.path_ids import id_or_none
 from app.routes import analyses as analyses_api
 from app.storage import UploadTooLarge
+from app.suites import suite_summary, suite_tags
 from app.upload_form import ReceivedForm
 from app.upload_limit import VIEWER_SCOPE_KEY
 from app.web import queries
@@ -51,6 +52,7 @@ from app.web.cookie_auth import (
     viewer,
 )
 from app.web.detail_view import INDUCTOR_STATUS_TEXT, TORCHAIR_STATUS_TEXT, detail_view
+from app.web.suite_view import suite_history_chart
 from app.web.upload_form import context_form_fields
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
@@ -297,6 +299,20 @@ def compare_page(
     )
 
 
+# ------------------------------------------------------------------ model suites
+@router.get("/suites", response_class=HTMLResponse)
+def suites_page(request: Request, session: SessionDep, who: PageViewer) -> HTMLResponse:
+    return _render(request, "suites.html", who, active="suites", suites=suite_tags(session))
+
+
+@router.get("/suites/{tag}", response_class=HTMLResponse)
+def suite_page(request: Request, tag: str, session: SessionDep, who: PageViewer) -> HTMLResponse:
+    summary = suite_summary(session, tag)
+    if summary is None:
+        raise HTTPException(404, detail=f"no analysis has the tag {tag!r}")
+    return _render(request, "suite.html", who, active="suites", suite=summary, chart=suite_history_chart(summary))
+
+
 # ------------------------------------------------------------------ queue and workers
 @router.get("/queue", response_class=HTMLResponse)
 def queue_page(request: Request, session: SessionDep, queue: QueueDep, settings: SettingsDep, who: PageViewer):
@@ -339,8 +355,8 @@ async def upload_post(
 
     try:
         submission = await analyses_api.receive_and_submit(
-            request, session, queue, store, settings, who, prepare=prepare, max_parts=4 + len(fields)
-        )  # model, inputs, model_name, force and one part per context field
+            request, session, queue, store, settings, who, prepare=prepare, max_parts=5 + len(fields)
+        )  # model, inputs, model_name, tag, force and one part per context field
     except HTTPException as exc:
         return _upload_errors(request, who, fields, entered, exc.status_code, exc.detail)
     except (UploadTooLarge, QueueError) as exc:
@@ -352,7 +368,7 @@ def _upload_errors(
     request: Request, who: Principal, fields: list, entered: dict[str, str], status_code: int, detail: Any
 ) -> HTMLResponse:
     """The form again, with each {field, message} next to its field (as web.js places the API's) and the rest on top."""
-    placeable = {f.name for f in fields} | {"model", "model_name", "inputs"}
+    placeable = {f.name for f in fields} | {"model", "model_name", "tag", "inputs"}
     errors: dict[str, str] = {}
     unplaced: list[str] = []
     if isinstance(detail, list):

@@ -54,7 +54,9 @@ def client_for(api: FakeAnalysisApi, token: str | None = "u-token") -> AdvisorCl
 def test_submit_uploads_the_file_and_context_as_multipart(model_file: Path):
     api = FakeAnalysisApi()
     with client_for(api) as client:
-        reply = client.submit(model_file, {"stage": "production", "target": "npu"}, model_name="resnet", force=True)
+        reply = client.submit(
+            model_file, {"stage": "production", "target": "npu"}, model_name="resnet", force=True, tag="nightly"
+        )
     assert reply["id"] == 7
     [request] = api.uploads
     assert request.headers["authorization"] == "Bearer u-token"
@@ -62,6 +64,7 @@ def test_submit_uploads_the_file_and_context_as_multipart(model_file: Path):
     assert b'name="context"' in body and b'{"stage": "production", "target": "npu"}' in body
     assert b'name="model"; filename="model.pt2"' in body and b"PK\x00\x00" in body
     assert b'name="force"\r\n\r\ntrue' in body and b'name="model_name"\r\n\r\nresnet' in body
+    assert b'name="tag"\r\n\r\nnightly' in body
 
 
 def test_a_missing_file_is_reported_before_any_upload(tmp_path: Path):
