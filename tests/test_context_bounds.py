@@ -25,6 +25,7 @@ LARGEST = {
     "shape_ranges": [{"input": "x" * ctx.MAX_INPUT_NAME, "dim": ctx.MAX_DIM_INDEX, "min": 1, "max": ctx.MAX_DIM_SIZE}]
     * ctx.MAX_SHAPE_RANGES,
     "accuracy_tolerance": {"atol": ctx.MAX_TOLERANCE, "rtol": ctx.MAX_TOLERANCE},
+    "shape_sweep": [{"x" * ctx.MAX_INPUT_NAME: [ctx.MAX_DIM_SIZE] * (ctx.MAX_DIM_INDEX + 1)}] * ctx.MAX_SWEEP_POINTS,
 }
 
 
@@ -75,7 +76,26 @@ def test_shape_ranges_are_bounded(shape_range, field):
     assert field in errors_of({"shape_ranges": [shape_range]})
 
 
+@pytest.mark.parametrize(
+    ("point", "field"),
+    [
+        ({"x": [0, 64]}, "shape_sweep.0.x.0"),
+        ({"x": [ctx.MAX_DIM_SIZE + 1]}, "shape_sweep.0.x.0"),
+        ({"x": [1] * (ctx.MAX_DIM_INDEX + 2)}, "shape_sweep.0.x"),
+        ({"x": "1x64"}, "shape_sweep.0.x"),
+        ({}, "shape_sweep.0"),
+        ({f"x{i}": [1] for i in range(ctx.MAX_SWEEP_INPUTS + 1)}, "shape_sweep.0"),
+        ({"x" * (ctx.MAX_INPUT_NAME + 1): [1]}, "shape_sweep.0"),
+    ],
+)
+def test_sweep_points_are_bounded(point, field):
+    errors = errors_of({"shape_sweep": [point]})
+    assert any(name.startswith(field) for name in errors), errors
+    assert all(len(message) < 200 for message in errors.values())
+
+
 def test_lists_and_tolerances_are_bounded():
+    assert "shape_sweep" in errors_of({"shape_sweep": [{"x": [1]}] * (ctx.MAX_SWEEP_POINTS + 1)})
     too_many = [{"input": "x", "dim": 0, "min": 1, "max": 2}] * (ctx.MAX_SHAPE_RANGES + 1)
     assert "shape_ranges" in errors_of({"shape_ranges": too_many})
     assert "accuracy_tolerance.atol" in errors_of({"accuracy_tolerance": {"atol": ctx.MAX_TOLERANCE * 2}})

@@ -7,7 +7,7 @@ dashboard shows them as help text. Torch-free.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -26,6 +26,8 @@ MAX_TOLERANCE = 1e6
 MAX_DIM_INDEX = 63
 MAX_DIM_SIZE = 2**31 - 1
 MAX_SHAPE_RANGES = 64
+MAX_SWEEP_POINTS = 8  # each point costs a timed window per option, and a static compile per compiled option
+MAX_SWEEP_INPUTS = 64
 MAX_INPUT_NAME = 200
 MAX_CONTEXT_JSON_CHARS = 64 * 1024
 MAX_CONTEXT_DEPTH = 8
@@ -52,6 +54,11 @@ class ShapeRange(BaseModel):
         if self.min > self.max:
             raise ValueError(f"min ({self.min}) is larger than max ({self.max})")
         return self
+
+
+InputName = Annotated[str, Field(min_length=1, max_length=MAX_INPUT_NAME)]
+Shape = Annotated[list[Annotated[int, Field(ge=1, le=MAX_DIM_SIZE)]], Field(max_length=MAX_DIM_INDEX + 1)]
+SweepPoint = Annotated[dict[InputName, Shape], Field(min_length=1, max_length=MAX_SWEEP_INPUTS)]
 
 
 class AccuracyTolerance(BaseModel):
@@ -148,6 +155,13 @@ class DeploymentContext(BaseModel):
         default_factory=list,
         max_length=MAX_SHAPE_RANGES,
         description="Ranges of the dynamic input dimensions seen in production.",
+    )
+    shape_sweep: list[SweepPoint] = Field(
+        default_factory=list,
+        max_length=MAX_SWEEP_POINTS,
+        description="Input shapes to time every option at, each point a JSON object of input name -> shape, e.g. "
+        '[{"x": [1, 64]}, {"x": [32, 64]}]; inputs not named keep the example shape. Empty = from shape_ranges '
+        "(their min, middle and max) when given, else only the example shape.",
     )
     accuracy_tolerance: AccuracyTolerance | None = Field(
         default=None, description="Override of the accuracy check's tolerances; empty = dtype-aware defaults."

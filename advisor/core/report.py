@@ -31,6 +31,7 @@ from advisor.core.results import (
     Recommendation,
     read,
 )
+from advisor.core.shape_sweep import speedups_by_shape
 from advisor.core.time_breakdown import breakdown_heading, breakdown_line, shown_breakdowns
 
 Format = Literal["text", "markdown", "json"]
@@ -207,6 +208,17 @@ def compile_breakdown_lines(run: MeasurementRun | None) -> list[str]:
     return lines
 
 
+def sweep_lines(run: MeasurementRun | None) -> list[str]:
+    """A heading and one line per option: its speedup vs eager at each swept shape ("-" where it did not run)."""
+    shapes, series = speedups_by_shape(run)
+    if not shapes or not series:
+        return []
+    lines = ["\nSpeedup vs eager by input shape (" + "; ".join(shapes) + "):"]
+    for option, values in series.items():
+        lines.append(f"{option}: " + ", ".join("-" if v is None else f"{v:.2f}x" for v in values))
+    return lines
+
+
 def _speedup_text(speedup: float | None, interval: list[float] | None) -> str:
     if speedup is None:
         return "-"
@@ -297,6 +309,8 @@ def render_text(analysis: dict[str, Any]) -> str:
         console.print(table)
     for line in compile_breakdown_lines(run):
         console.print(f"Compile time of {line}")
+    for line in sweep_lines(run):
+        console.print(line)
     breakdowns = shown_breakdowns(run, rec)
     if breakdowns:
         console.print(f"\nWhere the time goes {breakdown_heading(breakdowns[0][1])}:")
@@ -364,6 +378,9 @@ def render_markdown(analysis: dict[str, Any]) -> str:
         lines.append("")
         breakdown = compile_breakdown_lines(run)
         lines += [f"Compile time of {line}  " for line in breakdown] + ([""] if breakdown else [])
+    sweep = sweep_lines(run)
+    if sweep:
+        lines += ["## Speedup by input shape", ""] + [f"- {_cell(line)}" for line in sweep[1:]] + [""]
     breakdowns = shown_breakdowns(run, rec)
     if breakdowns:
         lines += ["## Where the time goes", "", breakdown_heading(breakdowns[0][1]), ""]

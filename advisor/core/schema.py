@@ -164,6 +164,7 @@ class MeasurementRowDict(TypedDict, total=False):
     dynamic: list[dict] | None  # one row per measured shape: {"shape": ..., "median_ms": ..., "recompiles": ...}
     compile_breakdown: dict | None  # export backends: {"export_s", "session_s", "cached", "first_call_s"}
     time_breakdown: dict | None  # torch.profiler pass: results.TimeBreakdown (harness.measurement.time_breakdown)
+    sweep: list[dict] | None  # the context's shape sweep, one results.SweepPoint per shape
     wall_s: float
     snippet: str
     # workload="training" only: {optimizer, loss, train_mode_note, state_mb: {parameters, gradients,

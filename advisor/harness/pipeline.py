@@ -16,6 +16,7 @@ from typing import Any
 
 from advisor.core import snippets
 from advisor.core.progress import ProgressEvent
+from advisor.core.shape_sweep import sweep_spec
 from advisor.harness import isolated_inspection, measurement
 from advisor.harness.sandbox import Cancel
 
@@ -157,6 +158,7 @@ def _measure(
             keyword_inputs=snippets.keyword_inputs_of(inspection),
             plan_context=plan,
             inspection=inspection,
+            shape_sweep=sweep_spec(plan),
             **{name: value for name, value in limits.items() if value is not None},
         )
     except measurement.MeasurementCancelled as exc:

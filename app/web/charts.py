@@ -579,12 +579,13 @@ def break_even_chart(
 _SERIES_STYLES = 6  # web.css defines series-0 .. series-5
 
 
-def history_chart(days: Sequence[str], series: dict[str, list[float | None]], title: str) -> str:
-    """One line per option: its geomean speedup vs eager at each point of the suite's history (a gap where it was
-    not measured), with a dashed line at 1.0x (eager). Each point's <title> and the <desc> give the numbers."""
+def speedup_series_chart(days: Sequence[str], series: dict[str, list[float | None]], title: str) -> str:
+    """One line per option: its speedup vs eager at each point along the x axis (a suite's days, a sweep's shapes;
+    a gap where it has no value), with a dashed line at 1.0x (eager). Each point's <title> and the <desc> give
+    the numbers."""
     values = [v for points in series.values() for v in points if v is not None]
     if not days or not values:
-        return _empty(title, "No speedups measured yet.", "history-chart")
+        return _empty(title, "No speedups measured yet.", "series-chart")
     ticks = nice_ticks(max(max(values), 1.0))
     x0, width = _LABEL_W, _PLOT_W
     plot_h = 200.0
@@ -599,7 +600,7 @@ def history_chart(days: Sequence[str], series: dict[str, list[float | None]], ti
         + ", ".join(f"{day} {'-' if v is None else f'{v:.2f}x'}" for day, v in zip(days, points, strict=True))
         for label, points in series.items()
     )
-    parts = [_svg_open(x0 + width + _PAD * 4, top + plot_h + _AXIS_H + 18 * len(series), title, desc, "history-chart")]
+    parts = [_svg_open(x0 + width + _PAD * 4, top + plot_h + _AXIS_H + 18 * len(series), title, desc, "series-chart")]
     for tick in ticks:
         y = xy(0, tick)[1]
         parts.append(f'<line class="grid" x1="{x0}" y1="{_num(y)}" x2="{_num(x0 + width)}" y2="{_num(y)}"/>')

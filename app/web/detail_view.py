@@ -17,6 +17,7 @@ from typing import Any
 from advisor.core import noise
 from advisor.core.decision import torchair_status_unknown
 from advisor.core.results import MeasurementRun, Recommendation, read
+from advisor.core.shape_sweep import speedups_by_shape
 from advisor.core.time_breakdown import breakdown_facts, breakdown_heading, shown_breakdowns
 from app.web.charts import (
     CompileBar,
@@ -29,6 +30,7 @@ from app.web.charts import (
     compile_chart,
     crossings,
     latency_chart,
+    speedup_series_chart,
 )
 from app.web.tree import backend_label, tree_svg
 
@@ -310,6 +312,9 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
         }
         view.crossings = crossings(lines)
     view.breakdowns = breakdown_panels(run, recommendation)
+    shapes, series = speedups_by_shape(run)
+    if shapes and series:
+        view.charts["sweep"] = speedup_series_chart(shapes, series, "Speedup vs eager at each swept input shape")
     if recommendation:
         # the tree shows the path; the summary is in the answer card and the reasons in the why-not table
         why_not = dict.fromkeys(recommendation.get("why_not") or {}, "")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from advisor.core.suite_summary import SuiteSummary
-from app.web.charts import history_chart
+from app.web.charts import speedup_series_chart
 
 MAX_LINES = 6  # the options with the most passing models; the table below the chart has all of them
 
@@ -19,4 +19,4 @@ def suite_history_chart(summary: SuiteSummary) -> str:
         ]
         for option in sorted(shown, key=lambda o: o.label)
     }
-    return history_chart(days, series, f"Geomean speedup vs eager over time: suite {summary.tag}")
+    return speedup_series_chart(days, series, f"Geomean speedup vs eager over time: suite {summary.tag}")

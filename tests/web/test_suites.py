@@ -90,7 +90,7 @@ def test_suite_page_draws_history_and_regressions_with_user_text_escaped(client:
     ids = suite_of_three(client, db)
     html = client.get("/suites/nightly-cv").text
     assert HOSTILE not in html and "&lt;script&gt;alert(9)&lt;/script&gt;" in html
-    assert 'class="chart history-chart"' in html and html.count("<polyline") == 1  # one option has 2 points
+    assert 'class="chart series-chart"' in html and html.count("<polyline") == 1  # one option has 2 points
     assert "inductor:default</strong> geomean speedup 4.00x -&gt; 2.00x" in html
     assert '<tr data-option="inductor:default">' in html and "67%" in html
     assert f'href="/analyses/{ids["b again"]}"' in html and f'href="/analyses/{ids["b"]}"' not in html

@@ -33,6 +33,7 @@ from advisor.core.decision.rules import (
     rule_npu_custom_ops,
     rule_objective,
     rule_plan_skips,
+    rule_shape_sweep,
     short_list,
 )
 from advisor.core.schema import Recommendation, RuleStep
@@ -86,6 +87,9 @@ def decide(
     if context.fleet == "mixed":
         layered_step, layered = rule_layered(context, chosen)
         path.append(layered_step)
+
+    if prov.usable and (sweep_step := rule_shape_sweep(run, chosen, qualified)) is not None:
+        path.append(sweep_step)
 
     why_not = _why_not(options, excluded, chosen, trade, context, exported)
     caveats = caveats_for(chosen, context, facts, prov, trade, export_blockers, quality)

@@ -24,6 +24,7 @@ from advisor.core.decision.candidates import (
     simplicity_key,
 )
 from advisor.core.schema import RuleStep
+from advisor.core.shape_sweep import best_by_shape, where_the_answer_changes
 
 COVERED = ("supported", "partial")
 # Phrases of the note advisor/harness/decomposed_coverage.py writes for an op whose decomposition picks a kernel for the
@@ -159,6 +160,16 @@ def rule_plan_skips(skipped: dict[str, str]) -> RuleStep:
         {"skipped": dict(skipped)},
         f"Not measured, for this context: {', '.join(skipped)} (each reason is under why not).",
     )
+
+
+def rule_shape_sweep(run: dict[str, Any] | None, chosen: Option | None, qualified: list[Option]) -> RuleStep | None:
+    """The context's shape sweep: the best qualified option at each swept shape, and where that changes."""
+    allowed = {o.label for o in qualified}
+    outcome = where_the_answer_changes(run, chosen.label if chosen else None, allowed)
+    if outcome is None:
+        return None
+    evidence = {"best_by_shape": [a._asdict() for a in best_by_shape(run, allowed | {"eager:default"})]}
+    return step("shape_sweep", "Does the answer hold at every swept input shape?", evidence, outcome)
 
 
 def export_option(

@@ -26,6 +26,7 @@ from advisor.core.results.inspection import (
 )
 from advisor.core.results.measurement import Accuracy, LatencyStats, MeasurementRow, MeasurementRun
 from advisor.core.results.recommendation import BreakEven, Caveat, LayeredPart, Recommendation, RuleStep
+from advisor.core.results.sweep import StaticCompile, SweepPoint
 from advisor.core.results.time_breakdown import BreakdownEntry, TimeBreakdown
 
 __all__ = [
@@ -53,6 +54,8 @@ __all__ = [
     "Recommendation",
     "Runnable",
     "RuleStep",
+    "StaticCompile",
+    "SweepPoint",
     "TimeBreakdown",
     "read",
 ]

@@ -12,6 +12,7 @@ from pydantic import Field
 from advisor.core.catalogue import option_label
 from advisor.core.results._base import MAX_ITEMS, MAX_MEASUREMENTS, Count, DeviceLabel, Label, Open
 from advisor.core.results.environment import Environment
+from advisor.core.results.sweep import SweepPoint
 from advisor.core.results.time_breakdown import TimeBreakdown
 
 Workload = Literal["inference", "training"]  # the engine branches on it: no other value is accepted
@@ -73,6 +74,7 @@ class MeasurementRow(Open):
     dynamic: list[dict[str, Any]] | None = Field(default=None, max_length=MAX_ITEMS)
     compile_breakdown: dict[str, Any] | None = None  # export backends: export_s, session_s, cached, first_call_s
     time_breakdown: TimeBreakdown | None = None  # where the time goes: a profiled pass after the timed window
+    sweep: list[SweepPoint] | None = Field(default=None, max_length=MAX_ITEMS)  # the context's shape sweep
     wall_s: float | None = None
     snippet: str | None = None
     training: dict[str, Any] | None = None

@@ -28,6 +28,7 @@ from advisor.harness.measurement.dynamic import (
     reset_dynamo_counters,
 )
 from advisor.harness.measurement.errors import eager_failure, stage_error
+from advisor.harness.measurement.sweep import measure_sweep
 from advisor.harness.measurement.time_breakdown import enable_kernel_markers, time_breakdown
 from advisor.harness.measurement.timing import TimingPolicy, summaries, throughput, time_side_by_side
 from advisor.harness.measurement.training import reference_gradients, training_details, training_peak_mb, training_steps
@@ -76,6 +77,7 @@ def measure_variant(
     warm_run: bool = False,
     optimizer: str = "sgd",
     accuracy_tolerance: dict | None = None,
+    sweep: dict | None = None,
 ) -> dict:
     devices.prepare_environment(device)
     from advisor.harness.backends import get_backend
@@ -187,6 +189,11 @@ def measure_variant(
         if timing.profile and not warm_run:
             progress("profiling")
             result["time_breakdown"] = _time_breakdown(compiled, inputs, dev, device, result["latency"]["median_ms"])
+        if sweep and not warm_run and not steps:
+            progress("shape sweep")  # last: its static pass resets Dynamo
+            dynamo_based = not is_baseline and result["graph_count"] is not None
+            static = (lambda: compile_variant(backend, module, inputs, request)) if dynamo_based else None
+            result["sweep"] = measure_sweep(sweep, loaded, inputs, fns, dev, timing, static)
     result["status"] = "ok" if accuracy["passed"] else "fail_accuracy"
     result["reason"] = None if accuracy["passed"] else f"inaccurate output: {accuracy.get('reason', '')}"
     if steps and not accuracy["passed"]:

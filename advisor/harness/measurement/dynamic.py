@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from advisor.harness import devices
-from advisor.harness.measurement.timing import TimingPolicy, time_side_by_side
+from advisor.harness.measurement.timing import TimingPolicy, short_policy, time_side_by_side
 
 
 # ------------------------------------------------------------------ dynamic shapes
@@ -18,15 +18,7 @@ def measure_dynamic_sizes(
 
     from advisor.core.stats import summarize
 
-    short = TimingPolicy(
-        min_iters=10,
-        min_time_s=min(0.2, policy.min_time_s),
-        max_time_s=max(0.2, policy.max_time_s / 4),
-        ci_target=policy.ci_target * 2,
-        warmup_iters=1,
-        block_time_s=policy.block_time_s,
-        sample_time_s=policy.sample_time_s,
-    )
+    short = short_policy(policy)
     names = [spec["name"] for spec in loaded.input_specs]
     rows = []
     for factor in (2, 4, 8, 16)[: policy.dynamic_sizes]:

@@ -81,6 +81,7 @@ def measure_model(
     keyword_inputs: Sequence[str] = (),
     plan_context: DeploymentContext | dict | None = None,
     inspection: dict | None = None,
+    shape_sweep: dict | None = None,
 ) -> MeasurementRun:
     """Measure `path` on `device`; returns one MeasurementRowDict per (backend, mode), eager included.
 
@@ -95,6 +96,8 @@ def measure_model(
     before each variant starts, one that no result of its own could make the recommendation for this context is
     not measured (advisor.core.decision.plan_pruning); its row says "skipped" and why. None: measure every variant.
     A variant named with its mode in `backends` ("inductor:max-autotune") is always measured.
+    `shape_sweep`: advisor.core.shape_sweep.sweep_spec's points or ranges: each variant is also timed at those
+    shapes (inference only; advisor.harness.measurement.sweep), its row's `sweep`.
 
     The run carries its `quality` (advisor.core.noise): when its timings say the machine was unquiet (eager drifting
     between processes, interleaved blocks disagreeing, a too-wide speedup CI), the noisy rows are timed once more
@@ -122,6 +125,7 @@ def measure_model(
         "policy": policy,
         "optimizer": optimizer,
         "accuracy_tolerance": accuracy_tolerance,
+        "sweep": shape_sweep,
     }
     readable = [os.path.abspath(p) for p in (path, inputs_file) if p]
     sandbox = {

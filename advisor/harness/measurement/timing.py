@@ -39,6 +39,19 @@ class TimingPolicy:
     profile: bool = True  # after timing, a torch.profiler pass: where the time goes (measurement.time_breakdown)
 
 
+def short_policy(policy: TimingPolicy) -> TimingPolicy:
+    """The shorter windows of the extra shapes (dynamic sizes, shape sweeps): a looser CI, a quarter of the cap."""
+    return TimingPolicy(
+        min_iters=10,
+        min_time_s=min(0.2, policy.min_time_s),
+        max_time_s=max(0.2, policy.max_time_s / 4),
+        ci_target=policy.ci_target * 2,
+        warmup_iters=1,
+        block_time_s=policy.block_time_s,
+        sample_time_s=policy.sample_time_s,
+    )
+
+
 # ------------------------------------------------------------------ timing
 class TimedWindow(NamedTuple):
     """What `time_side_by_side` measured, per callable name."""

@@ -104,6 +104,7 @@ def _fill_from_child(row: MeasurementRowDict, value: dict, is_baseline: bool) ->
         dynamic=value.get("dynamic"),
         compile_breakdown=value.get("compile_breakdown"),
         time_breakdown=value.get("time_breakdown"),
+        sweep=value.get("sweep"),
     )
     if value.get("training"):
         row["training"] = value["training"]  # type: ignore[typeddict-unknown-key]
@@ -143,6 +144,7 @@ def _empty_row(backend: Any, mode: str, device: str, workload: str, snippet: str
         dynamic=None,
         compile_breakdown=None,
         time_breakdown=None,
+        sweep=None,
         wall_s=0.0,
         snippet=snippet,
     )

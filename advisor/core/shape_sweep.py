@@ -1,0 +1,130 @@
+"""Shape sweeps: which shapes the child times every option at (from the context), and what the timings at those
+shapes say about the answer (the best option per shape, where it changes, what a static compile would give).
+
+The child (advisor.harness.measurement.sweep) stores one `SweepPoint` per shape on each row; the decision engine
+states `where_the_answer_changes`, the reports and the dashboard draw `speedups_by_shape`. Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from advisor.core.context import ContextError, DeploymentContext, parse_context
+from advisor.core.results import MeasurementRun, read
+
+EAGER = "eager:default"
+STATIC_GAIN = 1.10  # a static compile this much faster than automatic dynamic shapes at every point is worth saying
+
+
+def sweep_spec(context: DeploymentContext | dict | None) -> dict[str, Any] | None:
+    """What the child sweeps: the context's explicit points, else its shape ranges (min, middle, max), else None
+    (also for a context dict that does not validate: the server validated it, a sweep is not worth failing for)."""
+    if context is None:
+        return None
+    if not isinstance(context, DeploymentContext):
+        try:
+            context = parse_context(context)
+        except ContextError:
+            return None
+    if context.shape_sweep:
+        return {"points": [dict(point) for point in context.shape_sweep]}
+    if context.shape_ranges:
+        return {"ranges": [r.model_dump() for r in context.shape_ranges]}
+    return None
+
+
+def range_sizes(low: int, high: int) -> list[int]:
+    """The sizes a shape range is swept at: its ends and their geometric middle."""
+    middle = round(math.sqrt(low * high))
+    return sorted({low, middle, high})
+
+
+class ShapeAnswer(NamedTuple):
+    shape: str  # the point's label, "x=32x64"
+    best: str  # the option with the highest speedup there (eager:default when nothing beats 1.0)
+    speedup: float
+
+
+def speedups_by_shape(run: MeasurementRun | dict | None) -> tuple[list[str], dict[str, list[float | None]]]:
+    """(point labels, {option: its speedup at each point, None where it has none}) over the compiled options'
+    sweeps, plus `option (static)` series where the static compile was measured."""
+    run = read(MeasurementRun, run)
+    labels: list[str] = []
+    rows = [row for row in (run.measurements if run else None) or [] if row.sweep and row.status == "ok"]
+    for row in rows:
+        for point in row.sweep or []:
+            if point.label and point.label not in labels:
+                labels.append(point.label)
+    series: dict[str, list[float | None]] = {}
+    for row in rows:
+        if row.label == EAGER:
+            continue
+        by_label = {p.label: p for p in row.sweep or []}
+        series[row.label] = [getattr(by_label.get(label), "speedup", None) for label in labels]
+        static = [
+            by_label[label].static.speedup if label in by_label and by_label[label].static else None for label in labels
+        ]
+        if any(value is not None for value in static):
+            series[f"{row.label} (static)"] = static
+    return labels, series
+
+
+def best_by_shape(run: MeasurementRun | dict | None, allowed: set[str] | None = None) -> list[ShapeAnswer]:
+    """Per swept shape, the option (among `allowed`, all when None) with the highest speedup vs eager there."""
+    labels, series = speedups_by_shape(run)
+    eager_ran = _eager_ran_at(run)
+    answers = []
+    for index, label in enumerate(labels):
+        if label not in eager_ran and all(values[index] is None for values in series.values()):
+            continue  # nothing ran at this shape (e.g. outside an export's dynamic range): no answer there
+        best, speed = EAGER, 1.0
+        for option, values in series.items():
+            value = values[index]
+            if option.endswith(" (static)") or (allowed is not None and option not in allowed) or value is None:
+                continue
+            if value > speed:
+                best, speed = option, value
+        answers.append(ShapeAnswer(label, best, speed))
+    return answers
+
+
+def _eager_ran_at(run: MeasurementRun | dict | None) -> set[str]:
+    run = read(MeasurementRun, run)
+    rows = [row for row in (run.measurements if run else None) or [] if row.label == EAGER and row.sweep]
+    return {p.label for row in rows for p in row.sweep or [] if p.label and p.median_ms is not None}
+
+
+def where_the_answer_changes(run: MeasurementRun | dict | None, chosen: str | None, allowed: set[str]) -> str | None:
+    """One sentence for the decision: the best option at each swept shape, and whether that is `chosen` everywhere;
+    plus a static compile's gain where it beat automatic dynamic shapes at every point. None without a sweep."""
+    answers = best_by_shape(run, allowed | {EAGER})
+    if not answers:
+        return None
+    per_shape = "; ".join(f"{a.shape}: {a.best} ({a.speedup:.2f}x)" for a in answers)
+    winners = {a.best for a in answers}
+    if winners == {chosen}:
+        text = f"{chosen} is the fastest at every swept shape ({per_shape})."
+    elif len(winners) == 1:
+        text = f"At every swept shape {answers[0].best} is the fastest ({per_shape}), not {chosen}."
+    else:
+        text = f"The answer changes with the shape: {per_shape}."
+    static = _static_gain(run, chosen)
+    if static:
+        text += f" {static}"
+    return text
+
+
+def _static_gain(run: MeasurementRun | dict | None, chosen: str | None) -> str | None:
+    labels, series = speedups_by_shape(run)
+    dynamic, static = series.get(chosen or ""), series.get(f"{chosen} (static)")
+    if not dynamic or not static:
+        return None
+    ratios = [s / d for d, s in zip(dynamic, static, strict=True) if d and s]
+    if len(ratios) == len(labels) and min(ratios) >= STATIC_GAIN:
+        return (
+            f"A static compile of {chosen} (one specialised graph per shape, dynamic=False) ran {min(ratios):.2f}x to "
+            f"{max(ratios):.2f}x faster than automatic dynamic shapes at these shapes; with few distinct shapes in "
+            "production it is worth its extra compiles."
+        )
+    return None

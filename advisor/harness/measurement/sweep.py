@@ -1,0 +1,150 @@
+"""A shape sweep in the child: the variant timed at each of the context's shapes, side by side with eager.
+
+At each point the compiled callable meets the new shape as it would in production: under Dynamo's automatic
+dynamic shapes the first new shape recompiles (with the changed dims dynamic) and later ones usually do not; the
+recompiles and the first call's time at each shape are recorded. For a Dynamo backend the same points are then
+timed under a static compile (automatic dynamic shapes off, Dynamo reset: one specialised graph per shape, each
+compiled on its first call), which is what `dynamic=False` would give. The points come from
+advisor.core.shape_sweep.sweep_spec; the rows are advisor.core.results.SweepPoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from advisor.core.shape_sweep import range_sizes
+from advisor.core.text import first_line
+from advisor.harness import devices
+from advisor.harness.measurement.dynamic import dynamo_counter, dynamo_counters
+from advisor.harness.measurement.timing import TimingPolicy, short_policy, time_side_by_side
+
+
+def sweep_points(spec: dict, names: list[str], inputs: tuple) -> list[tuple[str, dict[str, list[int]]]]:
+    """(label, {input name: shape}) per point; an input a point does not name keeps its example shape."""
+    import torch
+
+    example = {name: list(t.shape) for name, t in zip(names, inputs, strict=False) if isinstance(t, torch.Tensor)}
+    points: list[dict[str, list[int]]] = []
+    if spec.get("points"):
+        points = [{**example, **{k: list(v) for k, v in point.items()}} for point in spec["points"]]
+    elif spec.get("ranges"):
+        ranges = [r for r in spec["ranges"] if r["input"] in example and r["dim"] < len(example[r["input"]])]
+        sizes = sorted({size for r in ranges for size in range_sizes(r["min"], r["max"])})
+        for size in sizes:  # every range at the same size: dims that vary together (batch) stay consistent
+            shape = {name: list(dims) for name, dims in example.items()}
+            for r in ranges:
+                shape[r["input"]][r["dim"]] = min(max(size, r["min"]), r["max"])
+            if shape not in points:
+                points.append(shape)
+    return [(_label(point, example), point) for point in points]
+
+
+def _label(point: dict[str, list[int]], example: dict[str, list[int]]) -> str:
+    changed = [name for name in point if point[name] != example.get(name)] or list(point)[:1]
+    return ", ".join(f"{name}={'x'.join(map(str, point[name]))}" for name in changed)
+
+
+def measure_sweep(
+    spec: dict,
+    loaded: Any,
+    inputs: tuple,
+    fns: dict[str, Callable[..., Any]],
+    dev: devices.Device,
+    policy: TimingPolicy,
+    recompile_static: Callable[[], Callable[..., Any]] | None,
+) -> list[dict]:
+    """Time `fns` ({"backend": ...} or {"backend": ..., "eager": ...}) at each point; then, with
+    `recompile_static` (a Dynamo backend), a static compile of the variant at the same points."""
+    names = [spec_["name"] for spec_ in loaded.input_specs]
+    short = short_policy(policy)
+    rows = []
+    sized_inputs: list[tuple | None] = []
+    for label, shape in sweep_points(spec, names, inputs):
+        row: dict[str, Any] = {"label": label, "shape": shape}
+        sized = _inputs_at(shape, names, inputs)
+        sized_inputs.append(sized)
+        if sized is None:
+            row["error"] = "an input of this point is not a tensor the sweep can resize"
+            rows.append(row)
+            continue
+        sized = dev.to_device(sized)
+        try:
+            row.update(_time_point(fns, sized, dev, short))
+        except Exception as exc:  # noqa: BLE001 - e.g. a shape outside an export's dynamic range: that point fails
+            row["error"] = f"the model does not run at this shape: {first_line(exc, limit=300)}"
+        rows.append(row)
+    if recompile_static is not None and any("error" not in row for row in rows):
+        _static_points(rows, sized_inputs, fns, dev, short, recompile_static)
+    return rows
+
+
+def _time_point(fns: dict[str, Callable[..., Any]], sized: tuple, dev: devices.Device, short: TimingPolicy) -> dict:
+    from advisor.core.stats import summarize
+
+    frames_before = dynamo_counter("frames", "total")
+    first_call_s, _ = dev.timer()(lambda: fns["backend"](*sized))
+    recompiles = dynamo_counter("frames", "total") - frames_before if dynamo_counters() is not None else None
+    samples = time_side_by_side(fns, sized, dev, short, lambda n: None).samples
+    point = {"median_ms": summarize(samples["backend"])["median_ms"], "recompiles": recompiles}
+    point["first_call_s"] = first_call_s
+    if "eager" in samples:
+        point["eager_median_ms"] = summarize(samples["eager"])["median_ms"]
+        point["speedup"] = point["eager_median_ms"] / point["median_ms"] if point["median_ms"] else None
+    return point
+
+
+def _static_points(
+    rows: list[dict],
+    sized_inputs: list[tuple | None],
+    fns: dict[str, Callable[..., Any]],
+    dev: devices.Device,
+    short: TimingPolicy,
+    recompile_static: Callable[[], Callable[..., Any]],
+) -> None:
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(automatic_dynamic_shapes=False, assume_static_by_default=True):
+        static = {**fns, "backend": recompile_static()}
+        for row, sized in zip(rows, sized_inputs, strict=True):
+            if "error" in row or sized is None:
+                continue
+            try:
+                point = _time_point(static, dev.to_device(sized), dev, short)
+            except Exception as exc:  # noqa: BLE001 - recorded on the point; the dynamic numbers stand
+                row["static"] = {"error": first_line(exc, limit=300)}
+                continue
+            compile_s = max(0.0, point["first_call_s"] - point["median_ms"] / 1e3)
+            row["static"] = {
+                "median_ms": point["median_ms"],
+                "speedup": point.get("speedup"),
+                "compile_s": compile_s,
+                "recompiles": point["recompiles"],
+            }
+
+
+def _inputs_at(shape: dict[str, list[int]], names: list[str], inputs: tuple) -> tuple | None:
+    """The example inputs at this point's shapes: random floats, integers within the example's range."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for index, t in enumerate(inputs):
+        name = names[index] if index < len(names) else f"input{index}"
+        if not isinstance(t, torch.Tensor):
+            if name in shape:
+                return None
+            out.append(t)
+            continue
+        dims = shape.get(name, list(t.shape))
+        if list(dims) == list(t.shape):
+            out.append(t)
+        elif t.is_floating_point():
+            out.append(torch.randn(dims, generator=gen, dtype=t.dtype))
+        elif t.dtype == torch.bool:
+            out.append(torch.ones(dims, dtype=torch.bool))
+        else:
+            low, high = (int(t.min()), int(t.max())) if t.numel() else (0, 1)
+            out.append(torch.randint(low, high + 1, dims, generator=gen, dtype=t.dtype))
+    return tuple(out)
