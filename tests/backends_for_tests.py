@@ -229,3 +229,21 @@ class DroppedGradientBackend(_TestBackend):
             return torch.func.functional_call(module, {name: parameter.detach()}, args)
 
         return forward_without_one_gradient
+
+
+class NegatedOutputsBackend(_TestBackend):
+    """Runs the real model and negates every floating-point output: a generation's greedy tokens become the
+    least likely ones (a miscompile that adding a constant, as WrongNumbersBackend does, would not show)."""
+
+    name = "test-negated"
+
+    def compile(self, module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> Callable:
+        import torch
+        from torch.utils._pytree import tree_map
+
+        def negated(*args: Any, **kwargs: Any) -> Any:
+            with torch.no_grad():
+                out = module(*args, **kwargs)
+            return tree_map(lambda t: -t if isinstance(t, torch.Tensor) and t.is_floating_point() else t, out)
+
+        return negated

@@ -124,6 +124,23 @@ def _with_pickled_constant(
     )
 
 
+def _generation_archive_with_pickled_constant(source: Path, target: Path, marker: Path) -> Path:
+    """A generation archive (programs `prefill` and `decode`, read with load_pt2, not torch.export.load) whose
+    decode program has a constant marked `use_pickle`, holding a payload."""
+    evil = _with_pickled_constant(source, target.with_suffix(".decode.pt2"), marker, program="decode")
+    prefill = _rewrite(source, target.with_suffix(".prefill.pt2"), rename="prefill")
+    with zipfile.ZipFile(evil) as first, zipfile.ZipFile(prefill) as second, zipfile.ZipFile(target, "w") as dst:
+        names = set()
+        for archive in (first, second):
+            for info in archive.infolist():
+                if info.filename not in names:  # shared entries (version, weights) once
+                    names.add(info.filename)
+                    dst.writestr(info.filename, archive.read(info))
+    evil.unlink()
+    prefill.unlink()
+    return target
+
+
 def _with_pickled_payload(source: Path, target: Path, marker: Path, folder: str) -> Path:
     """The first entry of `folder`'s config (weights or constants) marked `use_pickle`, holding a torch.save payload."""
     config_name = f"m/data/{folder}/model_{folder}_config.json"
@@ -235,6 +252,12 @@ def build_corpus(out: Path, marker: Path, decoy: Path) -> list[Case]:
     add(
         "opaque_constant_renamed.pt2",
         lambda p: _with_pickled_constant(ep, p, marker, program="evil"),
+        "rejected",
+        opaque,
+    )
+    add(
+        "generation_archive_opaque_constant.pt2",
+        lambda p: _generation_archive_with_pickled_constant(ep, p, marker),
         "rejected",
         opaque,
     )

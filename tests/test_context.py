@@ -39,6 +39,7 @@ def test_full_context_round_trips() -> None:
         "ships_compile_cache": True,
         "shape_ranges": [{"input": "x", "dim": 0, "min": 1, "max": 64}],
         "shape_sweep": [{"x": [1, 64]}, {"x": [64, 64]}],
+        "decode_tokens": 64,
         "accuracy_tolerance": {"atol": 1e-3, "rtol": 1e-3},
     }
     context = parse_context(data)

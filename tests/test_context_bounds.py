@@ -18,6 +18,7 @@ LARGEST = {
     "target": "npu",
     "workload": "training",
     "optimizer": "adamw",
+    "decode_tokens": ctx.MAX_DECODE_TOKENS,
     "fleet": "mixed",
     "expected_calls_per_compile": ctx.MAX_CALLS_PER_COMPILE,
     "latency_target_ms": ctx.MAX_LATENCY_TARGET_MS,
@@ -55,6 +56,8 @@ def test_the_largest_values_are_accepted():
         ("latency_target_ms", float("nan")),
         ("memory_budget_mb", ctx.MAX_MEMORY_BUDGET_MB + 1),
         ("memory_budget_mb", float("inf")),
+        ("decode_tokens", ctx.MAX_DECODE_TOKENS + 1),
+        ("decode_tokens", 0),
     ],
 )
 def test_numbers_past_their_maximum_are_refused_naming_the_field(field, value):

@@ -269,6 +269,7 @@ class WorkerAgent:
             "backends": [name for name in wanted if name in self.config.backends] or ["eager"],
             "workload": context.get("workload", "inference"),
             "optimizer": context.get("optimizer", "sgd"),
+            "decode_tokens": context.get("decode_tokens", 32),
             "accuracy_tolerance": context.get("accuracy_tolerance"),
             "context": context or None,
             # an inspect job: the inspection alone (the target has no worker yet; the server decides unmeasured)

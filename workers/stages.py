@@ -47,6 +47,7 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
         backends=list(dict.fromkeys(spec["backends"])) or ["eager"],
         workload=spec.get("workload", "inference"),
         optimizer=spec.get("optimizer", "sgd"),
+        decode_tokens=int(spec.get("decode_tokens") or 32),
         accuracy_tolerance=spec.get("accuracy_tolerance"),
         measure=bool(spec.get("measure", True)),
         timeout_s=float(spec.get("timeout_s") or DEFAULT_TIMEOUT_S),  # the stage timeout applies to inspection too

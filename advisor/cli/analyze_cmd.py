@@ -176,6 +176,7 @@ def analyze_locally(
         backends=backends,
         workload=context.workload,
         optimizer=context.optimizer,
+        decode_tokens=context.decode_tokens,
         accuracy_tolerance=context.accuracy_tolerance.model_dump() if context.accuracy_tolerance else None,
         measure=not skip_measure,
     )

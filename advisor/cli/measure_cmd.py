@@ -39,9 +39,11 @@ def measure(
     workload: str = typer.Option(
         "inference",
         "--workload",
-        help="inference (forward under no_grad) or training (forward, loss, backward, optimizer step)",
+        help="inference (forward under no_grad), training (forward, loss, backward, optimizer step) or generation "
+        "(a prefill + decode archive: time to first token and per output token)",
     ),
     optimizer: str = typer.Option("sgd", "--optimizer", help="training only: sgd or adamw"),
+    decode_tokens: int = typer.Option(32, "--decode-tokens", min=1, max=4096, help="generation only: greedy tokens"),
     inputs: Path | None = typer.Option(None, "--inputs", help="example inputs: a torch.save'd tensor, tuple or dict"),
     input_shape: list[str] | None = typer.Option(
         None, "--input-shape", help="NAME=1x3x224x224:float32, once per input (TorchScript needs inputs)"
@@ -63,9 +65,9 @@ def measure(
     if device not in ("cpu", "cuda", "npu"):
         typer.echo(f"error: unknown device '{device}' (cpu, cuda or npu)", err=True)
         raise typer.Exit(2)
-    if workload not in ("inference", "training") or optimizer not in ("sgd", "adamw"):
+    if workload not in ("inference", "training", "generation") or optimizer not in ("sgd", "adamw"):
         typer.echo(
-            f"error: --workload is inference or training (got '{workload}'), --optimizer is sgd or adamw "
+            f"error: --workload is inference, training or generation (got '{workload}'), --optimizer is sgd or adamw "
             f"(got '{optimizer}')",
             err=True,
         )
@@ -92,6 +94,7 @@ def measure(
                 timing=TimingPolicy(max_time_s=max_time_s, min_time_s=min(0.5, max_time_s)),
                 workload=workload,
                 optimizer=optimizer,
+                decode_tokens=decode_tokens,
                 accuracy_tolerance={"atol": atol, "rtol": rtol} if atol is not None or rtol is not None else None,
             )
     if as_json:

@@ -28,6 +28,7 @@ MAX_DIM_SIZE = 2**31 - 1
 MAX_SHAPE_RANGES = 64
 MAX_SWEEP_POINTS = 8  # each point costs a timed window per option, and a static compile per compiled option
 MAX_SWEEP_INPUTS = 64
+MAX_DECODE_TOKENS = 4096
 MAX_INPUT_NAME = 200
 MAX_CONTEXT_JSON_CHARS = 64 * 1024
 MAX_CONTEXT_DEPTH = 8
@@ -97,10 +98,18 @@ class DeploymentContext(BaseModel):
         description="How often the model code or weights change (each change means a recompile): "
         "frequent (several times a day), occasional, or frozen.",
     )
-    workload: Literal["inference", "training"] = Field(
+    workload: Literal["inference", "training", "generation"] = Field(
         default="inference",
-        description="inference (forward only) or training (forward, backward, optimizer step; only forward and "
-        "backward are compiled).",
+        description="inference (forward only), training (forward, backward, optimizer step; only forward and "
+        "backward are compiled), or generation (a causal LM with a static KV cache: prefill and decode phases "
+        "timed separately, see the README's generation models).",
+    )
+    decode_tokens: int = Field(
+        default=32,
+        ge=1,
+        le=MAX_DECODE_TOKENS,
+        description="Generation only: how many tokens the timed greedy decode generates after the prompt (within "
+        "the exported static cache's length).",
     )
     optimizer: Optimizer = Field(
         default="sgd",
@@ -170,7 +179,7 @@ class DeploymentContext(BaseModel):
     @property
     def call_unit(self) -> str:
         """What one "call" is, for messages: a request in inference, a step in training."""
-        return "steps" if self.workload == "training" else "calls"
+        return {"training": "steps", "generation": "tokens"}.get(self.workload, "calls")
 
 
 class ContextError(ValueError):

@@ -208,6 +208,36 @@ def compile_breakdown_lines(run: MeasurementRun | None) -> list[str]:
     return lines
 
 
+def generation_lines(run: MeasurementRun | None) -> list[str]:
+    """A generation run's phases per option: prefill (time to first token) and a decode step (time per output
+    token), each with its side-by-side speedup and compile, tokens/s and whether the greedy tokens match eager's."""
+    lines = []
+    for m in (run.measurements if run else None) or []:
+        g = m.generation
+        if g is None or m.status not in ("ok", "fail_accuracy"):
+            continue
+        parts = []
+        for name, phase in (("prefill", g.prefill), ("decode", g.decode)):
+            if phase is not None and phase.latency is not None:
+                speed = f", {phase.speedup_vs_eager:.2f}x vs eager" if phase.speedup_vs_eager is not None else ""
+                compiled = f", compile {_num(phase.compile_s, ' s')}" if phase.compile_s else ""
+                parts.append(f"{name} {_num(phase.latency.median_ms, ' ms')}{speed}{compiled}")
+        if g.tokens_per_s is not None:
+            parts.append(f"{g.tokens_per_s:,.0f} tokens/s")
+        if g.tokens_match is not None:
+            parts.append(
+                f"{g.decode_tokens} greedy tokens "
+                + ("match eager's" if g.tokens_match else f"differ from token {g.first_mismatch}")
+            )
+        lines.append(f"{m.label}: " + "; ".join(parts))
+    return lines
+
+
+def _prompt_tokens(run: MeasurementRun | None) -> str:
+    counts = {m.generation.prompt_tokens for m in (run.measurements if run else None) or [] if m.generation}
+    return ", ".join(str(c) for c in sorted(c for c in counts if c is not None)) or "?"
+
+
 def sweep_lines(run: MeasurementRun | None) -> list[str]:
     """A heading and one line per option: its speedup vs eager at each swept shape ("-" where it did not run)."""
     shapes, series = speedups_by_shape(run)
@@ -309,6 +339,13 @@ def render_text(analysis: dict[str, Any]) -> str:
         console.print(table)
     for line in compile_breakdown_lines(run):
         console.print(f"Compile time of {line}")
+    generation = generation_lines(run)
+    if generation:
+        console.print(
+            f"\nGeneration (prompt of {_prompt_tokens(run)} tokens; decode = one token at the next position):"
+        )
+        for line in generation:
+            console.print(Padding(f"- {line}", (0, 0, 0, 2), expand=False))
     for line in sweep_lines(run):
         console.print(line)
     breakdowns = shown_breakdowns(run, rec)
@@ -378,6 +415,10 @@ def render_markdown(analysis: dict[str, Any]) -> str:
         lines.append("")
         breakdown = compile_breakdown_lines(run)
         lines += [f"Compile time of {line}  " for line in breakdown] + ([""] if breakdown else [])
+    generation = generation_lines(run)
+    if generation:
+        lines += [f"## Generation (prompt of {_prompt_tokens(run)} tokens)", ""] + [f"- {_cell(g)}" for g in generation]
+        lines.append("")
     sweep = sweep_lines(run)
     if sweep:
         lines += ["## Speedup by input shape", ""] + [f"- {_cell(line)}" for line in sweep[1:]] + [""]

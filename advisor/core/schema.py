@@ -25,7 +25,7 @@ MeasurementStatus = Literal[
     "oom",
     "skipped",  # not measured: no result of it could change the recommendation (advisor.core.decision.plan_pruning)
 ]
-Workload = Literal["inference", "training"]
+Workload = Literal["inference", "training", "generation"]
 DeviceKind = Literal["cpu", "cuda", "npu"]
 
 
@@ -165,6 +165,7 @@ class MeasurementRowDict(TypedDict, total=False):
     compile_breakdown: dict | None  # export backends: {"export_s", "session_s", "cached", "first_call_s"}
     time_breakdown: dict | None  # torch.profiler pass: results.TimeBreakdown (harness.measurement.time_breakdown)
     sweep: list[dict] | None  # the context's shape sweep, one results.SweepPoint per shape
+    generation: dict | None  # workload="generation": results.Generation (prefill and decode phases)
     wall_s: float
     snippet: str
     # workload="training" only: {optimizer, loss, train_mode_note, state_mb: {parameters, gradients,

@@ -71,6 +71,9 @@ class LoadedModel:
     conversion_error: str | None = None  # TorchScript only: why TS2EPConverter failed
     keyword_inputs: list[str] = field(default_factory=list)  # inputs the model takes by keyword (module wraps it)
     stand_in_types: list[str] = field(default_factory=list)  # container types rebuilt from the spec (pytree_outputs)
+    # a generation archive's programs by name ("prefill", "decode"; GENERATION_FORMAT); empty for one-program files,
+    # whose program is `exported_program`
+    programs: dict[str, Any] = field(default_factory=dict)
 
 
 def load_model(path: str, *, inputs_file: str | None = None, input_shapes: list[str] | None = None) -> LoadedModel:
@@ -158,7 +161,9 @@ def _load_exported_program(
     with warnings.catch_warnings(), _torch_log_records() as logged:
         warnings.simplefilter("ignore")
         try:
-            ep = torch.export.load(path)
+            ep, named = _read_programs(path, program_names(path))
+        except LoadError:
+            raise
         except Exception as exc:  # noqa: BLE001 - torch raises many types; the user needs one readable line
             refused = next(filter(None, map(_refused_by_weights_only, [exc, *_logged_errors(logged)])), None)
             if refused is not None:
@@ -207,7 +212,39 @@ def _load_exported_program(
         warnings=notes,
         keyword_inputs=keywords,
         stand_in_types=stand_ins,
+        programs=named,
     )
+
+
+GENERATION_FORMAT = (
+    "a generation model is a PT2 archive (torch.export.pt2_archive package_pt2) with a program named 'decode' "
+    "and optionally one named 'prefill'"
+)
+
+
+def program_names(path: str) -> list[str]:
+    """The names of the programs in an ExportedProgram archive (`<archive>/models/<name>.json`), sorted."""
+    with zipfile.ZipFile(path) as archive:
+        return sorted(
+            PurePosixPath(name).stem
+            for name in archive.namelist()
+            if len(PurePosixPath(name).parts) == 3
+            and PurePosixPath(name).parts[1] == "models"
+            and name.endswith(".json")
+        )
+
+
+def _read_programs(path: str, names: list[str]) -> tuple[Any, dict[str, Any]]:
+    """The program to inspect and run (the only one, or a generation archive's 'decode'), and every program by
+    name for a generation archive (else {}). Called with the pickle guards armed, like torch.export.load."""
+    if len(names) <= 1:
+        return torch.export.load(path), {}
+    if "decode" not in names:
+        raise LoadError(f"this archive holds the programs {', '.join(names)}; {GENERATION_FORMAT}")
+    from torch.export.pt2_archive._package import load_pt2
+
+    programs = dict(load_pt2(path).exported_programs)
+    return programs["decode"], programs
 
 
 def _call_signature(specs: list[InputSpec]) -> str:

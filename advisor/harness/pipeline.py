@@ -36,6 +36,7 @@ class AnalysisRequest:
     backends: list[str] | None = None
     workload: str = "inference"
     optimizer: str = "sgd"
+    decode_tokens: int = 32  # workload "generation": greedy tokens after the prompt
     accuracy_tolerance: dict | None = None
     measure: bool = True
     timeout_s: float | None = None
@@ -149,6 +150,7 @@ def _measure(
             device=request.device,
             workload=request.workload,
             optimizer=request.optimizer,
+            decode_tokens=request.decode_tokens,
             accuracy_tolerance=request.accuracy_tolerance,
             inputs_file=request.inputs,
             input_shapes=list(request.input_shapes) if request.input_shapes else None,

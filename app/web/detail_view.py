@@ -16,6 +16,7 @@ from typing import Any
 
 from advisor.core import noise
 from advisor.core.decision import torchair_status_unknown
+from advisor.core.report import generation_lines
 from advisor.core.results import MeasurementRun, Recommendation, read
 from advisor.core.shape_sweep import speedups_by_shape
 from advisor.core.time_breakdown import breakdown_facts, breakdown_heading, shown_breakdowns
@@ -136,6 +137,7 @@ class DetailView:
     quality: Mapping[str, Any] | None = None  # advisor.core.noise.quality_of(run): noisy, noisy_rows, unresolved, ...
     answer: Answer | None = None
     breakdowns: list[BreakdownPanel] = field(default_factory=list)  # eager's and the recommended option's
+    generation: list[str] = field(default_factory=list)  # a generation run's phases per option (report lines)
 
     @property
     def unit(self) -> str:
@@ -312,6 +314,7 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
         }
         view.crossings = crossings(lines)
     view.breakdowns = breakdown_panels(run, recommendation)
+    view.generation = generation_lines(read(MeasurementRun, run))
     shapes, series = speedups_by_shape(run)
     if shapes and series:
         view.charts["sweep"] = speedup_series_chart(shapes, series, "Speedup vs eager at each swept input shape")

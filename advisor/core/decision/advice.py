@@ -275,6 +275,14 @@ def snippet_for(
     text = _one_snippet(option, context.workload, call)
     if layered is None:
         return text
+    if "prefill" in layered:  # a generation workload layered by phase (advisor.core.decision.generation_phases)
+        parts = []
+        for phase, part in layered.items():
+            snippet = _one_snippet(Option(part["backend"], part["mode"], "generic"), context.workload, call)
+            parts.append(
+                f"# {phase} program (the archive's '{phase}'; `model` = its ExportedProgram's .module()):\n{snippet}"
+            )
+        return "\n".join(parts)
     dev = _one_snippet(Option("inductor", "default", "generic"), context.workload, call)
     return f"# Development nodes (CPU/GPU):\n{dev}\n# Production nodes ({context.target.upper()}):\n{text}"
 

@@ -20,6 +20,7 @@ from advisor.core.decision.candidates import (
     split_by_filters,
     unmeasured_options,
 )
+from advisor.core.decision.generation_phases import rule_generation_phases
 from advisor.core.decision.rules import (
     InspectionFacts,
     TradeOff,
@@ -87,6 +88,10 @@ def decide(
     if context.fleet == "mixed":
         layered_step, layered = rule_layered(context, chosen)
         path.append(layered_step)
+    if prov.usable:
+        phases_step, by_phase = rule_generation_phases(context, qualified, chosen)
+        path += [phases_step] if phases_step else []
+        layered = layered or by_phase
 
     if prov.usable and (sweep_step := rule_shape_sweep(run, chosen, qualified)) is not None:
         path.append(sweep_step)

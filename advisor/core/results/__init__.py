@@ -12,6 +12,7 @@ from __future__ import annotations
 from advisor.core.results._base import INT64, MAX_MEASUREMENTS, read
 from advisor.core.results.completed import CompletedResults
 from advisor.core.results.environment import Environment
+from advisor.core.results.generation import Generation, Phase
 from advisor.core.results.inspection import (
     CoverageSource,
     DynamicDim,
@@ -24,7 +25,8 @@ from advisor.core.results.inspection import (
     Parameters,
     Runnable,
 )
-from advisor.core.results.measurement import Accuracy, LatencyStats, MeasurementRow, MeasurementRun
+from advisor.core.results.latency import LatencyStats
+from advisor.core.results.measurement import Accuracy, MeasurementRow, MeasurementRun
 from advisor.core.results.recommendation import BreakEven, Caveat, LayeredPart, Recommendation, RuleStep
 from advisor.core.results.sweep import StaticCompile, SweepPoint
 from advisor.core.results.time_breakdown import BreakdownEntry, TimeBreakdown
@@ -40,6 +42,7 @@ __all__ = [
     "CoverageSource",
     "DynamicDim",
     "Environment",
+    "Generation",
     "GraphBreak",
     "GraphBreaks",
     "InputSpec",
@@ -51,6 +54,7 @@ __all__ = [
     "OpCoverage",
     "OpInfo",
     "Parameters",
+    "Phase",
     "Recommendation",
     "Runnable",
     "RuleStep",

@@ -12,27 +12,12 @@ from pydantic import Field
 from advisor.core.catalogue import option_label
 from advisor.core.results._base import MAX_ITEMS, MAX_MEASUREMENTS, Count, DeviceLabel, Label, Open
 from advisor.core.results.environment import Environment
+from advisor.core.results.generation import Generation
+from advisor.core.results.latency import LatencyStats
 from advisor.core.results.sweep import SweepPoint
 from advisor.core.results.time_breakdown import TimeBreakdown
 
-Workload = Literal["inference", "training"]  # the engine branches on it: no other value is accepted
-
-
-class LatencyStats(Open):
-    # The statistics may be absent but never null: a latency whose numbers are not known is no latency (a
-    # non-finite one makes app.results store the whole latency as null, which every view handles).
-    n: Count = None  # type: ignore[assignment]
-    median_ms: float = None  # type: ignore[assignment]
-    p90_ms: float = None  # type: ignore[assignment]
-    p99_ms: float = None  # type: ignore[assignment]
-    mean_ms: float = None  # type: ignore[assignment]
-    stdev_ms: float = None  # type: ignore[assignment]
-    iqr_ms: float = None  # type: ignore[assignment]
-    ci_low_ms: float = None  # type: ignore[assignment]  # 95% CI of the median
-    ci_high_ms: float = None  # type: ignore[assignment]
-    verdict: Label = None  # type: ignore[assignment]  # valid | noisy
-    calls_per_sample: Count | None = None  # >1: each sample is the mean of this many back-to-back calls
-    drift: float | None = None  # p10-p90 range of the per-block medians over the median
+Workload = Literal["inference", "training", "generation"]  # the engine branches on it: no other value is accepted
 
 
 class Accuracy(Open):
@@ -75,6 +60,7 @@ class MeasurementRow(Open):
     compile_breakdown: dict[str, Any] | None = None  # export backends: export_s, session_s, cached, first_call_s
     time_breakdown: TimeBreakdown | None = None  # where the time goes: a profiled pass after the timed window
     sweep: list[SweepPoint] | None = Field(default=None, max_length=MAX_ITEMS)  # the context's shape sweep
+    generation: Generation | None = None  # workload="generation": prefill and decode phases
     wall_s: float | None = None
     snippet: str | None = None
     training: dict[str, Any] | None = None

@@ -28,6 +28,7 @@ from advisor.harness.measurement.dynamic import (
     reset_dynamo_counters,
 )
 from advisor.harness.measurement.errors import eager_failure, stage_error
+from advisor.harness.measurement.generation import measure_generation
 from advisor.harness.measurement.sweep import measure_sweep
 from advisor.harness.measurement.time_breakdown import enable_kernel_markers, time_breakdown
 from advisor.harness.measurement.timing import TimingPolicy, summaries, throughput, time_side_by_side
@@ -78,6 +79,7 @@ def measure_variant(
     optimizer: str = "sgd",
     accuracy_tolerance: dict | None = None,
     sweep: dict | None = None,
+    decode_tokens: int = 32,
 ) -> dict:
     devices.prepare_environment(device)
     from advisor.harness.backends import get_backend
@@ -101,7 +103,7 @@ def measure_variant(
     request = CompileRequest(
         mode=mode,
         device=device,
-        workload=workload,
+        workload="inference" if workload == "generation" else workload,  # both phases run under no_grad
         options=options or {},
         cache_dir=os.environ.get("ADVISOR_COMPILE_CACHE_DIR"),
     )
@@ -127,6 +129,21 @@ def measure_variant(
         return {"status": "unavailable", "reason": why_not or "the model cannot run on this host"}
 
     result: dict[str, Any] = {"environment": dev.describe()}
+    if workload == "generation":
+        generation = measure_generation(
+            backend=backend,
+            request=request,
+            loaded=loaded,
+            dev=dev,
+            timing=timing,
+            is_baseline=is_baseline,
+            reference_path=reference_path,
+            decode_tokens=decode_tokens,
+            progress=progress,
+        )
+        passed = generation["accuracy"]["passed"]
+        reason = None if passed else f"inaccurate generation: {generation['accuracy']['reason']}"
+        return {**result, **generation, "status": "ok" if passed else "fail_accuracy", "reason": reason}
     with torch.no_grad():
         if is_baseline:
             progress("reference")

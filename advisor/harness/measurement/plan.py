@@ -39,8 +39,8 @@ def plan_variants(backends: list[str] | None, device: str) -> list[tuple[str, st
 def check_workload(workload: str, optimizer: str) -> None:
     from advisor.harness.training_step import OPTIMIZERS
 
-    if workload not in ("inference", "training"):
-        raise MeasureError(f"unknown workload '{workload}' (inference or training)")
+    if workload not in ("inference", "training", "generation"):
+        raise MeasureError(f"unknown workload '{workload}' (inference, training or generation)")
     if optimizer not in OPTIMIZERS:
         raise MeasureError(f"unknown optimizer '{optimizer}' ({' or '.join(OPTIMIZERS)})")
 

@@ -82,12 +82,15 @@ def measure_model(
     plan_context: DeploymentContext | dict | None = None,
     inspection: dict | None = None,
     shape_sweep: dict | None = None,
+    decode_tokens: int = 32,
 ) -> MeasurementRun:
     """Measure `path` on `device`; returns one MeasurementRowDict per (backend, mode), eager included.
 
     Raises MeasureError for a bad model file / inputs / backend name, MeasurementCancelled when
     `cancel` fires. `timeout_s` and `memory_limit_mb` apply to each child separately.
-    `workload="training"` times a training step (advisor.harness.training_step) with `optimizer` ("sgd" or "adamw").
+    `workload="training"` times a training step (advisor.harness.training_step) with `optimizer` ("sgd" or "adamw");
+    `workload="generation"` a causal LM's prefill and decode phases (advisor.harness.measurement.generation) over
+    `decode_tokens` greedy tokens.
     `zygote`: a `measurement_zygote(device)` already started for this job (the caller closes it); None starts one.
     `accuracy_tolerance`: {"atol", "rtol"} (either may be None) replacing the dtype defaults of the accuracy check.
     `keyword_inputs`: the names of the inputs the model takes by keyword (the inspection's): each row's snippet then
@@ -126,6 +129,7 @@ def measure_model(
         "optimizer": optimizer,
         "accuracy_tolerance": accuracy_tolerance,
         "sweep": shape_sweep,
+        "decode_tokens": decode_tokens,
     }
     readable = [os.path.abspath(p) for p in (path, inputs_file) if p]
     sandbox = {

@@ -105,6 +105,7 @@ def _fill_from_child(row: MeasurementRowDict, value: dict, is_baseline: bool) ->
         compile_breakdown=value.get("compile_breakdown"),
         time_breakdown=value.get("time_breakdown"),
         sweep=value.get("sweep"),
+        generation=value.get("generation"),
     )
     if value.get("training"):
         row["training"] = value["training"]  # type: ignore[typeddict-unknown-key]
@@ -145,6 +146,7 @@ def _empty_row(backend: Any, mode: str, device: str, workload: str, snippet: str
         compile_breakdown=None,
         time_breakdown=None,
         sweep=None,
+        generation=None,
         wall_s=0.0,
         snippet=snippet,
     )

@@ -1,0 +1,212 @@
+"""A generation workload in the child: a causal LM with a static KV cache, prefill and decode timed separately.
+
+The archive (advisor.harness.loading.GENERATION_FORMAT) holds a `decode` program and optionally a `prefill` one,
+as `transformers`' TorchExportableModuleForDecoderOnlyLM exports them: both take `(input_ids [1, T],
+cache_position [T])` and return logits `[1, T, vocab]`, and keep the KV cache in mutable buffers of the same
+names. The cache is carried from prefill to decode by copying those buffers, then from step to step by the decode
+program itself. A one-program archive is a decode program alone: generation starts from its example token.
+
+Per option: the prefill (time to first token) and one decode step at the position after the prompt (time per
+output token) are each timed side by side with eager; each phase's compile is its first call minus its steady
+median; the option's greedy tokens over `decode_tokens` steps are compared with eager's (the accuracy check).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from advisor.harness import devices
+from advisor.harness.measurement.compiling import compile_variant
+from advisor.harness.measurement.dynamic import graph_stats, reset_dynamo_counters
+from advisor.harness.measurement.errors import stage_error
+from advisor.harness.measurement.timing import TimingPolicy, summaries, time_side_by_side
+
+
+class Program:
+    """One program of the archive, as a fresh module (own cache buffers) and how it is called."""
+
+    def __init__(self, exported: Any) -> None:
+        self.module = copy.deepcopy(exported.module())
+        args, kwargs = exported.example_inputs or ((), {})
+        self.keyword = "input_ids" in (kwargs or {})
+        self.example_ids, self.example_positions = (
+            (kwargs["input_ids"], kwargs["cache_position"]) if self.keyword else args[:2]
+        )
+        self.fn: Callable[..., Any] = self.module
+
+    def __call__(self, ids: Any, positions: Any) -> Any:
+        return self.fn(input_ids=ids, cache_position=positions) if self.keyword else self.fn(ids, positions)
+
+    def cache_length(self) -> int | None:
+        lengths = [b.shape[-2] for name, b in self.module.named_buffers() if "cache" in name and b.dim() >= 3]
+        return min(lengths) if lengths else None
+
+
+def measure_generation(
+    *,
+    backend: Any,
+    request: Any,
+    loaded: Any,
+    dev: devices.Device,
+    timing: TimingPolicy,
+    is_baseline: bool,
+    reference_path: str,
+    decode_tokens: int,
+    progress: Callable[..., None],
+) -> dict:
+    import torch
+
+    programs = loaded.programs or {"decode": loaded.exported_program}
+    if "decode" not in programs:
+        raise stage_error(ValueError("the archive has no decode program"), "loading the generation programs")
+    compile_s = [0.0]
+
+    def build(name: str) -> Program | None:
+        if name not in programs:
+            return None
+        program = Program(programs[name])
+        program.module = dev.to_device(program.module)
+        return program
+
+    eager = {"prefill": build("prefill"), "decode": build("decode")}
+    mine = eager if is_baseline else {"prefill": build("prefill"), "decode": build("decode")}
+    prompt = dev.to_device(_prompt(eager))
+    steps = _steps(eager, prompt, decode_tokens)
+    dev.reset_peak_memory()
+    if not is_baseline:
+        progress("compiling")
+        for program in mine.values():
+            if program is not None:
+                example = (program.example_ids, program.example_positions)
+                program.fn = compile_variant(backend, program.module, example, request, compile_s)
+    reset_dynamo_counters()
+    progress("generating")
+    tokens, first = _greedy(mine, prompt, steps, dev)
+    result: dict[str, Any] = {**graph_stats()}
+    if is_baseline:
+        torch.save({"tokens": tokens}, reference_path)
+        expected = tokens
+    else:
+        expected = torch.load(reference_path, weights_only=True)["tokens"]
+    mismatch = next((i for i, (a, b) in enumerate(zip(tokens, expected, strict=False)) if a != b), None)
+    if mismatch is None and len(tokens) != len(expected):
+        mismatch = min(len(tokens), len(expected))
+    progress("timing")
+    phases = {}
+    positions = prompt["positions"]
+    if eager["prefill"] is not None:
+        phases["prefill"] = _phase(mine["prefill"], eager["prefill"], prompt, positions, dev, timing, is_baseline)
+        phases["prefill"]["compile_s"] = _compile_s(first["prefill"], phases["prefill"], is_baseline)
+    token = dev.to_device(torch.tensor([[tokens[0]]], dtype=prompt["ids"].dtype))
+    at = dev.to_device(torch.tensor([prompt["next_position"]], dtype=positions.dtype))
+    phases["decode"] = _phase(mine["decode"], eager["decode"], {"ids": token}, at, dev, timing, is_baseline)
+    phases["decode"]["compile_s"] = _compile_s(first["decode"], phases["decode"], is_baseline)
+    generate_s, _ = dev.timer()(lambda: _greedy(mine, prompt, steps, dev))
+    decode = phases["decode"]
+    result.update(
+        {key: decode[key] for key in ("latency", "eager_latency", "speedup_vs_eager", "speedup_ci")},
+        timed_s=sum(p.pop("timed_s") for p in phases.values()),
+        first_call_s=compile_s[0] + sum(p["compile_s"] for p in phases.values()) + decode["latency"]["median_ms"] / 1e3,
+        throughput={"tokens_per_s": 1e3 / decode["latency"]["median_ms"], "samples_per_s": None},
+        generation={
+            "prompt_tokens": int(prompt["ids"].shape[-1]) if eager["prefill"] is not None else 0,
+            "decode_tokens": len(tokens),
+            "prefill": phases.get("prefill"),
+            "decode": decode,
+            "tokens_per_s": 1e3 / decode["latency"]["median_ms"],
+            "generate_s": generate_s,
+            "tokens_match": mismatch is None,
+            "first_mismatch": mismatch,
+        },
+        accuracy=_accuracy(mismatch, tokens, expected),
+    )
+    result["peak_memory_mb"], result["memory_kind"] = dev.peak_memory_mb()
+    return result
+
+
+def _prompt(eager: dict[str, Program | None]) -> dict:
+    """The prompt (the prefill program's example input_ids) or, decode-only, the decode program's example token."""
+    source = eager["prefill"] or eager["decode"]
+    assert source is not None
+    ids, positions = source.example_ids, source.example_positions
+    return {"ids": ids, "positions": positions, "next_position": int(positions[-1]) + 1}
+
+
+def _steps(eager: dict[str, Program | None], prompt: dict, wanted: int) -> int:
+    """Decode steps that fit the static cache after the prompt."""
+    room = eager["decode"].cache_length() if eager["decode"] is not None else None
+    return max(1, min(wanted, room - prompt["next_position"] + 1)) if room else wanted
+
+
+def _greedy(programs: dict[str, Program | None], prompt: dict, steps: int, dev: devices.Device) -> tuple[list, dict]:
+    """Greedy tokens (the first one from the prompt, then `steps - 1` decode steps) and each phase's first call."""
+    import torch
+
+    timer = dev.timer()
+    prefill, decode = programs["prefill"], programs["decode"]
+    assert decode is not None
+    first: dict[str, float] = {}
+    try:
+        with torch.no_grad():
+            if prefill is not None:
+                first["prefill"], logits = timer(lambda: prefill(prompt["ids"], prompt["positions"]))
+                _carry_cache(prefill.module, decode.module)
+            else:
+                first["decode"], logits = timer(lambda: decode(prompt["ids"], prompt["positions"]))
+            token = logits[:, -1].argmax(-1, keepdim=True)
+            tokens = [int(token)]
+            position = prompt["next_position"]
+            for _ in range(steps - 1):
+                at = torch.tensor([position], dtype=prompt["positions"].dtype, device=token.device)
+                seconds, logits = timer(lambda at=at, token=token: decode(token, at))
+                first.setdefault("decode", seconds)
+                token = logits[:, -1].argmax(-1, keepdim=True)
+                tokens.append(int(token))
+                position += 1
+    except Exception as exc:
+        raise stage_error(exc, "generation (prefill, then decode steps carrying the cache)") from exc
+    return tokens, first
+
+
+def _carry_cache(source: Any, target: Any) -> None:
+    """The KV cache the prefill wrote, into the decode program's buffers of the same name and shape."""
+    buffers = dict(target.named_buffers())
+    for name, buffer in source.named_buffers():
+        if name in buffers and buffers[name].shape == buffer.shape:
+            buffers[name].copy_(buffer)
+
+
+def _phase(
+    program: Program | None,
+    eager: Program | None,
+    inputs: dict,
+    positions: Any,
+    dev: devices.Device,
+    timing: TimingPolicy,
+    is_baseline: bool,
+) -> dict:
+    import torch
+
+    assert program is not None and eager is not None
+    fns = {"backend": lambda: program(inputs["ids"], positions)}
+    if not is_baseline:
+        fns["eager"] = lambda: eager(inputs["ids"], positions)
+    with torch.no_grad():
+        window = time_side_by_side(fns, (), dev, timing, lambda n: None)
+    return {**summaries(window, is_baseline), "timed_s": window.seconds}
+
+
+def _compile_s(first_call_s: float | None, phase: dict, is_baseline: bool) -> float:
+    if is_baseline or first_call_s is None:
+        return 0.0
+    return max(0.0, first_call_s - phase["latency"]["median_ms"] / 1e3)
+
+
+def _accuracy(mismatch: int | None, tokens: list, expected: list) -> dict:
+    if mismatch is None:
+        return {"passed": True, "reason": f"the {len(tokens)} greedy tokens equal eager's"}
+    mine = tokens[mismatch] if mismatch < len(tokens) else "-"
+    theirs = expected[mismatch] if mismatch < len(expected) else "-"
+    return {"passed": False, "reason": f"greedy token {mismatch} differs from eager's ({mine} vs {theirs})"}
