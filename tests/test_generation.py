@@ -63,6 +63,11 @@ def test_inductor_prefill_and_decode_are_timed_against_eager_and_its_tokens_chec
     assert generation["tokens_match"] and generation["first_mismatch"] is None
     assert inductor["latency"] == generation["decode"]["latency"]  # the row's latency is the time per token
     assert generation["tokens_per_s"] == pytest.approx(1e3 / generation["decode"]["latency"]["median_ms"])
+    # the greedy loop's own decode steps (after the first, which compiled): 6 tokens = prefill + 5 steps
+    assert generation["decode_steps"]["n"] == 4 and generation["eager_decode_steps"]["median_ms"] > 0
+    profile = inductor["time_breakdown"]  # the decode step's: generated kernels, and the attention Inductor leaves
+    assert profile["fused_kernels"] >= 1 and profile["entries"]  # to its CPU flash-attention fallback
+    assert any("scaled_dot_product" in op for op in profile["fallback_ops"]), profile["fallback_ops"]
     assert inductor["compile_s_cold"] >= generation["prefill"]["compile_s"] + generation["decode"]["compile_s"] - 1e-6
     # a backend whose logits are wrong picks other greedy tokens: not accurate, and it says which token differed
     assert negated["status"] == "fail_accuracy" and "greedy token 0 differs" in negated["reason"]

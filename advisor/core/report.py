@@ -222,6 +222,8 @@ def generation_lines(run: MeasurementRun | None) -> list[str]:
                 speed = f", {phase.speedup_vs_eager:.2f}x vs eager" if phase.speedup_vs_eager is not None else ""
                 compiled = f", compile {_num(phase.compile_s, ' s')}" if phase.compile_s else ""
                 parts.append(f"{name} {_num(phase.latency.median_ms, ' ms')}{speed}{compiled}")
+        if g.decode_steps is not None and g.decode_steps.median_ms is not None:
+            parts.append(f"{_num(g.decode_steps.median_ms, ' ms')} per token over {g.decode_steps.n} steps")
         if g.tokens_per_s is not None:
             parts.append(f"{g.tokens_per_s:,.0f} tokens/s")
         if g.tokens_match is not None:

@@ -26,5 +26,9 @@ class Generation(Open):
     decode: Phase | None = None
     tokens_per_s: float | None = None  # 1000 / the decode step's median
     generate_s: float | None = None  # the whole greedy loop (prefill + every decode step), once, after warm-up
+    # time per output token over that loop's decode steps (positions growing, the cache carried), this option's and
+    # eager's (run right after it in the same child; the side-by-side speedup is `decode`'s)
+    decode_steps: LatencyStats | None = None
+    eager_decode_steps: LatencyStats | None = None
     tokens_match: bool | None = None  # the option's greedy tokens equal eager's
     first_mismatch: Count | None = None  # index of the first generated token that differs

@@ -30,7 +30,7 @@ from advisor.harness.measurement.dynamic import (
 from advisor.harness.measurement.errors import eager_failure, stage_error
 from advisor.harness.measurement.generation import measure_generation
 from advisor.harness.measurement.sweep import measure_sweep
-from advisor.harness.measurement.time_breakdown import enable_kernel_markers, time_breakdown
+from advisor.harness.measurement.time_breakdown import enable_kernel_markers, profiled_breakdown
 from advisor.harness.measurement.timing import TimingPolicy, summaries, throughput, time_side_by_side
 from advisor.harness.measurement.training import reference_gradients, training_details, training_peak_mb, training_steps
 from advisor.harness.sandbox import report_progress
@@ -205,7 +205,7 @@ def measure_variant(
             result["recompiles"] = max(0, dynamo_counter("frames", "total") - frames_after_first)
         if timing.profile and not warm_run:
             progress("profiling")
-            result["time_breakdown"] = _time_breakdown(compiled, inputs, dev, device, result["latency"]["median_ms"])
+            result["time_breakdown"] = profiled_breakdown(compiled, inputs, dev, result["latency"]["median_ms"])
         if sweep and not warm_run and not steps:
             progress("shape sweep")  # last: its static pass resets Dynamo
             dynamo_based = not is_baseline and result["graph_count"] is not None
@@ -216,14 +216,6 @@ def measure_variant(
     if steps and not accuracy["passed"]:
         result["reason"] = f"inaccurate gradients: {accuracy.get('reason', '')}"
     return result
-
-
-def _time_breakdown(fn: Any, inputs: tuple, dev: devices.Device, device: str, median_ms: float) -> dict:
-    """The profiled pass after the timed window; a profiler that fails leaves the row's numbers standing."""
-    try:
-        return time_breakdown(fn, inputs, device, dev.synchronize, median_ms / 1e3)
-    except Exception as exc:  # noqa: BLE001 - the breakdown is an extra, the timings are already taken
-        return {"error": f"the profiler failed: {first_line(exc, limit=300)}"}
 
 
 # ------------------------------------------------------------------ reference

@@ -21,6 +21,7 @@ from advisor.harness import devices
 from advisor.harness.measurement.compiling import compile_variant
 from advisor.harness.measurement.dynamic import graph_stats, reset_dynamo_counters
 from advisor.harness.measurement.errors import stage_error
+from advisor.harness.measurement.time_breakdown import profiled_breakdown
 from advisor.harness.measurement.timing import TimingPolicy, summaries, time_side_by_side
 
 
@@ -83,7 +84,7 @@ def measure_generation(
                 program.fn = compile_variant(backend, program.module, example, request, compile_s)
     reset_dynamo_counters()
     progress("generating")
-    tokens, first = _greedy(mine, prompt, steps, dev)
+    tokens, first, _ = _greedy(mine, prompt, steps, dev)
     result: dict[str, Any] = {**graph_stats()}
     if is_baseline:
         torch.save({"tokens": tokens}, reference_path)
@@ -103,7 +104,8 @@ def measure_generation(
     at = dev.to_device(torch.tensor([prompt["next_position"]], dtype=positions.dtype))
     phases["decode"] = _phase(mine["decode"], eager["decode"], {"ids": token}, at, dev, timing, is_baseline)
     phases["decode"]["compile_s"] = _compile_s(first["decode"], phases["decode"], is_baseline)
-    generate_s, _ = dev.timer()(lambda: _greedy(mine, prompt, steps, dev))
+    generate_s, (_, _, step_s) = dev.timer()(lambda: _greedy(mine, prompt, steps, dev))
+    eager_steps = step_s if is_baseline else _greedy(eager, prompt, steps, dev)[2]
     decode = phases["decode"]
     result.update(
         {key: decode[key] for key in ("latency", "eager_latency", "speedup_vs_eager", "speedup_ci")},
@@ -117,13 +119,28 @@ def measure_generation(
             "decode": decode,
             "tokens_per_s": 1e3 / decode["latency"]["median_ms"],
             "generate_s": generate_s,
+            "decode_steps": _step_stats(step_s),
+            "eager_decode_steps": _step_stats(eager_steps),
             "tokens_match": mismatch is None,
             "first_mismatch": mismatch,
         },
         accuracy=_accuracy(mismatch, tokens, expected),
     )
     result["peak_memory_mb"], result["memory_kind"] = dev.peak_memory_mb()
+    if timing.profile:
+        progress("profiling")
+        decode_step = mine["decode"]
+        result["time_breakdown"] = profiled_breakdown(
+            lambda: decode_step(token, at), (), dev, decode["latency"]["median_ms"]
+        )
     return result
+
+
+def _step_stats(step_s: list[float]) -> dict | None:
+    """Time per output token over the greedy loop's decode steps (positions growing, the cache carried)."""
+    from advisor.core.stats import summarize
+
+    return summarize(step_s) if len(step_s) >= 2 else None
 
 
 def _prompt(eager: dict[str, Program | None]) -> dict:
@@ -140,14 +157,18 @@ def _steps(eager: dict[str, Program | None], prompt: dict, wanted: int) -> int:
     return max(1, min(wanted, room - prompt["next_position"] + 1)) if room else wanted
 
 
-def _greedy(programs: dict[str, Program | None], prompt: dict, steps: int, dev: devices.Device) -> tuple[list, dict]:
-    """Greedy tokens (the first one from the prompt, then `steps - 1` decode steps) and each phase's first call."""
+def _greedy(
+    programs: dict[str, Program | None], prompt: dict, steps: int, dev: devices.Device
+) -> tuple[list, dict, list[float]]:
+    """Greedy tokens (the first one from the prompt, then `steps - 1` decode steps), each phase's first call, and
+    the seconds of every decode step after the first (each at its own position, the cache carried)."""
     import torch
 
     timer = dev.timer()
     prefill, decode = programs["prefill"], programs["decode"]
     assert decode is not None
     first: dict[str, float] = {}
+    step_s: list[float] = []
     try:
         with torch.no_grad():
             if prefill is not None:
@@ -161,13 +182,15 @@ def _greedy(programs: dict[str, Program | None], prompt: dict, steps: int, dev: 
             for _ in range(steps - 1):
                 at = torch.tensor([position], dtype=prompt["positions"].dtype, device=token.device)
                 seconds, logits = timer(lambda at=at, token=token: decode(token, at))
+                if "decode" in first:
+                    step_s.append(seconds)
                 first.setdefault("decode", seconds)
                 token = logits[:, -1].argmax(-1, keepdim=True)
                 tokens.append(int(token))
                 position += 1
     except Exception as exc:
         raise stage_error(exc, "generation (prefill, then decode steps carrying the cache)") from exc
-    return tokens, first
+    return tokens, first, step_s
 
 
 def _carry_cache(source: Any, target: Any) -> None:

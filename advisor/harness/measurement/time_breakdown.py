@@ -74,6 +74,20 @@ def _called_directly(events: Any) -> set[str]:
     return direct
 
 
+def profiled_breakdown(fn: Callable[..., Any], inputs: tuple, dev: Any, median_ms: float) -> dict:
+    """`time_breakdown` on `dev` (an advisor.harness.devices.Device) after a timed window whose median was
+    `median_ms`; a profiler that fails leaves the row's numbers standing (the breakdown then holds its `error`)."""
+    import torch
+
+    from advisor.core.text import first_line
+
+    try:
+        with torch.no_grad():
+            return time_breakdown(fn, inputs, dev.kind, dev.synchronize, median_ms / 1e3)
+    except Exception as exc:  # noqa: BLE001 - the breakdown is an extra, the timings are already taken
+        return {"error": f"the profiler failed: {first_line(exc, limit=300)}"}
+
+
 def _self_us(event: Any, on_device: bool) -> float:
     if on_device:
         return float(getattr(event, "self_device_time_total", 0.0) or 0.0)
