@@ -415,6 +415,19 @@ def build_corpus(out: Path, marker: Path, decoy: Path) -> list[Case]:
         "upload",
         "compression_ratio",
     )
+    # an AOTInductor package inside an ExportedProgram archive: torch.export.load / load_pt2 would dlopen its library
+    add(
+        "aotinductor_library.pt2",
+        lambda p: _rewrite(ep, p, add={"m/data/aotinductor/model/model.so": b"\x7fELF" + b"\0" * 64}),
+        "upload",
+        "native_code",
+    )
+    add(
+        "shared_library_in_extra.pt2",
+        lambda p: _rewrite(ep, p, add={"m/extra/libhook.so.1": b"\x7fELF" + b"\0" * 64}),
+        "upload",
+        "native_code",
+    )
     add("forged_count_small.pt2", lambda p: _forged_count(p, 15_000, 5), "upload", "forged_directory")
     add("forged_count_large.pt2", lambda p: _forged_count(p, 10, 9), "upload", "forged_directory")
     add("too_many_entries.pt2", lambda p: _forged_count(p, 25_000, 25_000 & 0xFFFF), "upload", "zip_bomb")

@@ -150,6 +150,7 @@ def _sniff_stream(fh: BinaryIO, max_entries: int, max_uncompressed_bytes: int) -
         _check_declared_sizes(infos, size, max_uncompressed_bytes)
         names = [info.filename for info in infos]
         _check_entry_names(names)
+        _check_no_native_code(names)
         fmt, archive_name = _classify(names)
         custom_ops = []
         if fmt == "exported_program":
@@ -330,6 +331,24 @@ def _check_entry_names(names: list[str]) -> None:
         parts = name.replace("\\", "/").split("/")
         if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in parts or "\x00" in name:
             raise ArtifactRejected("unsafe_path", f"The archive contains an unsafe entry name {name!r}.")
+
+
+_NATIVE_LIBRARY = re.compile(r"\.(so(\.\d+)*|dll|dylib|pyd)$", re.IGNORECASE)
+
+
+def _check_no_native_code(names: list[str]) -> None:
+    """A PT2 archive may carry AOTInductor models (`data/aotinductor/<name>/`, compiled shared libraries):
+    torch.export.load and load_pt2 load every one they find, i.e. run its native code. An upload never gets
+    there: such archives, and any shared library in any archive, are refused before anything reads them."""
+    for name in names:
+        parts = name.replace("\\", "/").lower().split("/")
+        aoti = any(parts[i : i + 2] == ["data", "aotinductor"] for i in range(len(parts) - 1))
+        if aoti or _NATIVE_LIBRARY.search(name):
+            raise ArtifactRejected(
+                "native_code",
+                f"The archive contains {name!r}: compiled native code (an AOTInductor package or a shared "
+                "library), which loading would run. npu-advisor accepts ExportedPrograms and TorchScript only.",
+            )
 
 
 def _classify(names: list[str]) -> tuple[str, str]:

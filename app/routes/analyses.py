@@ -204,6 +204,7 @@ _REFUSAL_STATUS = {
     "metadata_too_large": 413,
     "compression_ratio": 413,
     "unsafe_path": 422,
+    "native_code": 422,
     "forged_directory": 422,
     "truncated": 422,
     "encrypted": 422,

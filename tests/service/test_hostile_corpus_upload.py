@@ -18,6 +18,7 @@ EXPECTED_STATUS = {
     "zip_bomb": 413,
     "forged_directory": 422,
     "unsafe_path": 422,
+    "native_code": 422,
     "truncated": 422,
 }
 
