@@ -257,6 +257,7 @@ def rerun_analysis(
         submitted_by=submitted_by,
         force=True,
         cache_window_s=cache_window_s,
+        tag=old.tag,  # a re-run stays in its suite
     )
 
 

@@ -77,3 +77,12 @@ def test_profiled_calls_last_about_a_quarter_second_within_bounds():
     assert (
         profile_calls(1e-6) == 100 and profile_calls(0.01) == 25 and profile_calls(2.0) == 3 and profile_calls(0) == 100
     )
+
+
+def test_on_cuda_kernels_are_either_generated_or_library_ones():
+    summary = summarise([("triton_poi_fused_add_0", 10, 5.0), ("ampere_sgemm_128x64_tn", 10, 15.0)], 10, "cuda")
+    assert [(e["name"], e["kind"]) for e in summary["entries"]] == [
+        ("ampere_sgemm_128x64_tn", "library kernel"),
+        ("triton_poi_fused_add_0", "kernel"),
+    ]
+    assert summary["fused_kernels"] == 1 and summary["source"] == "torch.profiler, device (kernel) time"

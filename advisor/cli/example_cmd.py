@@ -20,7 +20,11 @@ def example(
     if name not in EXAMPLES:
         typer.echo(f"error: unknown example {name!r}; choose one of {', '.join(EXAMPLES)}", err=True)
         raise typer.Exit(2)
-    path = export_example(name, out, "torchscript" if torchscript else "exported_program")
+    try:
+        path = export_example(name, out, "torchscript" if torchscript else "exported_program")
+    except ValueError as exc:  # e.g. gpt2-decode --torchscript, or transformers not installed
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     typer.echo(str(path))
 
 

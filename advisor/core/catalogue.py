@@ -158,6 +158,9 @@ def devices_of(backend: str) -> tuple[str, ...] | None:
     return entry.devices if entry else None
 
 
+EAGER_LABEL = "eager:default"  # option_label("eager", "default"): the baseline every speedup is relative to
+
+
 def option_label(backend: str | None, mode: str | None, *, short: bool = False) -> str:
     """The one spelling of an option: "backend:mode" ("inductor:default"; a missing backend or mode reads
     "unknown" / "default"). `short` drops a default mode ("eager"), as the web pages show it."""

@@ -322,7 +322,10 @@ def render_text(analysis: dict[str, Any]) -> str:
     parts = _Parts.of(analysis)
     rec, run = parts.rec, parts.run
     out = StringIO()
-    console = Console(file=out, width=TEXT_WIDTH, color_system=None, force_terminal=False, highlight=False)
+    # markup off: model names, op names, input names and reasons are user text, never rich markup
+    console = Console(
+        file=out, width=TEXT_WIDTH, color_system=None, force_terminal=False, highlight=False, markup=False
+    )
 
     console.rule(f"npu-advisor: {analysis.get('model_name', 'model')}")
     console.print(Text(headline(parts.raw_rec, parts.context), style="bold"))
@@ -347,14 +350,14 @@ def render_text(analysis: dict[str, Any]) -> str:
             f"\nGeneration (prompt of {_prompt_tokens(run)} tokens; decode = one token at the next position):"
         )
         for line in generation:
-            console.print(Padding(f"- {line}", (0, 0, 0, 2), expand=False))
+            console.print(Padding(Text(f"- {line}"), (0, 0, 0, 2), expand=False))
     for line in sweep_lines(run):
-        console.print(line)
+        console.print(Text(line))  # input names come from the user's context: never read as rich markup
     breakdowns = shown_breakdowns(run, rec)
     if breakdowns:
         console.print(f"\nWhere the time goes {breakdown_heading(breakdowns[0][1])}:")
         for label, breakdown in breakdowns:
-            console.print(Padding(f"- {breakdown_line(label, breakdown)}", (0, 0, 0, 2), expand=False))
+            console.print(Padding(Text(f"- {breakdown_line(label, breakdown)}"), (0, 0, 0, 2), expand=False))
     sentence = break_even_sentence(rec.break_even)
     if sentence:
         console.print(f"\nBreak-even: {sentence}")
@@ -423,7 +426,9 @@ def render_markdown(analysis: dict[str, Any]) -> str:
         lines.append("")
     sweep = sweep_lines(run)
     if sweep:
-        lines += ["## Speedup by input shape", ""] + [f"- {_cell(line)}" for line in sweep[1:]] + [""]
+        lines += (
+            ["## Speedup by input shape", "", sweep[0].strip(), ""] + [f"- {_cell(line)}" for line in sweep[1:]] + [""]
+        )
     breakdowns = shown_breakdowns(run, rec)
     if breakdowns:
         lines += ["## Where the time goes", "", breakdown_heading(breakdowns[0][1]), ""]

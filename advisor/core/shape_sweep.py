@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from advisor.core.catalogue import EAGER_LABEL
 from advisor.core.context import ContextError, DeploymentContext, parse_context
 from advisor.core.results import MeasurementRun, read
 
-EAGER = "eager:default"
 STATIC_GAIN = 1.10  # a static compile this much faster than automatic dynamic shapes at every point is worth saying
 
 
@@ -58,7 +58,7 @@ def speedups_by_shape(run: MeasurementRun | dict | None) -> tuple[list[str], dic
                 labels.append(point.label)
     series: dict[str, list[float | None]] = {}
     for row in rows:
-        if row.label == EAGER:
+        if row.label == EAGER_LABEL:
             continue
         by_label = {p.label: p for p in row.sweep or []}
         series[row.label] = [getattr(by_label.get(label), "speedup", None) for label in labels]
@@ -78,7 +78,7 @@ def best_by_shape(run: MeasurementRun | dict | None, allowed: set[str] | None = 
     for index, label in enumerate(labels):
         if label not in eager_ran and all(values[index] is None for values in series.values()):
             continue  # nothing ran at this shape (e.g. outside an export's dynamic range): no answer there
-        best, speed = EAGER, 1.0
+        best, speed = EAGER_LABEL, 1.0
         for option, values in series.items():
             value = values[index]
             if option.endswith(" (static)") or (allowed is not None and option not in allowed) or value is None:
@@ -91,19 +91,21 @@ def best_by_shape(run: MeasurementRun | dict | None, allowed: set[str] | None = 
 
 def _eager_ran_at(run: MeasurementRun | dict | None) -> set[str]:
     run = read(MeasurementRun, run)
-    rows = [row for row in (run.measurements if run else None) or [] if row.label == EAGER and row.sweep]
+    rows = [row for row in (run.measurements if run else None) or [] if row.label == EAGER_LABEL and row.sweep]
     return {p.label for row in rows for p in row.sweep or [] if p.label and p.median_ms is not None}
 
 
 def where_the_answer_changes(run: MeasurementRun | dict | None, chosen: str | None, allowed: set[str]) -> str | None:
     """One sentence for the decision: the best option at each swept shape, and whether that is `chosen` everywhere;
     plus a static compile's gain where it beat automatic dynamic shapes at every point. None without a sweep."""
-    answers = best_by_shape(run, allowed | {EAGER})
+    answers = best_by_shape(run, allowed | {EAGER_LABEL})
     if not answers:
         return None
     per_shape = "; ".join(f"{a.shape}: {a.best} ({a.speedup:.2f}x)" for a in answers)
     winners = {a.best for a in answers}
-    if winners == {chosen}:
+    if chosen is None:
+        text = f"No option qualifies; by shape: {per_shape}."
+    elif winners == {chosen}:
         text = f"{chosen} is the fastest at every swept shape ({per_shape})."
     elif len(winners) == 1:
         text = f"At every swept shape {answers[0].best} is the fastest ({per_shape}), not {chosen}."

@@ -16,6 +16,7 @@ from datetime import date, datetime
 
 from pydantic import BaseModel
 
+from advisor.core.catalogue import EAGER_LABEL
 from advisor.core.results import MeasurementRow, MeasurementRun
 
 REGRESSION_DROP = 0.10  # geomean speedup this much below the previous point is called a regression
@@ -100,7 +101,7 @@ def option_summaries(members: list[SuiteMember]) -> list[OptionSummary]:
         for row in measured:
             if row.backend and row.status not in NOT_ATTEMPTED:
                 rows.setdefault(row.label, []).append((row, eager))
-    return [_option(label, rows[label]) for label in sorted(rows, key=lambda label: (label != "eager:default", label))]
+    return [_option(label, rows[label]) for label in sorted(rows, key=lambda label: (label != EAGER_LABEL, label))]
 
 
 def _option(label: str, rows: list[tuple[MeasurementRow, MeasurementRow | None]]) -> OptionSummary:

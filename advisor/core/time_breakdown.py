@@ -6,7 +6,7 @@ Markdown and the dashboard show eager's and the recommended option's, the JSON k
 
 from __future__ import annotations
 
-from advisor.core.catalogue import option_label
+from advisor.core.catalogue import EAGER_LABEL, option_label
 from advisor.core.results import MeasurementRow, MeasurementRun, Recommendation, TimeBreakdown
 
 
@@ -17,7 +17,7 @@ def shown_breakdowns(run: MeasurementRun | None, rec: Recommendation | None) -> 
     for row in (run.measurements if run else None) or []:
         if (row.backend == "eager" or row.label == chosen) and _has_breakdown(row):
             shown.append((row.label, row.time_breakdown))
-    shown.sort(key=lambda item: item[0] != "eager:default")
+    shown.sort(key=lambda item: item[0] != EAGER_LABEL)
     return shown  # type: ignore[return-value]
 
 

@@ -65,8 +65,14 @@ def export_gpt2_generation(
     torch.export.pt2_archive's package_pt2 (advisor.harness.loading.GENERATION_FORMAT)."""
     import torch
     from torch.export.pt2_archive._package import package_pt2
-    from transformers import GPT2Config, GPT2LMHeadModel
-    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+        from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+    except ImportError as exc:
+        raise ValueError(
+            f"gpt2-decode needs the transformers package (pip install 'transformers>=4.44'): {exc}"
+        ) from exc
 
     torch.manual_seed(seed)
     settings = GPT2Config(**config)

@@ -69,6 +69,17 @@ def generate_tensor(shape: list[int], dtype: torch.dtype, generator: torch.Gener
     return torch.ones(shape, dtype=dtype)
 
 
+def resized_like(template: torch.Tensor, shape: list[int], generator: torch.Generator) -> torch.Tensor:
+    """A tensor of `shape` standing in for `template` at another size: random floats, all-true masks, integers
+    within the template's own range (token ids stay valid ids)."""
+    if template.is_floating_point():
+        return torch.randn(shape, generator=generator, dtype=template.dtype)
+    if template.dtype == torch.bool:
+        return torch.ones(shape, dtype=torch.bool)
+    low, high = (int(template.min()), int(template.max())) if template.numel() else (0, 1)
+    return torch.randint(low, high + 1, shape, generator=generator, dtype=template.dtype)
+
+
 def load_inputs_file(path: str | Path, names: list[str]) -> tuple[Any, ...]:
     """Positional example inputs from a `torch.save`d tensor, tuple/list, or dict keyed by input name."""
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from advisor.core.catalogue import EAGER_LABEL
 from advisor.core.suite_summary import SuiteSummary
 from app.web.charts import speedup_series_chart
 
@@ -10,7 +11,7 @@ MAX_LINES = 6  # the options with the most passing models; the table below the c
 
 def suite_history_chart(summary: SuiteSummary) -> str:
     days = [point.day.isoformat() for point in summary.history]
-    compiled = [o for o in summary.options if o.label != "eager:default" and o.geomean_speedup is not None]
+    compiled = [o for o in summary.options if o.label != EAGER_LABEL and o.geomean_speedup is not None]
     shown = sorted(compiled, key=lambda o: (-o.passed, o.label))[:MAX_LINES]
     series = {
         option.label: [

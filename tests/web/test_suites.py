@@ -109,8 +109,11 @@ def test_a_tag_is_checked_and_keeps_its_own_dedupe(client: TestClient, db: Db):
     untagged = submit(client, "m").json()
     assert len({first["id"], other["id"], untagged["id"]}) == 3 and not other["deduplicated"]
     assert db.get(Analysis, other["id"]).tag == "suite-b" and db.get(Analysis, untagged["id"]).tag is None
-    listed = client.get("/api/v1/analyses", params={"tag": "suite-a"}).json()
-    assert [item["id"] for item in listed["items"]] == [first["id"]] and listed["items"][0]["tag"] == "suite-a"
+    again = client.post(f"/api/v1/analyses/{first['id']}/rerun")  # a re-run stays in its suite
+    assert again.status_code == 202 and db.get(Analysis, again.json()["id"]).tag == "suite-a"
+    listed = client.get("/api/v1/analyses", params={"tag": "suite-a", "sort": "created_at", "order": "asc"}).json()
+    assert [item["id"] for item in listed["items"]] == [first["id"], again.json()["id"]]
+    assert {item["tag"] for item in listed["items"]} == {"suite-a"}
 
 
 def test_unknown_suite_is_404_and_a_suite_without_measurements_says_so(client: TestClient, db: Db):

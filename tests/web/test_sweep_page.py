@@ -68,3 +68,15 @@ def test_detail_page_draws_speedup_by_shape_with_input_names_as_text(client: Tes
 def test_an_analysis_without_a_sweep_has_no_sweep_section(client: TestClient, seeded: Db):
     done = seeded.first(select(Analysis).where(Analysis.recommended_backend == "inductor"))
     assert 'id="shape-sweep"' not in client.get(f"/analyses/{done.id}").text
+
+
+def test_the_text_report_prints_input_names_as_they_are_never_as_markup():
+    from advisor.core.report import render_text
+
+    run = swept_run(small="x[/b][red]=1x64")  # rich markup in a user's input name: no crash, nothing eaten
+    text = render_text(
+        {"model_name": "m", "context": CONTEXT, "measurements": run, "recommendation": decide(CONTEXT, None, run)}
+    )
+    assert "Speedup vs eager by input shape (x[/b][red]=1x64; x=64x64):" in text
+    markdown = render_markdown({"model_name": "m", "context": CONTEXT, "measurements": run, "recommendation": None})
+    assert "Speedup vs eager by input shape (x[/b][red]=1x64; x=64x64):" in markdown

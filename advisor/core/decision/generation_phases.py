@@ -3,19 +3,20 @@
 The engine decides a generation workload on its rows' top-level numbers, which are the decode step's (time per
 output token: a request spends most of its time decoding). This step then picks the prefill's option on the
 prefill's own side-by-side speedup (time to first token) and, when the two differ, makes the recommendation
-layered by phase. An option counts as faster for a phase only when its speedup's CI is above 1.
+layered by phase. An option counts as faster for a phase only when its speedup's CI is above 1, and the
+decode's option keeps the prefill too unless another one (eager included) is faster beyond the noise: their
+intervals do not overlap.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from advisor.core.catalogue import EAGER_LABEL
 from advisor.core.context import DeploymentContext
 from advisor.core.decision.candidates import Option
 from advisor.core.decision.rules import step
 from advisor.core.schema import RuleStep
-
-EAGER = "eager:default"
 
 
 def phase_numbers(option: Option, phase: str) -> dict[str, Any]:
@@ -27,25 +28,24 @@ def best_for_phase(qualified: list[Option], phase: str, prefer: Option | None = 
     """The qualified option with the highest resolved speedup for `phase` (eager when none resolves above 1); or
     `prefer` (the decode's choice) when its interval for this phase overlaps the best one's: one option for both
     phases unless the other is faster beyond the noise."""
-    best = next((o for o in qualified if o.label == EAGER), None)
+    best = next((o for o in qualified if o.label == EAGER_LABEL), None)
     speed = 1.0
     for option in qualified:
         numbers = phase_numbers(option, phase)
         ratio, interval = numbers.get("speedup_vs_eager"), numbers.get("speedup_ci") or [None, None]
-        if option.label == EAGER or ratio is None or interval[0] is None:
+        if option.label == EAGER_LABEL or ratio is None or interval[0] is None:
             continue
         if interval[0] > 1.0 and ratio > speed:
             best, speed = option, ratio
     if prefer is not None and best is not None and prefer.label != best.label:
         mine, theirs = _interval(prefer, phase), _interval(best, phase)
-        resolved = prefer.label == EAGER or (mine is not None and mine[0] > 1.0)
-        if mine is not None and theirs is not None and resolved and mine[1] >= theirs[0]:
+        if mine is not None and theirs is not None and mine[1] >= theirs[0]:
             return prefer, phase_numbers(prefer, phase).get("speedup_vs_eager") or 1.0
     return best, speed
 
 
 def _interval(option: Option, phase: str) -> list[float] | None:
-    if option.label == EAGER:
+    if option.label == EAGER_LABEL:
         return [1.0, 1.0]
     interval = phase_numbers(option, phase).get("speedup_ci")
     return interval if interval and None not in interval else None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.core import noise, snippets
+from advisor.core.catalogue import EAGER_LABEL
 from advisor.core.context import DeploymentContext
 from advisor.core.decision.break_even import break_even_calls, format_calls
 from advisor.core.decision.candidates import (
@@ -168,7 +169,7 @@ def rule_shape_sweep(run: dict[str, Any] | None, chosen: Option | None, qualifie
     outcome = where_the_answer_changes(run, chosen.label if chosen else None, allowed)
     if outcome is None:
         return None
-    evidence = {"best_by_shape": [a._asdict() for a in best_by_shape(run, allowed | {"eager:default"})]}
+    evidence = {"best_by_shape": [a._asdict() for a in best_by_shape(run, allowed | {EAGER_LABEL})]}
     return step("shape_sweep", "Does the answer hold at every swept input shape?", evidence, outcome)
 
 

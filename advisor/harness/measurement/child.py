@@ -140,6 +140,7 @@ def measure_variant(
             reference_path=reference_path,
             decode_tokens=decode_tokens,
             progress=progress,
+            warm_run=warm_run,
         )
         passed = generation["accuracy"]["passed"]
         reason = None if passed else f"inaccurate generation: {generation['accuracy']['reason']}"

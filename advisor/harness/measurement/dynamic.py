@@ -7,6 +7,7 @@ from typing import Any
 
 from advisor.harness import devices
 from advisor.harness.measurement.timing import TimingPolicy, short_policy, time_side_by_side
+from advisor.harness.model_inputs import resized_like
 
 
 # ------------------------------------------------------------------ dynamic shapes
@@ -68,13 +69,7 @@ def _resized_inputs(dynamic_dims: list[dict], names: list[str], inputs: tuple, f
             out.append(t)
             continue
         shape = [by_input[i].get(dim, size) for dim, size in enumerate(t.shape)]
-        if t.is_floating_point():
-            out.append(torch.randn(shape, generator=gen, dtype=t.dtype))
-        elif t.dtype == torch.bool:
-            out.append(torch.ones(shape, dtype=torch.bool))
-        else:
-            lo, hi = int(t.min()), int(t.max())
-            out.append(torch.randint(lo, hi + 1, shape, generator=gen, dtype=t.dtype))
+        out.append(resized_like(t, shape, gen))
     return tuple(out)
 
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from advisor.core.context import MAX_SWEEP_POINTS
 from advisor.core.shape_sweep import range_sizes
 from advisor.core.text import first_line
 from advisor.harness import devices
 from advisor.harness.measurement.dynamic import dynamo_counter, dynamo_counters
 from advisor.harness.measurement.timing import TimingPolicy, short_policy, time_side_by_side
+from advisor.harness.model_inputs import resized_like
 
 
 def sweep_points(spec: dict, names: list[str], inputs: tuple) -> list[tuple[str, dict[str, list[int]]]]:
@@ -27,17 +29,18 @@ def sweep_points(spec: dict, names: list[str], inputs: tuple) -> list[tuple[str,
     example = {name: list(t.shape) for name, t in zip(names, inputs, strict=False) if isinstance(t, torch.Tensor)}
     points: list[dict[str, list[int]]] = []
     if spec.get("points"):
+        # a name the model does not have is kept: measure_sweep records that point's error
         points = [{**example, **{k: list(v) for k, v in point.items()}} for point in spec["points"]]
     elif spec.get("ranges"):
         ranges = [r for r in spec["ranges"] if r["input"] in example and r["dim"] < len(example[r["input"]])]
-        sizes = sorted({size for r in ranges for size in range_sizes(r["min"], r["max"])})
-        for size in sizes:  # every range at the same size: dims that vary together (batch) stay consistent
+        for which in range(3):  # every range at its min, then its middle, then its max: together, as they vary
             shape = {name: list(dims) for name, dims in example.items()}
             for r in ranges:
-                shape[r["input"]][r["dim"]] = min(max(size, r["min"]), r["max"])
-            if shape not in points:
+                sizes = range_sizes(r["min"], r["max"])
+                shape[r["input"]][r["dim"]] = sizes[min(which, len(sizes) - 1)]
+            if ranges and shape not in points:
                 points.append(shape)
-    return [(_label(point, example), point) for point in points]
+    return [(_label(point, example), point) for point in points[:MAX_SWEEP_POINTS]]
 
 
 def _label(point: dict[str, list[int]], example: dict[str, list[int]]) -> str:
@@ -62,21 +65,44 @@ def measure_sweep(
     sized_inputs: list[tuple | None] = []
     for label, shape in sweep_points(spec, names, inputs):
         row: dict[str, Any] = {"label": label, "shape": shape}
-        sized = _inputs_at(shape, names, inputs)
-        sized_inputs.append(sized)
-        if sized is None:
-            row["error"] = "an input of this point is not a tensor the sweep can resize"
+        problem = _point_problem(shape, names, inputs)
+        if problem is not None:
+            row["error"] = problem
+            sized_inputs.append(None)
             rows.append(row)
             continue
-        sized = dev.to_device(sized)
+        sized = None
         try:
+            sized = dev.to_device(_inputs_at(shape, names, inputs))
             row.update(_time_point(fns, sized, dev, short))
         except Exception as exc:  # noqa: BLE001 - e.g. a shape outside an export's dynamic range: that point fails
             row["error"] = f"the model does not run at this shape: {first_line(exc, limit=300)}"
+        sized_inputs.append(sized)
         rows.append(row)
     if recompile_static is not None and any("error" not in row for row in rows):
         _static_points(rows, sized_inputs, fns, dev, short, recompile_static)
     return rows
+
+
+MAX_POINT_ELEMENTS = 2**28  # per input: 1 GiB of float32; a larger point would take the whole variant down with it
+
+
+def _point_problem(shape: dict[str, list[int]], names: list[str], inputs: tuple) -> str | None:
+    """Why this point cannot be run (an unknown input, a non-tensor input, an input too large), or None."""
+    import math
+
+    import torch
+
+    unknown = [name for name in shape if name not in names]
+    if unknown:
+        return f"the model has no input named {', '.join(unknown)} (its inputs: {', '.join(names)})"
+    for name, dims in shape.items():
+        index = names.index(name)
+        if index >= len(inputs) or not isinstance(inputs[index], torch.Tensor):
+            return f"input {name} is not a tensor the sweep can resize"
+        if math.prod(dims) > MAX_POINT_ELEMENTS:
+            return f"input {name} at {'x'.join(map(str, dims))} is over {MAX_POINT_ELEMENTS:,} elements"
+    return None
 
 
 def _time_point(fns: dict[str, Callable[..., Any]], sized: tuple, dev: devices.Device, short: TimingPolicy) -> dict:
@@ -138,13 +164,5 @@ def _inputs_at(shape: dict[str, list[int]], names: list[str], inputs: tuple) -> 
             out.append(t)
             continue
         dims = shape.get(name, list(t.shape))
-        if list(dims) == list(t.shape):
-            out.append(t)
-        elif t.is_floating_point():
-            out.append(torch.randn(dims, generator=gen, dtype=t.dtype))
-        elif t.dtype == torch.bool:
-            out.append(torch.ones(dims, dtype=torch.bool))
-        else:
-            low, high = (int(t.min()), int(t.max())) if t.numel() else (0, 1)
-            out.append(torch.randint(low, high + 1, dims, generator=gen, dtype=t.dtype))
+        out.append(t if list(dims) == list(t.shape) else resized_like(t, list(dims), gen))
     return tuple(out)

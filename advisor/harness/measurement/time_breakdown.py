@@ -59,7 +59,12 @@ def time_breakdown(
         for _ in range(calls):
             fn(*inputs)
         synchronize()
-    events = [(e.key, e.count, _self_us(e, on_device)) for e in prof.key_averages()]
+    averages = prof.key_averages()
+    if on_device:  # kernels only: an aten op's own device time is its kernels', which are listed too
+        from torch.autograd import DeviceType
+
+        averages = [e for e in averages if getattr(e, "device_type", None) == DeviceType.CUDA]
+    events = [(e.key, e.count, _self_us(e, on_device)) for e in averages]
     return summarise(events, calls, device, called_directly=_called_directly(prof.events()))
 
 
@@ -112,7 +117,7 @@ def summarise(
         entries.append(
             {
                 "name": name[:200],
-                "kind": _kind(name, compiled, fallbacks),
+                "kind": _kind(name, compiled, fallbacks, device),
                 "ms_per_call": us / 1e3 / calls,
                 "share": us / total_us if total_us else 0.0,
                 "count_per_call": count / calls,
@@ -131,9 +136,11 @@ def summarise(
     return result
 
 
-def _kind(name: str, compiled: bool, fallbacks: frozenset[str]) -> str:
+def _kind(name: str, compiled: bool, fallbacks: frozenset[str], device: str = "cpu") -> str:
     if _GENERATED_KERNEL.search(name):
         return "kernel"
+    if device == "cuda":
+        return "library kernel"  # a device kernel the compiler did not generate (cuBLAS, cuDNN, ATen's own)
     if name.startswith("aten::"):
         if not compiled:
             return "op"
