@@ -201,7 +201,17 @@ def _skip_reason(
 
 
 # ------------------------------------------------------------------ noise: one more timing of the noisy rows
-_TIMING_FIELDS = ("latency", "eager_latency", "speedup_vs_eager", "speedup_ci", "throughput")
+# the kept timing's own fields: its phases (generation), shapes (sweep) and profile come from the same child
+_TIMING_FIELDS = (
+    "latency",
+    "eager_latency",
+    "speedup_vs_eager",
+    "speedup_ci",
+    "throughput",
+    "generation",
+    "sweep",
+    "time_breakdown",
+)
 
 
 def _remeasure_noisy(
