@@ -385,8 +385,10 @@ def test_encrypted_entry_is_rejected(tmp_path: Path) -> None:
 
 def test_sniffing_fifteen_thousand_entries_stays_fast() -> None:
     data = raw_zip(exported_layout(15_000))
-    started = time.perf_counter()
-    info = sniff(io.BytesIO(data))
-    elapsed = time.perf_counter() - started
+    times = []
+    for _ in range(3):  # the fastest of three: a guard against quadratic work, not against a busy machine
+        started = time.perf_counter()
+        info = sniff(io.BytesIO(data))
+        times.append(time.perf_counter() - started)
     assert (info.format, info.entries) == ("exported_program", 15_000)
-    assert elapsed < 2.0  # ~0.2 s here; zipfile's own directory parsing is most of it
+    assert min(times) < 2.0, times  # ~0.2-0.3 s here; zipfile's own directory parsing is most of it (one CI run: 2.7 s)
