@@ -72,6 +72,7 @@ def speedups_by_shape(run: MeasurementRun | dict | None) -> tuple[list[str], dic
 
 def best_by_shape(run: MeasurementRun | dict | None, allowed: set[str] | None = None) -> list[ShapeAnswer]:
     """Per swept shape, the option (among `allowed`, all when None) with the highest speedup vs eager there."""
+    run = read(MeasurementRun, run)  # once: the helpers below take the model as it is
     labels, series = speedups_by_shape(run)
     eager_ran = _eager_ran_at(run)
     answers = []
@@ -98,6 +99,7 @@ def _eager_ran_at(run: MeasurementRun | dict | None) -> set[str]:
 def where_the_answer_changes(run: MeasurementRun | dict | None, chosen: str | None, allowed: set[str]) -> str | None:
     """One sentence for the decision: the best option at each swept shape, and whether that is `chosen` everywhere;
     plus a static compile's gain where it beat automatic dynamic shapes at every point. None without a sweep."""
+    run = read(MeasurementRun, run)  # once: the helpers below take the model as it is
     answers = best_by_shape(run, allowed | {EAGER_LABEL})
     if not answers:
         return None

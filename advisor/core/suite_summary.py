@@ -78,11 +78,10 @@ def summarise_suite(tag: str, members: Iterable[SuiteMember]) -> SuiteSummary:
     by_day: dict[date, list[SuiteMember]] = {}
     for member in members:
         by_day.setdefault(member.created_at.date(), []).append(member)
-    history = [
-        SuitePoint(day=day, models=len(day_latest), options=option_summaries(day_latest))
-        for day, day_members in sorted(by_day.items())
-        for day_latest in [_latest_per_model(day_members)]
-    ]
+    history = []
+    for day, day_members in sorted(by_day.items()):
+        day_latest = _latest_per_model(day_members)
+        history.append(SuitePoint(day=day, models=len(day_latest), options=option_summaries(day_latest)))
     return SuiteSummary(
         tag=tag,
         models=[_model_line(m) for m in sorted(latest, key=lambda m: m.model_name)],
