@@ -41,7 +41,8 @@ case "$cmd" in
     setup
     "$VENV/bin/ruff" check .
     "$VENV/bin/ruff" format --check .
-    exec "$VENV/bin/python" -m pytest "$@"
+    # several workers (pytest-xdist): compiles, sandboxed children and servers overlap; `-n 0` runs it serially
+    exec "$VENV/bin/python" -m pytest -n "${ADVISOR_TEST_WORKERS:-3}" --dist worksteal "$@"
     ;;
   *)
     echo "usage: bash dev.sh run|test [args]" >&2

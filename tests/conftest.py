@@ -2,14 +2,48 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-# Every test run gets its own Inductor cache so cold/warm compile numbers mean what they say.
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="npu-advisor-inductor-"))
+# Every test run gets its own Inductor cache so cold/warm compile numbers mean what they say; the workers of one
+# pytest-xdist run share it, so in-process compiles pay Inductor's CPU-feature probe and header build once per run.
+_RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+if _RUN_ID:
+    _cache = Path(tempfile.gettempdir()) / f"npu-advisor-inductor-{_RUN_ID}"
+    _cache.mkdir(exist_ok=True)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(_cache))
+else:
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="npu-advisor-inductor-"))
+
+
+@pytest.fixture(autouse=True)
+def machine_share(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Under pytest-xdist (`bash dev.sh test` runs the suite on several workers), a test marked `exclusive` has the
+    machine to itself: it asserts a wall-clock bound that another worker's compile would break. Every other test
+    holds a shared lock; an exclusive one waits for the running ones to end and keeps new ones out (it takes the
+    turnstile first, so a stream of shared tests cannot starve it). Without xdist there is nothing to share."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    root = tmp_path_factory.getbasetemp().parent  # shared by every worker of this run
+    exclusive = request.node.get_closest_marker("exclusive") is not None
+    with open(root / "machine.turnstile", "a") as turnstile, open(root / "machine.lock", "a") as lock:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if exclusive:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            fcntl.flock(lock, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture

@@ -383,6 +383,7 @@ def test_encrypted_entry_is_rejected(tmp_path: Path) -> None:
     assert rejected.code == "encrypted"
 
 
+@pytest.mark.exclusive
 def test_sniffing_fifteen_thousand_entries_stays_fast() -> None:
     data = raw_zip(exported_layout(15_000))
     times = []

@@ -3,12 +3,15 @@ handed to every job's sandbox as a private copy, never writable from a job."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from advisor.harness import inductor_headers
 from advisor.harness.inductor_headers import CACHE_ENV, VEC_ISA_FILE, trusted_headers
-from advisor.harness.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
+from advisor.harness.isolation import NO_ISOLATION, Isolation, IsolationUnavailable, probe_bubblewrap
 from advisor.harness.sandbox import Zygote, run_in_sandbox
 
 pytestmark = pytest.mark.slow
@@ -16,6 +19,32 @@ pytestmark = pytest.mark.slow
 
 def test_unconfined_children_use_the_hosts_own_cache() -> None:
     assert trusted_headers(NO_ISOLATION) is None
+
+
+def test_jobs_starting_together_on_a_fresh_node_build_the_header_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several workers of one node starting their first jobs at once: one builds, the others wait and use its copy
+    (each build is ~30 s of g++ on a 2-core node)."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "header-cache"))
+    builds: list[Path] = []
+
+    def slow_build(isolation: Isolation, target: Path) -> str:
+        builds.append(target)
+        time.sleep(0.5)
+        (target / "precompiled_headers").mkdir(parents=True)
+        (target / ".complete").touch()
+        return str(target / "precompiled_headers")
+
+    monkeypatch.setattr(inductor_headers, "_build", slow_build)
+    sandboxed = Isolation(kind="bubblewrap", bwrap="/usr/bin/bwrap")
+    found: list[str | None] = []
+    threads = [threading.Thread(target=lambda: found.append(trusted_headers(sandboxed))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(builds) == 1 and len(found) == 4 and len(set(found)) == 1 and found[0] is not None
 
 
 def test_a_sandboxed_job_compiles_against_the_trusted_header_and_cannot_change_it(

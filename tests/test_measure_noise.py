@@ -86,6 +86,7 @@ def test_remeasure_can_be_switched_off(monkeypatch, tmp_path) -> None:
     assert run_once(tmp_path, remeasure=False)["quality"]["noisy"] and len(calls) == 2
 
 
+@pytest.mark.exclusive  # eager must be timed on a quiet(er) machine, and the busy loops would slow every other test
 def test_load_injected_mid_run_makes_the_run_noisy_not_confident(mlp_file: str) -> None:
     """Real children: eager is timed on a quiet(er) machine, then busy loops on every core start before the
     compiled row; the run must come back `noisy` and the engine must not be confident about it."""

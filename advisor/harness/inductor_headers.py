@@ -22,6 +22,7 @@ compile", a cost of the machine that a long-running process pays once, not of th
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -56,7 +57,13 @@ def trusted_headers(isolation: Isolation) -> str | None:
     if (target / _COMPLETE).exists():
         return str(target / _HEADERS)
     try:
-        return _build(isolation, target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target.parent / f".{target.name}.lock", "a") as lock:
+            # one build per node: workers starting jobs together on a fresh node wait for it and use its copy
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if (target / _COMPLETE).exists():
+                return str(target / _HEADERS)
+            return _build(isolation, target)
     except OSError as exc:
         log.warning("could not build Inductor's precompiled header once for all jobs (%s); each job builds it", exc)
         return None

@@ -180,6 +180,7 @@ def _rss_bytes() -> int:
     return 0
 
 
+@pytest.mark.exclusive
 def test_a_real_server_answers_a_gib_declared_body_without_a_token_at_once(locked):
     import uvicorn
 

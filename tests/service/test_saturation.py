@@ -145,6 +145,7 @@ def test_a_client_over_its_share_gets_429_while_others_are_served(make_app):
     assert (held.status, other_client.status) == (202, 202)
 
 
+@pytest.mark.exclusive
 def test_a_held_write_lock_is_503_for_writers_while_readers_and_healthz_stay_fast(make_app):
     from fastapi.testclient import TestClient
 
@@ -166,6 +167,7 @@ def test_a_held_write_lock_is_503_for_writers_while_readers_and_healthz_stay_fas
         assert client.post("/api/v1/analyze", files={"model": model}, data={"context": CPU_CONTEXT}).status_code == 202
 
 
+@pytest.mark.exclusive
 def test_a_full_write_queue_refuses_at_once():
     gate = WriteGate(wait_s=30, max_waiting=0)
     gate.acquire("holder")
@@ -179,6 +181,7 @@ def test_a_full_write_queue_refuses_at_once():
     assert not gate.held
 
 
+@pytest.mark.exclusive
 def test_a_write_on_the_event_loop_thread_waits_only_briefly_for_the_gate():
     gate = WriteGate(wait_s=30, max_waiting=4)
     gate.acquire("holder")
