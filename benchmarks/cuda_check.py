@@ -8,6 +8,8 @@ It exports the tiny CNN example, then measures eager, Inductor (default) and Ind
 reduce-overhead (CUDA graphs) with the normal harness (`advisor.harness.measurement.measure_model`, one
 sandboxed child per variant, CUDA events for timing, eager interleaved side by side), and writes
 `cuda_check.json` (the full MeasurementRun) and `cuda_check.md` (a table for benchmarks/RESULTS.md).
+`--seed-table` instead regenerates the seed table's rows (benchmarks/seed_table.py: ResNet-50 latency, BERT-base
+training throughput, memory, first compile) on the GPU, into `seed_table_cuda.{json,md}`.
 Without a usable CUDA device it says so and exits 3; the test suite never needs it.
 """
 
@@ -59,6 +61,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "test-output", help="where to write the results")
     parser.add_argument("--model", default="cnn", help="example model: mlp or cnn")
+    parser.add_argument(
+        "--seed-table",
+        action="store_true",
+        help="instead: the seed table's rows (benchmarks/seed_table.py) on this GPU, ResNet-50 and BERT-base",
+    )
     args = parser.parse_args()
 
     import torch
@@ -66,6 +73,14 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no usable CUDA device (torch.cuda.is_available() is False): run this on a GPU node", file=sys.stderr)
         return 3
+    if args.seed_table:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import seed_table
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        table = seed_table.main(["--device", "cuda", "--json", str(args.out / "seed_table_cuda.json")])
+        (args.out / "seed_table_cuda.md").write_text(table)
+        return 0
 
     from advisor.harness.examples import export_example
     from advisor.harness.measurement import measure_model

@@ -18,7 +18,8 @@ process on the same export: ResNet-50 batch 1 eager, and ResNet-50 batch 1 Induc
 loaded module). `blocked_autorange` runs right before and right after the advisor's analysis, and the advisor's
 median is compared with the mean of the two (target: within +-5 %).
 
-Run: `.venv/bin/python benchmarks/seed_table.py [--rows resnet,bert] [--backends ...] [--json out.json]`.
+Run: `.venv/bin/python benchmarks/seed_table.py [--device cpu|cuda] [--rows resnet,bert] [--backends ...] [--json F]`
+(on a GPU node `benchmarks/cuda_check.py --seed-table` runs it with `--device cuda`).
 Prints Markdown for benchmarks/RESULTS.md, with the load average and drift of the run. Takes most of an hour on 2
 CPU cores (every option compiles ResNet-50 twice and BERT-base's training step twice per optimizer).
 """
@@ -39,9 +40,12 @@ REPO = Path(__file__).resolve().parent.parent
 _HERE = REPO / "benchmarks"
 sys.path[:] = [str(REPO), str(REPO / "tests"), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
 
-BACKENDS = ["inductor:default", "inductor:max-autotune", "onnxruntime", "openvino"]
-TRAINING_BACKENDS = ["inductor:default", "inductor:max-autotune"]  # ONNX Runtime and OpenVINO: inference only
-PRODUCTION = {"stage": "production", "target": "cpu", "model_changes": "frozen"}  # no variant is left out
+BACKENDS = {  # beside eager, per device
+    "cpu": ["inductor:default", "inductor:max-autotune", "onnxruntime", "openvino"],
+    "cuda": ["inductor:default", "inductor:max-autotune", "inductor:reduce-overhead", "onnxruntime", "tensorrt"],
+}
+TRAINING_MODES = ("inductor:default", "inductor:max-autotune")  # ONNX Runtime, OpenVINO, TensorRT: inference only
+PRODUCTION = {"stage": "production", "model_changes": "frozen"}  # no variant is left out
 PUBLISHED = {  # the design article, Atlas 900 NPU: (torch.compile, TorchAir)
     "resnet": ("12.4 ms", "8.2 ms"),
     "bert": ("145 seq/s", "210 seq/s"),
@@ -76,15 +80,17 @@ def export_bert_base(path: Path, batch: int, seq: int) -> str:
     return str(path)
 
 
-def analyse(path: str, backends: list[str], **request: Any) -> dict:
+def analyse(path: str, device: str, backends: list[str], **request: Any) -> dict:
     """One whole analysis through the pipeline; returns its run with its wall time."""
     from advisor.core.context import parse_context
     from advisor.harness.pipeline import AnalysisRequest, run_analysis
 
-    context = {**PRODUCTION, **({"workload": "training", "optimizer": request["optimizer"]} if request else {})}
+    context = {**PRODUCTION, "target": device}
+    if request:
+        context |= {"workload": "training", "optimizer": request["optimizer"]}
     started = time.perf_counter()
     outcome = run_analysis(
-        AnalysisRequest(model=path, device="cpu", backends=backends, plan_context=None, **CHILD_LIMITS, **request),
+        AnalysisRequest(model=path, device=device, backends=backends, **CHILD_LIMITS, **request),
         context=parse_context(context),
     )
     wall = time.perf_counter() - started
@@ -99,16 +105,17 @@ def analyse(path: str, backends: list[str], **request: Any) -> dict:
     }
 
 
-def independent_timings(path: str, min_run_time: float = 3.0) -> dict[str, float]:
+def independent_timings(path: str, device: str, min_run_time: float = 3.0) -> dict[str, float]:
     """`torch.utils.benchmark` medians (ms) of the export's eager module and of `torch.compile` of it, in this
-    process: the independent side of the cross-check."""
+    process: the independent side of the cross-check (its timer synchronises CUDA)."""
     import torch
     import torch.utils.benchmark as tb
 
     from advisor.harness.loading import load_model
 
     loaded = load_model(path)
-    module, inputs = loaded.module, tuple(loaded.example_inputs)
+    module = loaded.module.to(device)
+    inputs = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in loaded.example_inputs)
     result: dict[str, float] = {}
     with torch.no_grad():
         compiled = torch.compile(module)
@@ -121,7 +128,7 @@ def independent_timings(path: str, min_run_time: float = 3.0) -> dict[str, float
 
 def drift(seconds: float = 6.0) -> dict[str, float]:
     """This machine's speed drift right now: spread of half-second medians of a fixed pure-Python loop."""
-    from machine_drift import bucket_medians, python_loop
+    from benchmarks.machine_drift import bucket_medians, python_loop
 
     medians = bucket_medians(python_loop, calls_per_block=20, seconds=seconds)
     overall = statistics.median(medians)
@@ -149,16 +156,17 @@ def _seconds(value: float | None) -> str:
 
 def markdown(results: dict) -> str:
     lines = [
-        f"Machine: {results['cores']} CPU cores, torch {results['torch']}; load average {results['load_before']:.2f}"
+        f"Device: {results['device']}; {results['cores']} CPU cores, torch {results['torch']}; "
+        f"load average {results['load_before']:.2f}"
         f" -> {results['load_after']:.2f}; drift of half-second medians before / after: "
         + " / ".join(f"{d['min']:.2f}-{d['max']:.2f}" for d in results["drift"]),
         "",
     ]
-    options = ["eager", *results["backends"]]
     resnet = results.get("resnet", {})
     if resnet:
+        options = list(dict.fromkeys(option for run in resnet.values() for option in _rows_by_option(run)))
         lines += [
-            "### ResNet-50 inference latency, 224x224 (measured here by the advisor, CPU)",
+            f"### ResNet-50 inference latency, 224x224 (measured here by the advisor, {results['device']})",
             "",
             "| option | batch 1 | batch 8 | compile cold / warm s (batch 1) | peak MiB (batch 1) |",
             "|---|---|---|---|---|",
@@ -175,7 +183,7 @@ def markdown(results: dict) -> str:
     bert = results.get("bert", {})
     if bert:
         lines += [
-            "### BERT-base training throughput, seq 128, batch 8 (measured here by the advisor, CPU)",
+            f"### BERT-base training throughput, seq 128, batch 8 (measured here by the advisor, {results['device']})",
             "",
             "| option | optimizer | seq/s | vs eager side by side | peak MiB | compile cold / warm s |",
             "|---|---|---|---|---|---|",
@@ -217,7 +225,7 @@ def markdown(results: dict) -> str:
 def _summary(results: dict) -> str:
     lines = [
         "| row | published torch.compile (Atlas 900 NPU) | published TorchAir (Atlas 900 NPU) | "
-        "measured here, best compiled option (CPU) | measured here, eager (CPU) |",
+        f"measured here, best compiled option ({results['device']}) | measured here, eager ({results['device']}) |",
         "|---|---|---|---|---|",
     ]
 
@@ -260,18 +268,37 @@ def _summary(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def _save(path: Path | None, results: dict) -> None:
+    if path is not None:
+        partial = {"load_after": os.getloadavg()[0], **results}  # a partial run's tables still print
+        path.write_text(json.dumps(partial, indent=2, default=str))
+
+
+def _int_keys(mapping: dict) -> dict:
+    """JSON turned the batch sizes into strings: turn them back."""
+    return {int(k) if k.isdigit() else k: v for k, v in mapping.items()}
+
+
+def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu", choices=sorted(BACKENDS))
     parser.add_argument("--rows", default="resnet,bert", help="which rows to measure: resnet, bert (comma list)")
-    parser.add_argument("--backends", default=",".join(BACKENDS), help="the options beside eager (comma list)")
+    parser.add_argument("--backends", help="the options beside eager (comma list; default: every one of the device)")
     parser.add_argument("--optimizers", default="sgd,adamw")
-    parser.add_argument("--json", type=Path, help="also write every measured row here")
-    args = parser.parse_args()
+    parser.add_argument("--json", type=Path, help="also write every measured row here (after each analysis)")
+    parser.add_argument("--from-json", type=Path, help="only print the tables of an earlier (possibly partial) run")
+    args = parser.parse_args(argv)
+    if args.from_json:
+        table = markdown(json.loads(args.from_json.read_text(), object_hook=_int_keys))
+        print(table)
+        return table
     import torch
 
-    backends = [b for b in args.backends.split(",") if b]
+    device = args.device
+    backends = [b for b in args.backends.split(",") if b] if args.backends else BACKENDS[device]
     wanted = set(args.rows.split(","))
     results: dict[str, Any] = {
+        "device": device,
         "cores": os.cpu_count(),
         "torch": torch.__version__,
         "backends": backends,
@@ -283,11 +310,12 @@ def main() -> None:
             results["resnet"], results["cross_check"] = {}, {}
             for batch in (1, 8):
                 path = export_resnet50(Path(tmp) / f"resnet50-b{batch}.pt2", batch)
-                before = independent_timings(path) if batch == 1 else None
+                before = independent_timings(path, device) if batch == 1 else None
                 print(f"ResNet-50 batch {batch}: analysing ...", file=sys.stderr, flush=True)
-                results["resnet"][batch] = analyse(path, backends)
+                results["resnet"][batch] = analyse(path, device, backends)
+                _save(args.json, results)
                 if before is not None:
-                    after = independent_timings(path)
+                    after = independent_timings(path, device)
                     rows = _rows_by_option(results["resnet"][batch])
                     for name in ("eager", "inductor:default"):
                         if name in rows and rows[name]["status"] == "ok":
@@ -302,15 +330,17 @@ def main() -> None:
         if "bert" in wanted:
             results["bert"] = {}
             path = export_bert_base(Path(tmp) / "bert-base-b8.pt2", batch=8, seq=128)
-            training = [b for b in backends if b in TRAINING_BACKENDS]
+            training = [b for b in backends if b in TRAINING_MODES]
             for optimizer in args.optimizers.split(","):
                 print(f"BERT-base training, {optimizer}: analysing ...", file=sys.stderr, flush=True)
-                results["bert"][optimizer] = analyse(path, training, workload="training", optimizer=optimizer)
+                results["bert"][optimizer] = analyse(path, device, training, workload="training", optimizer=optimizer)
+                _save(args.json, results)
     results["load_after"] = os.getloadavg()[0]
     results["drift"].append(drift())
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2, default=str))
-    print(markdown(results))
+    _save(args.json, results)
+    table = markdown(results)
+    print(table)
+    return table
 
 
 if __name__ == "__main__":
