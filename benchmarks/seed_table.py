@@ -168,14 +168,15 @@ def markdown(results: dict) -> str:
         lines += [
             f"### ResNet-50 inference latency, 224x224 (measured here by the advisor, {results['device']})",
             "",
-            "| option | batch 1 | batch 8 | compile cold / warm s (batch 1) | peak MiB (batch 1) |",
+            "| option | batch 1 | batch 8 | compile cold / warm s (batch 1) | peak MiB over loaded (batch 1) |",
             "|---|---|---|---|---|",
         ]
         by_batch = {batch: _rows_by_option(run) for batch, run in resnet.items()}
         for option in options:
-            cells = [_latency(by_batch[b][option]) if option in by_batch[b] else "-" for b in (1, 8)]
-            first = by_batch[1].get(option, {})
+            cells = [_latency(by_batch[b][option]) if option in by_batch.get(b, {}) else "-" for b in (1, 8)]
+            first = by_batch.get(1, {}).get(option, {})
             compile_cell = f"{_seconds(first.get('compile_s_cold'))} / {_seconds(first.get('compile_s_warm'))}"
+            compile_cell = "-" if option == "eager" else compile_cell
             memory = first.get("peak_memory_mb")
             memory_cell = "-" if memory is None else f"{memory:.0f}"
             lines.append(f"| {option} | {cells[0]} | {cells[1]} | {compile_cell} | {memory_cell} |")
@@ -185,7 +186,7 @@ def markdown(results: dict) -> str:
         lines += [
             f"### BERT-base training throughput, seq 128, batch 8 (measured here by the advisor, {results['device']})",
             "",
-            "| option | optimizer | seq/s | vs eager side by side | peak MiB | compile cold / warm s |",
+            "| option | optimizer | seq/s | vs eager side by side | peak MiB over loaded | compile cold / warm s |",
             "|---|---|---|---|---|---|",
         ]
         for optimizer, run in bert.items():
@@ -194,14 +195,15 @@ def markdown(results: dict) -> str:
                     lines.append(f"| {option} | {optimizer} | {row['status']}: {(row.get('reason') or '')[:60]} |||||")
                     continue
                 rate = (row.get("throughput") or {}).get("samples_per_s")
+                compile_cell = f"{_seconds(row.get('compile_s_cold'))} / {_seconds(row.get('compile_s_warm'))}"
+                compile_cell = "-" if option == "eager" else compile_cell
                 low, high = row.get("speedup_ci") or (None, None)
                 speedup = "-" if option == "eager" else f"{row['speedup_vs_eager']:.2f}x"
                 if low is not None and option != "eager":
                     speedup += f" [{low:.2f}-{high:.2f}]"
                 lines.append(
                     f"| {option} | {optimizer} | {'-' if rate is None else f'{rate:.1f}'} | {speedup} | "
-                    f"{row.get('peak_memory_mb') or 0:.0f} | {_seconds(row.get('compile_s_cold'))} / "
-                    f"{_seconds(row.get('compile_s_warm'))} |"
+                    f"{row.get('peak_memory_mb') or 0:.0f} | {compile_cell} |"
                 )
         lines.append("")
     if results.get("cross_check"):
@@ -234,38 +236,34 @@ def _summary(results: dict) -> str:
         scored = [(name, value) for name, value in scored if value is not None]
         return min(scored, key=lambda item: item[1]) if scored else None
 
+    def row(label: str, published: str, measured: str, eager: str) -> str:
+        torch_compile, torchair = PUBLISHED[published]
+        return f"| {label} | {torch_compile} | {torchair} | {measured} | {eager} |"
+
     resnet = results.get("resnet", {}).get(1)
     if resnet:
         rows = _rows_by_option(resnet)
         top = best(rows, lambda r: r["latency"]["median_ms"])
-        lines.append(
-            f"| ResNet-50 inference latency (batch 1) | {PUBLISHED['resnet'][0]} | {PUBLISHED['resnet'][1]} | "
-            + (f"{top[1]:.1f} ms ({top[0]})" if top else "-")
-            + f" | {rows['eager']['latency']['median_ms']:.1f} ms |"
-        )
+        eager_ms = f"{rows['eager']['latency']['median_ms']:.1f} ms"
+        lines.append(row("ResNet-50 inference latency (batch 1)", "resnet", _named(top, "{:.1f} ms"), eager_ms))
         first = best(rows, lambda r: r.get("compile_s_cold"))
-        lines.append(
-            f"| first compile (ResNet-50, cold) | {PUBLISHED['compile'][0]} | {PUBLISHED['compile'][1]} | "
-            + (f"{first[1]:.1f} s ({first[0]}, fastest to compile)" if first else "-")
-            + " | - |"
-        )
-    bert = results.get("bert", {})
-    for optimizer, run in bert.items():
+        lines.append(row("first compile (ResNet-50, cold)", "compile", _named(first, "{:.1f} s"), "-"))
+    for optimizer, run in results.get("bert", {}).items():
         rows = _rows_by_option(run)
         top = best(rows, lambda r: -((r.get("throughput") or {}).get("samples_per_s") or 0))
-        eager_rate = (rows["eager"].get("throughput") or {}).get("samples_per_s") or 0
-        lines.append(
-            f"| BERT training throughput ({optimizer}) | {PUBLISHED['bert'][0]} | {PUBLISHED['bert'][1]} | "
-            + (f"{-top[1]:.1f} seq/s ({top[0]})" if top else "-")
-            + f" | {eager_rate:.1f} seq/s |"
-        )
+        top = (top[0], -top[1]) if top else None
+        eager_rate = f"{(rows['eager'].get('throughput') or {}).get('samples_per_s') or 0:.1f} seq/s"
+        lines.append(row(f"BERT training throughput ({optimizer})", "bert", _named(top, "{:.1f} seq/s"), eager_rate))
         low = best(rows, lambda r: r.get("peak_memory_mb"))
-        lines.append(
-            f"| memory (BERT training, {optimizer}, peak) | {PUBLISHED['memory'][0]} | {PUBLISHED['memory'][1]} | "
-            + (f"{low[1] / 1024:.2f} GiB ({low[0]})" if low else "-")
-            + f" | {(rows['eager'].get('peak_memory_mb') or 0) / 1024:.2f} GiB |"
-        )
+        low = (low[0], low[1] / 1024) if low else None
+        eager_gib = f"{(rows['eager'].get('peak_memory_mb') or 0) / 1024:.2f} GiB"
+        lines.append(row(f"memory (BERT training, {optimizer}, peak)", "memory", _named(low, "{:.2f} GiB"), eager_gib))
     return "\n".join(lines)
+
+
+def _named(best: tuple[str, float] | None, number: str) -> str:
+    """`number` formatted, with the option it belongs to; "-" when no option had it."""
+    return "-" if best is None else f"{number.format(best[1])} ({best[0]})"
 
 
 def _save(path: Path | None, results: dict) -> None:
