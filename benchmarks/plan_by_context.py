@@ -29,7 +29,7 @@ CONTEXTS = {
 }
 
 
-def export_bert(path: Path, *, base: bool, seq: int) -> str:
+def export_bert(path: Path, *, base: bool, seq: int, batch: int = 1) -> str:
     import torch
     import transformers
 
@@ -40,8 +40,8 @@ def export_bert(path: Path, *, base: bool, seq: int) -> str:
     )
     torch.manual_seed(0)
     model = transformers.BertModel(config).eval()
-    ids = torch.randint(0, config.vocab_size, (1, seq))
-    mask = torch.ones(1, seq, dtype=torch.long)
+    ids = torch.randint(0, config.vocab_size, (batch, seq))
+    mask = torch.ones(batch, seq, dtype=torch.long)
     program = torch.export.export(model, args=(), kwargs={"input_ids": ids, "attention_mask": mask})
     torch.export.save(program, str(path))
     return str(path)

@@ -40,6 +40,8 @@ REPO = Path(__file__).resolve().parent.parent
 _HERE = REPO / "benchmarks"
 sys.path[:] = [str(REPO), str(REPO / "tests"), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
 
+from benchmarks.plan_by_context import export_bert  # noqa: E402  (BERT-base exported as the transformers docs show)
+
 BACKENDS = {  # beside eager, per device
     "cpu": ["inductor:default", "inductor:max-autotune", "onnxruntime", "openvino"],
     "cuda": ["inductor:default", "inductor:max-autotune", "inductor:reduce-overhead", "onnxruntime", "tensorrt"],
@@ -66,32 +68,16 @@ def export_resnet50(path: Path, batch: int) -> str:
     return str(path)
 
 
-def export_bert_base(path: Path, batch: int, seq: int) -> str:
-    import torch
-    import transformers
-
-    torch.manual_seed(0)
-    config = transformers.BertConfig()
-    model = transformers.BertModel(config).eval()
-    ids = torch.randint(0, config.vocab_size, (batch, seq))
-    mask = torch.ones(batch, seq, dtype=torch.long)
-    program = torch.export.export(model, args=(), kwargs={"input_ids": ids, "attention_mask": mask})
-    torch.export.save(program, str(path))
-    return str(path)
-
-
-def analyse(path: str, device: str, backends: list[str], **request: Any) -> dict:
-    """One whole analysis through the pipeline; returns its run with its wall time."""
+def analyse(path: str, device: str, backends: list[str], training_optimizer: str | None = None) -> dict:
+    """One whole analysis through the pipeline (a training one with `training_optimizer`); its rows and wall time."""
     from advisor.core.context import parse_context
     from advisor.harness.pipeline import AnalysisRequest, run_analysis
 
-    context = {**PRODUCTION, "target": device}
-    if request:
-        context |= {"workload": "training", "optimizer": request["optimizer"]}
+    workload = {"workload": "training", "optimizer": training_optimizer} if training_optimizer else {}
     started = time.perf_counter()
     outcome = run_analysis(
-        AnalysisRequest(model=path, device=device, backends=backends, **CHILD_LIMITS, **request),
-        context=parse_context(context),
+        AnalysisRequest(model=path, device=device, backends=backends, **CHILD_LIMITS, **workload),
+        context=parse_context({**PRODUCTION, "target": device, **workload}),
     )
     wall = time.perf_counter() - started
     if outcome.failure is not None:
@@ -327,11 +313,11 @@ def main(argv: list[str] | None = None) -> str:
                             }
         if "bert" in wanted:
             results["bert"] = {}
-            path = export_bert_base(Path(tmp) / "bert-base-b8.pt2", batch=8, seq=128)
+            path = export_bert(Path(tmp) / "bert-base-b8.pt2", base=True, seq=128, batch=8)
             training = [b for b in backends if b in TRAINING_MODES]
             for optimizer in args.optimizers.split(","):
                 print(f"BERT-base training, {optimizer}: analysing ...", file=sys.stderr, flush=True)
-                results["bert"][optimizer] = analyse(path, device, training, workload="training", optimizer=optimizer)
+                results["bert"][optimizer] = analyse(path, device, training, training_optimizer=optimizer)
                 _save(args.json, results)
     results["load_after"] = os.getloadavg()[0]
     results["drift"].append(drift())
