@@ -25,6 +25,7 @@ from workers.heartbeat import Heartbeat
 from workers.retry import ApiError, RetryPolicy
 from workers.stage_process import StageProcess
 from workers.stages import DEFAULT_STAGES
+from workers.warm_sandbox import WarmSandbox
 
 log = logging.getLogger("npu_advisor.worker")
 
@@ -42,6 +43,8 @@ class AgentConfig:
     stages: str = DEFAULT_STAGES  # "module:function" the runner calls; tests inject fakes here
     max_jobs: int | None = None  # stop after this many jobs (tests, one-shot runs)
     stage_options: dict[str, Any] = field(default_factory=dict)  # timeout_s, memory_limit_mb for the runner
+    # keep one zygote between jobs (workers.warm_sandbox): no `import torch` per job; off, each job starts its own
+    warm_sandbox: bool = False
 
 
 class ShutdownRequested(BaseException):
@@ -61,6 +64,10 @@ class WorkerAgent:
         self._signals_seen = 0
         self._rng = random.Random()
         self._backoff = RetryPolicy(sleep=sleep)
+        self.warm: WarmSandbox | None = None
+        if config.warm_sandbox:
+            inductor = any(name.split(":")[0] == "inductor" for name in config.backends)
+            self.warm = WarmSandbox(config.device, config.work_dir, inductor=inductor)
 
     # ---------------------------------------------------------------- the loop
     def run(self) -> int:
@@ -80,9 +87,14 @@ class WorkerAgent:
         )
         code = 0
         try:
+            if self.warm is not None:
+                log.info("starting the warm sandbox (import torch, Dynamo, Inductor once for every job)")
+                self.warm.start()
             code = self._claim_loop(self.registration)
         finally:
             self._deregister()
+            if self.warm is not None:
+                self.warm.close()
         return code
 
     def _register(self) -> Registration:
@@ -166,6 +178,8 @@ class WorkerAgent:
             return self._report_failure(claim, f"worker error: {type(exc).__name__}: {exc}", retryable=True)
         finally:
             self._current = None
+            if self.warm is not None:
+                self.warm.after_job()  # nothing of this job is left in the sandbox the next one forks from
             shutil.rmtree(job_dir, ignore_errors=True)
 
     def _run_job(self, claim: LeasedJob, registration: Registration, job_dir: Path) -> str:
@@ -184,7 +198,8 @@ class WorkerAgent:
                 spec = self._spec(claim, job_dir)
             except ApiError as exc:
                 return self._report_failure(claim, f"could not download the model: {exc}", retryable=exc.retryable)
-            process = StageProcess(spec, job_dir, on_progress=heartbeat.update)
+            zygote, pass_fds = self.warm.handle() if self.warm is not None else (None, ())
+            process = StageProcess({**spec, "zygote": zygote}, job_dir, on_progress=heartbeat.update, pass_fds=pass_fds)
             self._current = process
             outcome = self._supervise(process, heartbeat, wake)
             return self._finish(claim, process, heartbeat, outcome)
@@ -256,8 +271,10 @@ class WorkerAgent:
 
     def _spec(self, claim: LeasedJob, job_dir: Path) -> dict[str, Any]:
         job = claim.job
-        artifact = self.api.download(job["artifact_url"], job_dir / "model", sha256=job.get("artifact_sha256"))
-        inputs = self.api.download(job["inputs_url"], job_dir / "inputs") if job.get("inputs_url") else None
+        # with a warm sandbox, the downloads go to its inbox: the only host files its children can read
+        downloads = self.warm.job_inbox(job_dir.name) if self.warm is not None else job_dir
+        artifact = self.api.download(job["artifact_url"], downloads / "model", sha256=job.get("artifact_sha256"))
+        inputs = self.api.download(job["inputs_url"], downloads / "inputs") if job.get("inputs_url") else None
         wanted = job.get("backends") or self.config.backends
         context = job.get("context") or {}
         return {

@@ -13,63 +13,25 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from advisor.core.progress import ProgressEvent
+from advisor.harness.process_tree import descendant_pids, kill_groups
 from advisor.harness.sandbox import scrubbed_environment
 
 OnProgress = Callable[[ProgressEvent], None]
 
 
-def descendant_pids(root: int) -> set[int]:
-    """Every live descendant of `root`, from /proc (Linux); empty where /proc is unavailable."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            parents[int(stat.parent.name)] = int(fields[1])
-        except (OSError, IndexError, ValueError):
-            continue
-    found: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier and pid not in found}
-        found |= frontier
-    return found
-
-
-def _kill_groups(pids: set[int], wait_s: float = 3.0) -> None:
-    """SIGKILL each process and its group (never the agent's own), then wait briefly until they are gone."""
-    own_group = os.getpgrp()
-    for pid in pids:
-        try:
-            group = os.getpgid(pid)
-            if group != own_group:
-                os.killpg(group, signal.SIGKILL)
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    deadline = time.monotonic() + wait_s
-    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
-def _running(pid: int) -> bool:
-    """Exists and is not a zombie (a killed orphan stays a zombie until init reaps it)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 class StageProcess:
     """One running stage runner. `result()` is its RESULT.json once it exited cleanly, else None."""
 
-    def __init__(self, spec: dict[str, Any], job_dir: Path, on_progress: OnProgress) -> None:
+    def __init__(
+        self, spec: dict[str, Any], job_dir: Path, on_progress: OnProgress, pass_fds: tuple[int, ...] = ()
+    ) -> None:
+        """`pass_fds`: descriptors the runner inherits (the warm sandbox's zygote pipes, for `spec["zygote"]`)."""
         job_dir.mkdir(parents=True, exist_ok=True)
         self.spec_path = job_dir / "spec.json"
         self.result_path = job_dir / "result.json"
@@ -85,6 +47,7 @@ class StageProcess:
             text=True,
             env=scrubbed_environment(allow_list=False),  # secrets out, settings in
             start_new_session=True,
+            pass_fds=pass_fds,
         )
         self._readers = [
             threading.Thread(target=self._read_progress, name="stage-progress", daemon=True),
@@ -119,14 +82,14 @@ class StageProcess:
             self._signal_group(signal.SIGKILL)
         code = self.process.wait()
         self._signal_group(signal.SIGKILL)
-        _kill_groups(descendants)
+        kill_groups(descendants)
         return code
 
     def kill_now(self) -> None:
         """For the agent's second-signal exit: no grace for anyone."""
         descendants = descendant_pids(self.process.pid)
         self._signal_group(signal.SIGKILL)
-        _kill_groups(descendants)
+        kill_groups(descendants)
 
     def result(self) -> dict[str, Any] | None:
         for reader in self._readers:

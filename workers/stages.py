@@ -54,7 +54,12 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
         memory_limit_mb=spec.get("memory_limit_mb"),
         plan_context=spec.get("context"),  # the analysis's deployment context: the plan follows it
     )
-    outcome = run_analysis(request, emit, cancel=CANCEL)
+    zygote = None
+    if spec.get("zygote"):  # the worker's warm sandbox (workers.warm_sandbox): fork from it, do not own it
+        from advisor.harness.sandbox import Zygote
+
+        zygote = Zygote.attach(spec["zygote"])
+    outcome = run_analysis(request, emit, cancel=CANCEL, zygote=zygote)
     if outcome.failure is not None:
         return failure(job_error(outcome.failure), retryable=outcome.failure.cancelled)
     return {"inspection": outcome.inspection, "measurements": outcome.measurements, "error": None, "retryable": False}

@@ -203,7 +203,7 @@ class _ProgressLines:
 
     def __call__(self, event: ProgressEvent) -> None:
         if event.backend is None:
-            if event.step == "inspect":
+            if event.step == "inspect" and event.phase != "done":
                 typer.echo("inspecting the model ...", err=True)
             elif event.step == "measure":
                 typer.echo(

@@ -38,6 +38,9 @@ def worker(
     stage_timeout_s: float | None = typer.Option(None, "--stage-timeout", help="wall-clock limit per measured stage"),
     memory_limit_mb: int | None = typer.Option(None, "--memory-limit-mb", help="address-space limit per stage"),
     max_jobs: int | None = typer.Option(None, "--max-jobs", help="exit after this many jobs"),
+    cold: bool = typer.Option(
+        False, "--cold", help="start each job's sandbox afresh: no warm zygote (torch imported) kept between jobs"
+    ),
 ) -> None:
     """Register with the server, then claim and measure jobs until stopped (Ctrl-C / SIGTERM: graceful)."""
     from advisor.cli.parent_watch import exit_with_parent
@@ -82,6 +85,7 @@ def worker(
         work_dir=work_dir or Path(tempfile.mkdtemp(prefix="npu-advisor-worker-")),
         grace_s=grace_s,
         max_jobs=max_jobs,
+        warm_sandbox=not cold,
         stage_options={key: value for key, value in stage_options.items() if value is not None},
     )
     agent = WorkerAgent(WorkerApi.connect(server, token), config)

@@ -10,6 +10,7 @@ so the worker measures without deciding. This module does not import torch (the 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from advisor.core import snippets
 from advisor.core.progress import ProgressEvent
 from advisor.core.shape_sweep import sweep_spec
 from advisor.harness import isolated_inspection, measurement
-from advisor.harness.sandbox import Cancel
+from advisor.harness.sandbox import Cancel, Zygote
 
 OnProgress = Callable[[ProgressEvent], None]
 MEASURE_START = 0.1  # the job fraction at which measuring starts; the variants share the rest
@@ -75,15 +76,20 @@ def run_analysis(
     *,
     context: Any = None,
     cancel: Cancel = None,
+    zygote: Zygote | None = None,
 ) -> AnalysisOutcome:
     """Inspect, measure (unless `request.measure` is off) and - given a DeploymentContext - decide.
 
-    `cancel` (an Event or a callable) stops the running child; the outcome is then a "cancelled" failure."""
+    `cancel` (an Event or a callable) stops the running child; the outcome is then a "cancelled" failure.
+    `zygote`: a running one to fork every child from (a worker's warm sandbox; the caller closes it), used when its
+    sandbox can read the model and inputs; None: the analysis starts its own."""
     readable = [request.model, request.inputs]
     on_progress(ProgressEvent("inspect", 0.0))
     # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis
-    inductor = _builds_inductor_cpp(request)
-    with measurement.measurement_zygote(request.device, readable, inductor=inductor) as zygote:
+    owned = zygote is None or not zygote.covers([p for p in readable if p], [])
+    if owned:
+        zygote = measurement.measurement_zygote(request.device, readable, inductor=_builds_inductor_cpp(request))
+    with zygote if owned else contextlib.nullcontext(zygote) as zygote:
         inspected = isolated_inspection.inspect_isolated(
             request.model,
             inputs_file=request.inputs,
@@ -98,6 +104,7 @@ def run_analysis(
                 failure=StepFailure("inspect", inspected.status, inspected.reason, inspected.stderr_tail)
             )
         inspection = inspected.value
+        on_progress(ProgressEvent("inspect", MEASURE_START, phase="done"))
         run = None
         if request.measure:
             plan = context if context is not None else request.plan_context

@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 from advisor.harness import safe_unpickle
 from advisor.harness.isolation import Isolation, resolve_isolation
+from advisor.harness.process_tree import kill_descendants, running
 
 SandboxStatus = Literal[
     "ok", "timeout", "crashed", "oom", "runtime_error", "compile_error", "cancelled", "rejected", "load_error"
@@ -319,13 +320,19 @@ def _classify(
 # ------------------------------------------------------------------ zygote (parent side)
 # Keys a forked child's environment may differ in from the zygote's: nothing reads them at `import torch`.
 _PER_CHILD_KEYS = {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "ADVISOR_COMPILE_CACHE_DIR", _PROGRESS_ENV}
+# What a zygote keeps in its own work directory across resets (the host wrote them; nothing reads them back).
+_ZYGOTE_OWN_FILES = {"zygote.json", "zygote.log"}
 
 
 class Zygote:
     """A pre-started interpreter that ran `preload` ("module:function", called with `preload_kwargs`) once
-    and forks sandbox children from then on; see the module docstring. Started on first use; one child
-    at a time; `close()` (or leaving the `with` block) stops it. If it cannot start or dies, `fork` returns
-    None and the caller spawns instead - a broken zygote costs time, never a result."""
+    and forks sandbox children from then on; see the module docstring. Started on first use (or `start()`); one
+    child at a time; `close()` (or leaving the `with` block) stops it. If it cannot start or dies, `fork` returns
+    None and the caller spawns instead - a broken zygote costs time, never a result.
+
+    A worker keeps one zygote between jobs (workers.warm_sandbox): `readable` may then name directories (the
+    worker's inbox, which holds only the current job's files), `reset()` makes it clean for the next job, and
+    `handle()` / `Zygote.attach()` let the job's runner process fork from it without owning it."""
 
     def __init__(
         self,
@@ -344,11 +351,14 @@ class Zygote:
         # the one writable directory of its sandbox: every child's work directory and caches live under it
         self.scratch = tempfile.mkdtemp(prefix="advisor-job-")
         self._proc: subprocess.Popen | None = None
+        self._attached: dict | None = None  # the handle of a zygote another process owns (Zygote.attach)
         self._workdir: Path | None = None
         self._env: dict[str, str] = {}
         self._buffer = b""
         self._broken = False
         self._lock = threading.Lock()
+        self.pid: int | None = None  # on the host: the zygote interpreter itself (not bubblewrap around it)
+        self.reset_problem: str | None = None  # why the last `reset()` failed
 
     def __enter__(self) -> Zygote:
         return self
@@ -356,14 +366,68 @@ class Zygote:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    @classmethod
+    def attach(cls, handle: Mapping[str, Any]) -> Zygote:
+        """A client of a running zygote owned by another process, from that owner's `handle()` (its pipes are
+        inherited file descriptors). `close()` then only lets go of it; a failure kills it, and the owner
+        starts a new one."""
+        zygote = cls.__new__(cls)
+        zygote.preload = str(handle["preload"])
+        zygote.preload_kwargs = {}
+        zygote.start_timeout_s = 0.0
+        zygote.isolation = Isolation(**handle["isolation"])
+        zygote.readable = list(handle["readable"])
+        zygote.scratch = str(handle["scratch"])
+        zygote._proc = None
+        zygote._attached = dict(handle)
+        zygote._workdir = None
+        zygote._env = dict(handle["env"])
+        zygote._buffer = b""
+        zygote._broken = False
+        zygote._lock = threading.Lock()
+        zygote.pid = int(handle["pid"])
+        zygote.reset_problem = None
+        return zygote
+
+    def handle(self) -> dict[str, Any] | None:
+        """What `Zygote.attach` needs, for a child process started with `pass_fds=self.pass_fds()`; None when the
+        zygote is not running."""
+        if not self.start() or self._proc is None or self._proc.stdin is None or self._proc.stdout is None:
+            return None
+        return {
+            "preload": self.preload,
+            "isolation": {
+                "kind": self.isolation.kind,
+                "bwrap": self.isolation.bwrap,
+                "version": self.isolation.version,
+                "note": self.isolation.note,
+            },
+            "readable": self.readable,
+            "scratch": self.scratch,
+            "env": self._env,
+            "pid": self.pid,
+            "root_pid": self._proc.pid,
+            "request_fd": self._proc.stdin.fileno(),
+            "reply_fd": self._proc.stdout.fileno(),
+        }
+
+    def pass_fds(self) -> tuple[int, ...]:
+        if self._proc is None or self._proc.stdin is None or self._proc.stdout is None:
+            return ()
+        return (self._proc.stdin.fileno(), self._proc.stdout.fileno())
+
     def covers(self, readable: Sequence[str], writable: Sequence[str]) -> bool:
         """Whether a child forked from this zygote can see these paths (always, without isolation)."""
         if not self.isolation.isolated:
             return True
         inside = [os.path.abspath(p) for p in writable if p]
-        return all(p == self.scratch or p.startswith(self.scratch + os.sep) for p in inside) and all(
-            os.path.abspath(p) in self.readable for p in readable
+        return all(_under(p, self.scratch) for p in inside) and all(
+            any(_under(os.path.abspath(p), shown) for shown in self.readable) for p in readable
         )
+
+    def start(self) -> bool:
+        """Start it now (a worker does so before its first job); False when it cannot run."""
+        return self._start()
 
     def fork(self, spec_path: str, env: Mapping[str, str], output_path: str) -> _ForkedChild | None:
         """Fork a child running `_child_main(spec_path)` with exactly `env`; None when that is not possible."""
@@ -381,8 +445,8 @@ class Zygote:
                 return None
             ns_pid = int(reply["pid"])
             host_pid = ns_pid
-            if self.isolation.isolated and self._proc is not None:
-                host_pid = _host_pid(self._proc.pid, ns_pid) or -1
+            if self.isolation.isolated:
+                host_pid = _host_pid(self._root_pid(), ns_pid) or -1
             if host_pid <= 0:  # cannot be found from here, so could not be killed: do not use it
                 self._fail()
                 self._lock.release()
@@ -393,12 +457,54 @@ class Zygote:
             self._lock.release()
             raise
 
+    def reset(self, timeout_s: float = 30.0) -> bool:
+        """Make the running zygote clean for another job; False (and stopped) when it cannot be made so.
+
+        Every process it forked, and every process those started (the zygote is their subreaper, so none escapes
+        by re-parenting), is killed; inside the sandbox its private /tmp and /dev/shm are emptied and System V
+        IPC objects removed; here, everything children wrote to the scratch directory is removed. Any reply a
+        stopped job's runner left unread in the pipe is skipped."""
+        if self._broken or self._proc is None or self._proc.poll() is not None:
+            return False
+        assert self.pid is not None
+        kill_descendants(self.pid)  # a child it still waits for, so that it answers at once
+        nonce = os.urandom(8).hex()
+        self._buffer = b""
+        try:
+            self._proc.stdin.write(b"\n" + (json.dumps({"reset": nonce}) + "\n").encode())  # type: ignore[union-attr]
+            self._proc.stdin.flush()  # type: ignore[union-attr]
+        except OSError:
+            self._fail()
+            return False
+        deadline = time.monotonic() + timeout_s
+        while True:
+            reply = self._receive(max(0.0, deadline - time.monotonic()))
+            if reply is None:
+                self.reset_problem = "the zygote did not answer the reset"
+                self._fail()
+                return False
+            if reply.get("reset") == nonce:
+                break
+        if not reply.get("clean"):
+            self.reset_problem = str(reply.get("reason") or "not clean")
+            self._fail()
+            return False
+        self._wipe_scratch()
+        return True
+
     def close(self) -> None:
-        """Stop the zygote (and so every child of it) and remove its scratch directory."""
+        """Stop the zygote (and so every child of it) and remove its scratch directory; an attached client only
+        lets go of it."""
+        if self._attached is not None:
+            return
         self._stop()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _stop(self) -> None:
+        if self._attached is not None:  # the owner notices it is gone and starts another
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(self._attached["root_pid"]), signal.SIGKILL)
+            return
         proc, self._proc = self._proc, None
         if proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -411,10 +517,32 @@ class Zygote:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
 
+    def _wipe_scratch(self) -> None:
+        for entry in Path(self.scratch).iterdir():
+            if self._workdir is not None and entry == self._workdir:
+                for own in entry.iterdir():
+                    if own.name not in _ZYGOTE_OWN_FILES:
+                        _remove(own)
+            else:
+                _remove(entry)
+
     # -------------------------------------------------- internals
+    def _root_pid(self) -> int:
+        """The host pid of what was started: bubblewrap around the zygote, or the zygote itself."""
+        if self._attached is not None:
+            return int(self._attached["root_pid"])
+        return self._proc.pid if self._proc is not None else -1
+
+    def _alive(self) -> bool:
+        if self._attached is not None:
+            return running(int(self._attached["root_pid"]))
+        return self._proc is not None and self._proc.poll() is None
+
     def _start(self) -> bool:
         if self._broken:
             return False
+        if self._attached is not None:
+            return self._alive()
         if self._proc is not None:
             if self._proc.poll() is None:
                 return True
@@ -422,7 +550,12 @@ class Zygote:
             return False
         self._workdir = Path(tempfile.mkdtemp(prefix="advisor-zygote-", dir=self.scratch))
         self._env = _child_environment(str(self._workdir / "cache"), self._workdir / "progress.jsonl", None)
-        spec = {"preload": self.preload, "preload_kwargs": self.preload_kwargs, "import_paths": _parent_import_paths()}
+        spec = {
+            "preload": self.preload,
+            "preload_kwargs": self.preload_kwargs,
+            "import_paths": _parent_import_paths(),
+            "sandboxed": self.isolation.isolated,
+        }
         spec_path = self._workdir / "zygote.json"
         spec_path.write_text(json.dumps(spec))
         with open(self._workdir / "zygote.log", "wb") as log:
@@ -443,6 +576,12 @@ class Zygote:
         if reply is None or not reply.get("ready"):
             self._fail()
             return False
+        self.pid = self._proc.pid
+        if self.isolation.isolated:
+            self.pid = _host_pid(self._proc.pid, int(reply.get("pid", -1)))
+            if self.pid is None:
+                self._fail()
+                return False
         return True
 
     def _compatible(self, env: Mapping[str, str]) -> bool:
@@ -454,16 +593,28 @@ class Zygote:
         self._broken = True
         self._stop()
 
+    def _request_fd(self) -> int | None:
+        if self._attached is not None:
+            return int(self._attached["request_fd"])
+        return self._proc.stdin.fileno() if self._proc is not None and self._proc.stdin is not None else None
+
+    def _reply_fd(self) -> int | None:
+        if self._attached is not None:
+            return int(self._attached["reply_fd"])
+        return self._proc.stdout.fileno() if self._proc is not None and self._proc.stdout is not None else None
+
     def _send(self, message: dict) -> None:
-        assert self._proc is not None and self._proc.stdin is not None
-        self._proc.stdin.write((json.dumps(message) + "\n").encode())
-        self._proc.stdin.flush()
+        fd = self._request_fd()
+        assert fd is not None
+        data = (json.dumps(message) + "\n").encode()
+        while data:
+            data = data[os.write(fd, data) :]
 
     def _receive(self, timeout_s: float) -> dict | None:
         """The next JSON line from the zygote; None on timeout or when it is gone."""
-        if self._proc is None or self._proc.stdout is None:
+        fd = self._reply_fd()
+        if fd is None:
             return None
-        fd = self._proc.stdout.fileno()
         deadline = time.monotonic() + timeout_s
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
@@ -507,13 +658,25 @@ class _ForkedChild:
         reply = None if give_up else zygote._receive(timeout_s)
         if reply is not None and reply.get("pid") == self.ns_pid and "returncode" in reply:
             self.returncode = int(reply["returncode"])
-        elif give_up or zygote._proc is None or zygote._proc.poll() is not None:
+        elif give_up or not zygote._alive():
             # the zygote is gone, so is its child (parent-death signal): report it killed
             self.returncode = -signal.SIGKILL
             zygote._fail()
         else:
             return
         zygote._lock.release()
+
+
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _host_pid(root: int, ns_pid: int) -> int | None:
@@ -607,9 +770,25 @@ def _child_main(spec_path: str) -> None:
     os._exit(0)
 
 
+def _prctl(option: int, value: int) -> None:
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+
+
 def _zygote_main(spec_path: str) -> None:
-    """Zygote side: preload, then fork one child per request line on stdin, replying on the original stdout."""
+    """Zygote side: preload, then serve requests on stdin, replying on the original stdout: a fork request starts
+    one child (replies its pid, later its return code); a reset request kills every descendant and cleans up."""
     _set_parent_death_signal()
+    # orphans of its children are re-parented to it, so none escapes a reset; and other processes of the sandbox's
+    # uid (a child of an earlier job, say) cannot ptrace it or read its memory (each child is dumpable again)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(_PR_SET_DUMPABLE, 0)
     safe_unpickle.install()
     spec = json.loads(Path(spec_path).read_text())
     sys.path.extend(p for p in spec.get("import_paths", []) if p not in sys.path)
@@ -629,37 +808,155 @@ def _zygote_main(spec_path: str) -> None:
         os._exit(1)
     # what the preload set (e.g. TORCH_DEVICE_BACKEND_AUTOLOAD=0) stays set in every child and its subprocesses
     added = {k: v for k, v in os.environ.items() if before.get(k) != v}
-    reply({"ready": True})
-    for line in sys.stdin:
-        request = json.loads(line)
-        ready_r, ready_w = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
+    reply({"ready": True, "pid": os.getpid()})
+    current: int | None = None  # the child being waited for
+    pending = b""
+    while True:
+        ready, _, _ = select.select([0], [], [], _POLL_S if current is not None else 1.0)
+        current = _reap(current, reply)
+        if not ready:
+            continue
+        chunk = os.read(0, 65536)
+        if not chunk:
+            os._exit(0)  # the parent closed the pipe
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
             try:
-                os.close(ready_r)
-                os.close(replies)
-                os.setsid()
-                os.write(ready_w, b"1")  # in its own session now: the parent may kill its group
-                os.close(ready_w)
-                out = os.open(request["output_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-                os.dup2(out, 1)
-                os.dup2(out, 2)
-                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-                os.environ.clear()
-                os.environ.update(request["env"])
-                os.environ.update(added)
-                _child_main(request["spec_path"])
-            finally:
-                os._exit(1)
-        os.close(ready_w)
-        os.read(ready_r, 1)
-        os.close(ready_r)
-        reply({"pid": pid})
-        _, status = os.waitpid(pid, 0)
-        reply({"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
-    os._exit(0)
+                request = json.loads(line)
+            except ValueError:
+                continue  # e.g. the rest of a request whose sender was killed while writing it
+            if "reset" in request:
+                current = None
+                reply({"reset": request["reset"], **_clean_zygote_sandbox(bool(spec.get("sandboxed")))})
+            elif current is not None:
+                reply({"busy": True})
+            else:
+                current = _fork_child(request, added, replies)
+                reply({"pid": current})
+
+
+def _reap(current: int | None, reply: Callable[[dict], None]) -> int | None:
+    """Reap every exited child (orphans included: the zygote is their subreaper); report `current`'s exit."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return current
+        if pid == 0:
+            return current
+        if pid == current:
+            reply({"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+            current = None
+
+
+def _fork_child(request: dict, added: Mapping[str, str], replies: int) -> int:
+    ready_r, ready_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            os.close(ready_r)
+            os.close(replies)
+            os.setsid()
+            _prctl(_PR_SET_DUMPABLE, 1)
+            os.write(ready_w, b"1")  # in its own session now: the parent may kill its group
+            os.close(ready_w)
+            out = os.open(request["output_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            os.environ.clear()
+            os.environ.update(request["env"])
+            os.environ.update(added)
+            _child_main(request["spec_path"])
+        finally:
+            os._exit(1)
+    os.close(ready_w)
+    os.read(ready_r, 1)
+    os.close(ready_r)
+    return pid
+
+
+_SANDBOX_TEMP_DIRS = ("/tmp", "/dev/shm")
+
+
+def _clean_zygote_sandbox(sandboxed: bool) -> dict:
+    """Inside the zygote: kill and reap every descendant, then (in a sandbox: its own /tmp, /dev/shm and IPC
+    namespace) empty the temporary directories and remove System V IPC objects. {"clean": bool, "reason": ...}."""
+    left = kill_descendants(os.getpid())
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    if left:
+        return {"clean": False, "reason": f"{len(left)} process(es) of the last job survived SIGKILL"}
+    if not sandboxed:
+        return {"clean": True}  # not isolated: /tmp is the host's, not the zygote's to empty
+    mounts = _mount_points()  # the binds of the scratch directory and the inbox (the host empties those)
+    for directory in _SANDBOX_TEMP_DIRS:
+        _empty_around_mounts(Path(directory), mounts)
+    leftovers = [str(e) for d in _SANDBOX_TEMP_DIRS for e in _entries_around_mounts(Path(d), mounts)]
+    if leftovers:
+        return {"clean": False, "reason": f"could not remove {', '.join(leftovers[:3])}"}
+    if not _remove_sysv_ipc():
+        return {"clean": False, "reason": "System V IPC objects of the last job could not be removed"}
+    return {"clean": True}
+
+
+def _mount_points() -> set[str]:
+    try:
+        return {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
+    except (OSError, IndexError):
+        return set()
+
+
+def _entries_around_mounts(directory: Path, mounts: set[str]) -> list[Path]:
+    """What is in `directory` except mount points and the directories leading to them (recursively)."""
+    found: list[Path] = []
+    with contextlib.suppress(OSError):
+        for entry in directory.iterdir():
+            path = str(entry)
+            if path in mounts:
+                continue
+            if any(m.startswith(path + "/") for m in mounts) and entry.is_dir() and not entry.is_symlink():
+                found += _entries_around_mounts(entry, mounts)
+            else:
+                found.append(entry)
+    return found
+
+
+def _empty_around_mounts(directory: Path, mounts: set[str]) -> None:
+    for entry in _entries_around_mounts(directory, mounts):
+        _remove(entry)
+
+
+def _remove_sysv_ipc() -> bool:
+    """Remove every System V shared memory segment, semaphore set and message queue this IPC namespace shows."""
+    import ctypes
+
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    ipc_rmid = 0
+    removers = {
+        "shm": lambda ident: libc.shmctl(ident, ipc_rmid, None),
+        "sem": lambda ident: libc.semctl(ident, 0, ipc_rmid),
+        "msg": lambda ident: libc.msgctl(ident, ipc_rmid, None),
+    }
+    for kind, remove in removers.items():
+        for ident in _sysv_ids(kind):
+            remove(ident)
+    return not any(_sysv_ids(kind) for kind in removers)
+
+
+def _sysv_ids(kind: str) -> list[int]:
+    try:
+        rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    return [int(row.split()[1]) for row in rows if row.split()]
 
 
 if __name__ == "__main__":

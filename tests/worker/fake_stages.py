@@ -92,3 +92,33 @@ def inspect_or_measure(spec: dict[str, Any], emit) -> dict[str, Any]:
         return {**RESULT, "measurements": None}
     emit(ProgressEvent("measure", 0.5, backend="eager", mode="default"))
     return RESULT
+
+
+def describe_child(model: str) -> dict[str, Any]:
+    """A sandbox target: what a job's child sees of the warm sandbox it was forked from."""
+    import hashlib
+    import sys
+
+    return {
+        "torch_preloaded": "torch" in sys.modules,  # forked from the warm zygote, not spawned afresh
+        "sha256": hashlib.sha256(Path(model).read_bytes()).hexdigest(),
+        "model": model,
+    }
+
+
+def forked_from_warm(spec: dict[str, Any], emit) -> dict[str, Any]:
+    """Like the real runner with a warm sandbox: fork a child from the worker's zygote (spec["zygote"])."""
+    from advisor.harness.sandbox import Zygote, run_in_sandbox
+
+    emit(ProgressEvent("inspect", 0.0))
+    zygote = Zygote.attach(spec["zygote"])
+    done = run_in_sandbox(
+        "fake_stages:describe_child",
+        {"model": spec["artifact_path"]},
+        zygote=zygote,
+        readable=[spec["artifact_path"]],
+        timeout_s=60,
+        memory_limit_mb=None,
+    )
+    child = {"status": done.status, "reason": done.reason, **(done.value or {}), "zygote": spec["zygote"]["pid"]}
+    return {**RESULT, "inspection": {**RESULT["inspection"], "child": child}}

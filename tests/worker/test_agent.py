@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from advisor.harness.isolation import IsolationUnavailable, probe_bubblewrap
 from advisor.harness.sandbox import scrubbed_environment
 from workers.agent import AgentConfig, WorkerAgent
 from workers.api import LeaseLost, WorkerApi
@@ -268,6 +269,28 @@ def test_cancel_also_stops_the_sandboxed_stage_in_its_own_session(api: WorkerApi
     assert not thread.is_alive()
     assert not alive(runner_pid) and not alive(sandbox_pid)
     assert server.count("cancelled") == 1
+
+
+def test_a_warm_worker_forks_every_job_from_one_sandbox_and_empties_its_inbox(
+    api: WorkerApi, server: FakeServer, tmp_path: Path
+):
+    try:
+        probe_bubblewrap()
+    except IsolationUnavailable as exc:
+        pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
+    server.add_job()
+    server.add_job()
+    agent = make_agent(api, tmp_path, "fake_stages:forked_from_warm", warm_sandbox=True, max_jobs=2)
+    assert agent.run() == 0
+    first, second = (body["inspection"]["child"] for body in server.bodies("complete"))
+    for child in (first, second):
+        assert child["status"] == "ok", child
+        assert child["torch_preloaded"] is True  # forked from the warm zygote: torch was imported before the job
+        assert child["sha256"] == ARTIFACT_SHA  # the job's own download, read through the inbox
+        assert child["model"].startswith(str(tmp_path / "work" / "inbox"))
+    assert first["zygote"] == second["zygote"]  # one zygote for both jobs
+    assert agent.warm is not None and agent.warm.starts == 1
+    assert not (tmp_path / "work" / "inbox").exists()  # closed with the worker
 
 
 def test_a_crashing_runner_is_reported_as_a_retryable_failure(api: WorkerApi, server: FakeServer, tmp_path: Path):

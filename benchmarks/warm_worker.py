@@ -1,0 +1,173 @@
+"""The worker's per-job cost, cold vs warm sandbox, side by side in one run (issue 15 item 2).
+
+Each job runs the way the worker runs it: the stage runner (`python -m workers.stages`, workers.stage_process) in a
+process of its own, with the job's files in the worker's inbox. "cold": the runner starts the job's own zygote
+(`import torch`, Dynamo, Inductor, Inductor's CPU probe) before its first child, as every job did before the warm
+sandbox; "warm": it forks from the worker's zygote (workers.warm_sandbox), started before the first job and made
+clean after each. Cold and warm jobs alternate (cold, warm, cold, warm, ...) so that drift hits both alike.
+
+Jobs:
+- an inspect-only job of the tests' tiny MLP: almost all of its wall time is the per-job fixed cost (target
+  warm <= 1 s);
+- whole measure jobs (eager + Inductor default, production context) of ResNet-50 (batch 1, 224x224) and BERT-base
+  (seq 128, batch 1), as exported by benchmarks/seed_table.py and benchmarks/plan_by_context.py: wall time against
+  the unavoidable work, compile (cold + warm) plus timed windows (target warm <= 1.10).
+
+Run: `.venv/bin/python benchmarks/warm_worker.py [--models mlp,resnet,bert] [--repeats 2] [--json out.json]`.
+Prints Markdown for benchmarks/RESULTS.md with the load average and drift before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+_HERE = REPO / "benchmarks"
+sys.path[:] = [str(REPO), str(REPO / "tests"), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
+
+from benchmarks.plan_by_context import export_bert  # noqa: E402
+from benchmarks.seed_table import drift, export_resnet50  # noqa: E402
+
+KEYS = ("wall_s", "compile_s", "timed_s", "inspect_s", "variants_s")
+CONTEXT = {"stage": "production", "model_changes": "frozen"}
+BACKENDS = ["eager", "inductor:default"]
+
+
+def export(name: str, directory: Path) -> str:
+    path = directory / f"{name}.pt2"
+    if name == "mlp":
+        from advisor.harness.examples import export_example
+
+        return str(export_example("mlp", path))
+    if name == "resnet":
+        return export_resnet50(path, batch=1)
+    return export_bert(path, base=True, seq=128, batch=1)
+
+
+def run_job(model: str, *, measure: bool, zygote: dict | None, pass_fds: tuple[int, ...], job_dir: Path) -> dict:
+    """One job through the stage runner, as the agent runs it; its wall time and what it spent on real work."""
+    from workers.stage_process import StageProcess
+
+    timed: list[float] = []
+    inspect_at: list[float] = []  # when the inspection started and ended (its child and its fork)
+
+    def on_progress(event: Any) -> None:
+        if event.step == "inspect":
+            inspect_at.append(time.perf_counter())
+        if event.phase == "done" and event.timed_s:
+            timed.append(event.timed_s)
+
+    spec = {
+        "job": {},
+        "artifact_path": model,
+        "inputs_path": None,
+        "device": "cpu",
+        "backends": BACKENDS,
+        "workload": "inference",
+        "context": CONTEXT,
+        "measure": measure,
+        "zygote": zygote,
+    }
+    started = time.perf_counter()
+    process = StageProcess(spec, job_dir, on_progress, pass_fds=pass_fds)
+    process.wait()
+    wall = time.perf_counter() - started
+    result = process.result()
+    if result is None or result.get("error"):
+        raise SystemExit(f"job failed: {(result or {}).get('error') or process.stderr_tail()}")
+    rows = (result.get("measurements") or {}).get("measurements") or []
+    compile_s = sum((r.get("compile_s_cold") or 0.0) + (r.get("compile_s_warm") or 0.0) for r in rows)
+    children_s = sum(r.get("wall_s") or 0.0 for r in rows)
+    inspect_s = inspect_at[-1] - inspect_at[0]
+    return {
+        "wall_s": wall,
+        "compile_s": compile_s,
+        "timed_s": sum(timed),
+        "inspect_s": inspect_s,
+        "variants_s": children_s,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="mlp,resnet,bert")
+    parser.add_argument("--repeats", type=int, default=2, help="cold/warm pairs per model")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    from workers.warm_sandbox import WarmSandbox
+
+    work = Path(tempfile.mkdtemp(prefix="warm-worker-bench-"))
+    warm = WarmSandbox("cpu", work, inductor=True)
+    started = time.perf_counter()
+    assert warm.start(), "the warm sandbox did not start"
+    start_s = time.perf_counter() - started
+    before = {"load": os.getloadavg()[0], "drift": drift()}
+    results: dict[str, list[dict]] = {}
+    for name in args.models.split(","):
+        print(f"[{name}] exporting ...", file=sys.stderr)
+        exported = export(name, work)
+        for repeat in range(args.repeats):
+            for kind in ("cold", "warm"):
+                inbox = warm.job_inbox(f"job-{name}-{repeat}-{kind}")
+                model = str(shutil.copy(exported, inbox / "model"))  # the job's download
+                handle, fds = warm.handle() if kind == "warm" else (None, ())
+                job = run_job(model, measure=name != "mlp", zygote=handle, pass_fds=fds, job_dir=work / "job-dir")
+                job.update(model=name, kind=kind, repeat=repeat)
+                results.setdefault(name, []).append(job)
+                print(f"[{name}] {kind} #{repeat}: {json.dumps(job)}", file=sys.stderr)
+                warm.after_job()
+        if args.json:
+            args.json.write_text(json.dumps({"results": results}, indent=1))
+    after = {"load": os.getloadavg()[0], "drift": drift()}
+    warm.close()
+    report = {"results": results, "before": before, "after": after, "zygote_start_s": start_s, "starts": warm.starts}
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    print_markdown(report)
+
+
+def print_markdown(report: dict) -> None:
+    print(
+        f"Warm sandbox started in {report['zygote_start_s']:.1f} s before the first job ({report['starts']} zygote "
+        f"start(s) in the whole run). Load {report['before']['load']:.2f} -> {report['after']['load']:.2f}; "
+        f"half-second drift {report['before']['drift']['min']:.2f}-{report['before']['drift']['max']:.2f} before, "
+        f"{report['after']['drift']['min']:.2f}-{report['after']['drift']['max']:.2f} after.\n"
+    )
+    print(
+        "| model (job) | sandbox | job wall s: median (each) | fixed cost s | inspection s | compile s | timed s "
+        "| wall / (compile + timed) | saved s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, jobs in report["results"].items():
+        medians = {}
+        for kind in ("cold", "warm"):
+            mine = [j for j in jobs if j["kind"] == kind]
+            medians[kind] = {k: statistics.median(j[k] for j in mine) for k in KEYS}
+            medians[kind]["each"] = ", ".join(f"{j['wall_s']:.1f}" for j in mine)
+        # the inspection's own work: its phase in a warm job (its child and one fork); a cold job's inspection phase
+        # also holds the zygote's start. Fixed cost: everything that is neither the inspection nor a variant's child.
+        inspection = medians["warm"]["inspect_s"]
+        for kind in ("cold", "warm"):
+            m = medians[kind]
+            m["fixed_s"] = m["wall_s"] - inspection - m["variants_s"]
+            work = m["compile_s"] + m["timed_s"]
+            ratio = f"{m['wall_s'] / work:.2f}" if work else "- (inspect only)"
+            saved = f"{medians['cold']['wall_s'] - medians['warm']['wall_s']:.1f}" if kind == "warm" else ""
+            what = "inspect" if name == "mlp" else "measure eager + inductor"
+            print(
+                f"| {name} ({what}) | {kind} | {m['wall_s']:.1f} ({m['each']}) | {m['fixed_s']:.2f} "
+                f"| {inspection:.1f} | {m['compile_s']:.1f} | {m['timed_s']:.1f} | {ratio} | {saved} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
