@@ -93,6 +93,32 @@ def read_file(path: str) -> str:
     return Path(path).read_text()
 
 
+def _installed_headers() -> Path:
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    return Path(default_cache_dir(), "precompiled_headers")
+
+
+def tamper_with_headers() -> int:
+    """Overwrite the sandbox's copy of the trusted precompiled header: the next job would compile against it."""
+    files = [p for p in _installed_headers().rglob("*") if p.is_file()]
+    for path in files:
+        path.write_bytes(b"poisoned by the last job")
+    return len(files)
+
+
+def header_digest(directory: str | None = None) -> dict[str, str]:
+    import hashlib
+
+    root = Path(directory) if directory else _installed_headers()
+    skip = {"locks", ".vec-isa", ".vec-isa-probe"}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file() and not skip & set(p.relative_to(root).parts)
+    }
+
+
 # ------------------------------------------------------------------ fixtures and helpers
 @pytest.fixture(scope="module")
 def warm(tmp_path_factory: pytest.TempPathFactory):
@@ -189,3 +215,29 @@ def test_a_stopped_runners_child_is_killed_and_the_zygote_serves_the_next_job(wa
     assert after.status == "ok", after
     assert warm.starts == starts
     warm.after_job()
+
+
+def test_the_next_job_compiles_against_a_fresh_copy_of_the_trusted_header(tmp_path: Path) -> None:
+    """The reset empties the sandbox's /tmp, where the zygote put its copy of the trusted precompiled header; the
+    refresh copies it again from the read-only trusted build - not a copy the last job could have poisoned, and
+    not nothing (every compile would then rebuild it: ~5-15 s per variant)."""
+    from advisor.harness.inductor_headers import trusted_headers
+    from advisor.harness.isolation import resolve_isolation
+
+    sandbox = WarmSandbox("cpu", tmp_path, inductor=True)
+    try:
+        if not sandbox.start():
+            pytest.fail("the warm sandbox did not start")
+        trusted = trusted_headers(resolve_isolation())
+        assert trusted is not None
+        expected = header_digest(trusted)
+        first = job(sandbox, "job-h", "header_digest", {})
+        assert first.status == "ok" and first.value == expected and expected
+        poisoned = job(sandbox, "job-h", "tamper_with_headers", {})
+        assert poisoned.status == "ok" and poisoned.value > 0
+        sandbox.after_job()
+        second = job(sandbox, "job-i", "header_digest", {})
+        assert second.status == "ok" and second.value == expected
+        assert sandbox.starts == 1
+    finally:
+        sandbox.close()

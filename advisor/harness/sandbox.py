@@ -23,6 +23,7 @@ or any child after the zygote failed, is spawned as usual.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import json
 import math
@@ -342,22 +343,29 @@ class Zygote:
         start_timeout_s: float = 120.0,
         isolation: Isolation | None = None,
         readable: Sequence[str] = (),
+        refresh: str | None = None,
     ) -> None:
+        """`refresh` ("module:function", called with `preload_kwargs` inside the zygote after each `reset()`):
+        puts back what the preload placed in the sandbox's private /tmp, which the reset empties."""
         self.preload = preload
         self.preload_kwargs = preload_kwargs or {}
+        self.refresh = refresh
         self.start_timeout_s = start_timeout_s
         self.isolation = isolation or resolve_isolation()
         self.readable = [os.path.abspath(p) for p in readable]
         # the one writable directory of its sandbox: every child's work directory and caches live under it
         self.scratch = tempfile.mkdtemp(prefix="advisor-job-")
-        self._proc: subprocess.Popen | None = None
         self._attached: dict | None = None  # the handle of a zygote another process owns (Zygote.attach)
-        self._workdir: Path | None = None
         self._env: dict[str, str] = {}
+        self.pid: int | None = None  # on the host: the zygote interpreter itself (not bubblewrap around it)
+        self._init_state()
+
+    def _init_state(self) -> None:
+        self._proc: subprocess.Popen | None = None
+        self._workdir: Path | None = None
         self._buffer = b""
         self._broken = False
         self._lock = threading.Lock()
-        self.pid: int | None = None  # on the host: the zygote interpreter itself (not bubblewrap around it)
         self.reset_problem: str | None = None  # why the last `reset()` failed
 
     def __enter__(self) -> Zygote:
@@ -371,22 +379,18 @@ class Zygote:
         """A client of a running zygote owned by another process, from that owner's `handle()` (its pipes are
         inherited file descriptors). `close()` then only lets go of it; a failure kills it, and the owner
         starts a new one."""
-        zygote = cls.__new__(cls)
+        zygote = cls.__new__(cls)  # not __init__: nothing to start, no scratch directory of its own
         zygote.preload = str(handle["preload"])
         zygote.preload_kwargs = {}
+        zygote.refresh = None
         zygote.start_timeout_s = 0.0
         zygote.isolation = Isolation(**handle["isolation"])
         zygote.readable = list(handle["readable"])
         zygote.scratch = str(handle["scratch"])
-        zygote._proc = None
         zygote._attached = dict(handle)
-        zygote._workdir = None
         zygote._env = dict(handle["env"])
-        zygote._buffer = b""
-        zygote._broken = False
-        zygote._lock = threading.Lock()
         zygote.pid = int(handle["pid"])
-        zygote.reset_problem = None
+        zygote._init_state()
         return zygote
 
     def handle(self) -> dict[str, Any] | None:
@@ -396,12 +400,7 @@ class Zygote:
             return None
         return {
             "preload": self.preload,
-            "isolation": {
-                "kind": self.isolation.kind,
-                "bwrap": self.isolation.bwrap,
-                "version": self.isolation.version,
-                "note": self.isolation.note,
-            },
+            "isolation": dataclasses.asdict(self.isolation),
             "readable": self.readable,
             "scratch": self.scratch,
             "env": self._env,
@@ -553,6 +552,7 @@ class Zygote:
         spec = {
             "preload": self.preload,
             "preload_kwargs": self.preload_kwargs,
+            "refresh": self.refresh,
             "import_paths": _parent_import_paths(),
             "sandboxed": self.isolation.isolated,
         }
@@ -828,12 +828,25 @@ def _zygote_main(spec_path: str) -> None:
                 continue  # e.g. the rest of a request whose sender was killed while writing it
             if "reset" in request:
                 current = None
-                reply({"reset": request["reset"], **_clean_zygote_sandbox(bool(spec.get("sandboxed")))})
+                reply({"reset": request["reset"], **_reset_zygote(spec)})
             elif current is not None:
                 reply({"busy": True})
             else:
                 current = _fork_child(request, added, replies)
                 reply({"pid": current})
+
+
+def _reset_zygote(spec: dict) -> dict:
+    """A reset request: clean up after the last job, then the zygote's refresh (see `Zygote`)."""
+    outcome = _clean_zygote_sandbox(bool(spec.get("sandboxed")))
+    if outcome["clean"] and spec.get("refresh"):
+        try:
+            module_name, _, func_name = spec["refresh"].partition(":")
+            getattr(importlib.import_module(module_name), func_name)(**spec.get("preload_kwargs", {}))
+        except Exception as exc:  # noqa: BLE001 - reported: the owner replaces this zygote
+            traceback.print_exc()
+            return {"clean": False, "reason": f"refresh failed: {type(exc).__name__}: {exc}"}
+    return outcome
 
 
 def _reap(current: int | None, reply: Callable[[dict], None]) -> int | None:

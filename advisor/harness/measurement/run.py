@@ -20,6 +20,7 @@ from advisor.harness.measurement.plan import (
     DEFAULT_MEMORY_LIMIT_MB,
     DEFAULT_TIMEOUT_S,
     PRELOAD,
+    REFRESH,
     check_model_file,
     check_workload,
     plan_variants,
@@ -47,6 +48,7 @@ def measurement_zygote(device: str, readable: list[str | None] | tuple = (), *, 
         {"device": device, "trusted_headers": headers},
         isolation=isolation,
         readable=[p for p in (*readable, headers) if p],
+        refresh=REFRESH,
     )
 
 
