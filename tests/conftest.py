@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from service_env import FAST_TIMING_ENV
 
 # Every test run gets its own Inductor cache so cold/warm compile numbers mean what they say; the workers of one
 # pytest-xdist run share it, so in-process compiles pay Inductor's CPU-feature probe and header build once per run.
@@ -21,17 +24,75 @@ else:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="npu-advisor-inductor-"))
 
 
+# Tests time in short windows, as the end-to-end services do (tests/service_env.py), unless a test passes its own
+# TimingPolicy or sets this variable itself: the defaults' windows (up to 5 s each, and longer still on a machine
+# that other tests keep busy) check nothing more here. tests/test_measure.py checks the defaults themselves.
+for _name, _value in FAST_TIMING_ENV.items():
+    os.environ.setdefault(_name, _value)
+
+_EXCLUSIVE_KEY = pytest.StashKey[int]()
+_CONFIG: list[pytest.Config] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG.append(config)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Exclusive tests first (a stable sort): under xdist each worker then runs its exclusive tests before any
+    other, and the other tests wait for all of them (see `machine_share`) - one quiet phase at the start, instead of
+    draining every worker's running tests once per exclusive test."""
+    items.sort(key=lambda item: not _is_exclusive(item))
+    config.stash[_EXCLUSIVE_KEY] = sum(1 for item in items if _is_exclusive(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Count the finished exclusive tests, skipped ones included, in a directory the run's workers share."""
+    try:
+        return (yield)
+    finally:
+        if _RUN_ID and _is_exclusive(item):
+            with open(_shared_dir() / "exclusive.done", "a") as done:
+                done.write(item.nodeid + "\n")
+
+
+def _is_exclusive(item: pytest.Item) -> bool:
+    return item.get_closest_marker("exclusive") is not None
+
+
+def _shared_dir() -> Path:
+    """A directory every xdist worker of this run shares."""
+    path = Path(tempfile.gettempdir()) / f"npu-advisor-tests-{_RUN_ID}"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def _wait_for_exclusive_phase(limit_s: float = 900.0) -> None:
+    """Until every exclusive test of this run has finished (on whichever worker), or `limit_s` passed."""
+    expected = _CONFIG[0].stash.get(_EXCLUSIVE_KEY, 0) if _CONFIG else 0
+    deadline = time.monotonic() + limit_s
+    while expected and time.monotonic() < deadline:
+        with contextlib.suppress(FileNotFoundError):
+            if len((_shared_dir() / "exclusive.done").read_text().splitlines()) >= expected:
+                return
+        time.sleep(0.2)
+
+
 @pytest.fixture(autouse=True)
 def machine_share(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Under pytest-xdist (`bash dev.sh test` runs the suite on several workers), a test marked `exclusive` has the
     machine to itself: it asserts a wall-clock bound that another worker's compile would break. Every other test
     holds a shared lock; an exclusive one waits for the running ones to end and keeps new ones out (it takes the
-    turnstile first, so a stream of shared tests cannot starve it). Without xdist there is nothing to share."""
+    turnstile first, so a stream of shared tests cannot starve it). The exclusive tests run first and the others
+    start after all of them. Without xdist there is nothing to share."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
         yield
         return
     root = tmp_path_factory.getbasetemp().parent  # shared by every worker of this run
-    exclusive = request.node.get_closest_marker("exclusive") is not None
+    exclusive = _is_exclusive(request.node)
+    if not exclusive:
+        _wait_for_exclusive_phase()
     with open(root / "machine.turnstile", "a") as turnstile, open(root / "machine.lock", "a") as lock:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         if exclusive:
@@ -76,3 +137,80 @@ def hostile_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
     marker = root / "host" / "MARKER"
     cases = build_corpus(root / "corpus", marker, decoy)
     return {"cases": cases, "marker": marker, "decoy": decoy, "decoy_bytes": decoy.read_bytes()}
+
+
+# ------------------------------------------------------------------ one warm sandbox per test worker
+class _SharedZygote:
+    """A test worker's warm sandbox, as a worker keeps one between jobs (workers/warm_sandbox.py): analyses and
+    measurements of different tests fork from one zygote instead of each starting their own (import torch, Dynamo,
+    Inductor, the CPU probe: ~4-5 CPU-seconds, about a hundred times a run). Its sandbox reads this worker's pytest
+    temp directory, where the tests' models are; it is reset after each test that used it, as after each job.
+    Tests marked `own_sandbox` (the hostile files: they show what a job's own sandbox lets a model see) and any
+    call it cannot serve (another device, isolation or environment, a file elsewhere) get their own, as before."""
+
+    zygote = None
+    used = False
+    failed = False
+
+    @classmethod
+    def get(cls, basetemp: Path, make):  # noqa: ANN001, ANN206 - make: the real measurement_zygote
+        if cls.zygote is None and not cls.failed:
+            zygote = make("cpu", [str(basetemp)], inductor=True)
+            if zygote.isolation.isolated and zygote.start():
+                cls.zygote = zygote
+            else:
+                zygote.close()
+                cls.failed = True
+        return cls.zygote
+
+    @classmethod
+    def after_test(cls) -> None:
+        if cls.zygote is not None and cls.used and not cls.zygote.reset():
+            cls.zygote.close()
+            cls.zygote = None
+        cls.used = False
+
+    @classmethod
+    def close(cls) -> None:
+        if cls.zygote is not None:
+            cls.zygote.close()
+            cls.zygote = None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _SharedZygote.close()
+
+
+@pytest.fixture(autouse=True)
+def shared_sandbox(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    if request.node.get_closest_marker("own_sandbox") is not None or os.environ.get("ADVISOR_TEST_OWN_SANDBOXES"):
+        yield  # ADVISOR_TEST_OWN_SANDBOXES=1: every analysis starts its own, as `npu-advisor analyze` does
+        return
+    import advisor.harness.measurement
+    import advisor.harness.measurement.run as run
+
+    original = run.measurement_zygote
+    basetemp = tmp_path_factory.getbasetemp()
+
+    def shared_or_own(device: str, readable=(), *, inductor: bool = True):  # noqa: ANN001, ANN202
+        from advisor.harness.isolation import resolve_isolation
+        from advisor.harness.sandbox import Zygote
+
+        files = [p for p in readable if p]
+        zygote = _SharedZygote.get(basetemp, original) if device == "cpu" else None
+        if zygote is None or not zygote.covers(files, []) or resolve_isolation() != zygote.isolation:
+            return original(device, readable, inductor=inductor)
+        handle = zygote.handle()
+        if handle is None:
+            return original(device, readable, inductor=inductor)
+        _SharedZygote.used = True
+        return Zygote.attach(handle)  # its close() lets go of it; the reset after the test cleans up
+
+    monkeypatch.setattr(run, "measurement_zygote", shared_or_own)
+    monkeypatch.setattr(advisor.harness.measurement, "measurement_zygote", shared_or_own)
+    try:
+        yield
+    finally:
+        _SharedZygote.after_test()

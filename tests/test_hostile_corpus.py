@@ -16,7 +16,7 @@ from advisor.harness.isolated_inspection import inspect_isolated
 from advisor.harness.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
 from advisor.harness.measurement import measure_model, measurement_zygote
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_sandbox]  # own_sandbox: what a job's own sandbox shows a model
 
 
 def _cases(corpus: dict, *expects: str) -> list:

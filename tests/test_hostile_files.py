@@ -15,6 +15,8 @@ import pytest
 
 from advisor.core.artifacts import ArtifactRejected, sniff
 
+pytestmark = pytest.mark.own_sandbox  # what a job's own sandbox shows a model
+
 REPO = Path(__file__).resolve().parent.parent
 MARKER_ENV = "ADVISOR_TEST_MARKER"
 

@@ -14,7 +14,7 @@ from advisor.harness.inductor_headers import CACHE_ENV, VEC_ISA_FILE, trusted_he
 from advisor.harness.isolation import NO_ISOLATION, Isolation, IsolationUnavailable, probe_bubblewrap
 from advisor.harness.sandbox import Zygote, run_in_sandbox
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_sandbox]  # how a job's own zygote gets the header
 
 
 def test_unconfined_children_use_the_hosts_own_cache() -> None:
@@ -50,8 +50,9 @@ def test_jobs_starting_together_on_a_fresh_node_build_the_header_once(
 def test_a_sandboxed_job_compiles_against_the_trusted_header_and_cannot_change_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A cache of this test's own, built here: a shared one may hold a header another process built earlier.
-    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "header-cache"))
+    # The node's own cache, as a worker uses it: built by the first sandboxed job on this machine (this test or
+    # another of the run, ~30 s of g++ once), reused after. How concurrent first jobs build it once:
+    # test_jobs_starting_together_on_a_fresh_node_build_the_header_once.
     try:
         isolation = probe_bubblewrap()
     except IsolationUnavailable as exc:
