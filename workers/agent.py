@@ -1,5 +1,8 @@
 """The worker agent loop: register, claim (with jitter), run one job at a time, upload, repeat.
 
+Each job's stage runner forks its sandbox children from the agent's warm sandbox (workers.warm_sandbox, unless
+`warm_sandbox` is off), which is made clean after every job.
+
 Signals: the first SIGTERM/SIGINT stops claiming; a running job gets `grace_s` to finish (then its
 result is uploaded as usual), otherwise its runner is stopped and the job is released by
 deregistering (no attempt spent). A second signal stops everything at once.

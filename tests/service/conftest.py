@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -118,3 +121,15 @@ def stored_files(settings: Settings) -> list[Path]:
     """Every file in the artifact store, temp files included."""
     root = settings.artifacts_dir
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+@contextlib.contextmanager
+def postgres_to_ourselves() -> Iterator[None]:
+    """The PostgreSQL tests share one database (ADVISOR_TEST_POSTGRES_URL) and each drops its schema first: the
+    pytest-xdist workers (and any other test run on this machine) take turns."""
+    with open(Path(tempfile.gettempdir()) / "npu-advisor-postgres-tests.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -3,6 +3,7 @@ session per actor on a temp-file SQLite database (and on PostgreSQL when ADVISOR
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import Counter
@@ -14,7 +15,7 @@ from app.db import create_db_engine, upgrade_database
 from app.job_queue import InvalidTransition, JobQueue, QueuePolicy, StaleLease, WorkerNotFound
 from app.models import Job, JobEvent
 
-from .conftest import FakeClock, add_analysis, new_session
+from .conftest import FakeClock, add_analysis, new_session, postgres_to_ourselves
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -25,11 +26,13 @@ def engine(request: pytest.FixtureRequest, db_url: str):  # noqa: ANN201 - overr
         url = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
         if not url:
             pytest.skip("needs a PostgreSQL server: set ADVISOR_TEST_POSTGRES_URL=postgresql+psycopg://...")
-        _reset_postgres(url)
-    engine = create_db_engine(url)
-    upgrade_database(engine)
-    yield engine
-    engine.dispose()
+    with postgres_to_ourselves() if request.param == "postgresql" else contextlib.nullcontext():
+        if request.param == "postgresql":
+            _reset_postgres(url)
+        engine = create_db_engine(url)
+        upgrade_database(engine)
+        yield engine
+        engine.dispose()
 
 
 def _reset_postgres(url: str) -> None:

@@ -9,6 +9,7 @@ import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -20,7 +21,7 @@ from app.analyses import collect_orphans
 from app.models import Analysis, Artifact, Job
 from app.storage import ArtifactStore
 
-from .conftest import stored_files
+from .conftest import postgres_to_ourselves, stored_files
 from .synthetic_models import exported_program_bytes
 
 CPU_CONTEXT = json.dumps({"stage": "production", "target": "cpu"})
@@ -91,19 +92,21 @@ def submit_until_accepted(client, data: bytes) -> httpx.Response:  # noqa: ANN00
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, db_url: str) -> str:
+def database_url(request: pytest.FixtureRequest, db_url: str) -> Iterator[str]:
     if request.param == "sqlite":
-        return db_url
+        yield db_url
+        return
     url = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
     if not url:
         pytest.skip("needs a PostgreSQL server: set ADVISOR_TEST_POSTGRES_URL=postgresql+psycopg://...")
     from app.db import create_db_engine
 
-    engine = create_db_engine(url)
-    with engine.begin() as connection:
-        connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-    engine.dispose()
-    return url
+    with postgres_to_ourselves():
+        engine = create_db_engine(url)
+        with engine.begin() as connection:
+            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+        engine.dispose()
+        yield url
 
 
 def test_concurrent_submissions_each_get_one_job_and_identical_ones_one_analysis(make_app, database_url):

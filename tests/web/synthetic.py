@@ -25,10 +25,15 @@ DEFAULT_BACKENDS = (("eager", "default"), ("inductor", "default"), ("inductor", 
 def torchscript_zip() -> bytes:
     """A zip laid out like a TorchScript archive: enough for the server's sniffing (it never loads models)."""
     buffer = io.BytesIO()
+    entries = {
+        "tiny/data.pkl": b"\x80\x02}q\x00.",
+        "tiny/code/__torch__.py": b"def forward(self, x):\n    return x\n",
+        "tiny/version": b"3\n",
+    }
     with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("tiny/data.pkl", b"\x80\x02}q\x00.")
-        archive.writestr("tiny/code/__torch__.py", "def forward(self, x):\n    return x\n")
-        archive.writestr("tiny/version", "3\n")
+        for name, data in entries.items():
+            # a fixed time stamp: the same bytes (and sha256) on every call, whichever 2-second zip tick it falls in
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data)
     return buffer.getvalue()
 
 
