@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from service_env import FAST_TIMING_ENV
 
+# imported before any test patches advisor.harness.measurement.measurement_zygote: it holds the real one
+from workers.warm_sandbox import KeptZygote
+
 # Every test run gets its own Inductor cache so cold/warm compile numbers mean what they say; the workers of one
 # pytest-xdist run share it, so in-process compiles pay Inductor's CPU-feature probe and header build once per run.
 _RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID")
@@ -31,11 +34,6 @@ for _name, _value in FAST_TIMING_ENV.items():
     os.environ.setdefault(_name, _value)
 
 _EXCLUSIVE_KEY = pytest.StashKey[int]()
-_CONFIG: list[pytest.Config] = []
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    _CONFIG.append(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -68,9 +66,8 @@ def _shared_dir() -> Path:
     return path
 
 
-def _wait_for_exclusive_phase(limit_s: float = 900.0) -> None:
-    """Until every exclusive test of this run has finished (on whichever worker), or `limit_s` passed."""
-    expected = _CONFIG[0].stash.get(_EXCLUSIVE_KEY, 0) if _CONFIG else 0
+def _wait_for_exclusive_phase(expected: int, limit_s: float = 900.0) -> None:
+    """Until the `expected` exclusive tests of this run have finished (on whichever worker), or `limit_s` passed."""
     deadline = time.monotonic() + limit_s
     while expected and time.monotonic() < deadline:
         with contextlib.suppress(FileNotFoundError):
@@ -92,7 +89,7 @@ def machine_share(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     root = tmp_path_factory.getbasetemp().parent  # shared by every worker of this run
     exclusive = _is_exclusive(request.node)
     if not exclusive:
-        _wait_for_exclusive_phase()
+        _wait_for_exclusive_phase(request.config.stash.get(_EXCLUSIVE_KEY, 0))
     with open(root / "machine.turnstile", "a") as turnstile, open(root / "machine.lock", "a") as lock:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         if exclusive:
@@ -140,45 +137,18 @@ def hostile_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 # ------------------------------------------------------------------ one warm sandbox per test worker
-class _SharedZygote:
-    """A test worker's warm sandbox, as a worker keeps one between jobs (workers/warm_sandbox.py): analyses and
-    measurements of different tests fork from one zygote instead of each starting their own (import torch, Dynamo,
-    Inductor, the CPU probe: ~4-5 CPU-seconds, about a hundred times a run). Its sandbox reads this worker's pytest
-    temp directory, where the tests' models are; it is reset after each test that used it, as after each job.
-    Tests marked `own_sandbox` (the hostile files: they show what a job's own sandbox lets a model see) and any
-    call it cannot serve (another device, isolation or environment, a file elsewhere) get their own, as before."""
-
-    zygote = None
-    used = False
-    failed = False
-
-    @classmethod
-    def get(cls, basetemp: Path, make):  # noqa: ANN001, ANN206 - make: the real measurement_zygote
-        if cls.zygote is None and not cls.failed:
-            zygote = make("cpu", [str(basetemp)], inductor=True)
-            if zygote.isolation.isolated and zygote.start():
-                cls.zygote = zygote
-            else:
-                zygote.close()
-                cls.failed = True
-        return cls.zygote
-
-    @classmethod
-    def after_test(cls) -> None:
-        if cls.zygote is not None and cls.used and not cls.zygote.reset():
-            cls.zygote.close()
-            cls.zygote = None
-        cls.used = False
-
-    @classmethod
-    def close(cls) -> None:
-        if cls.zygote is not None:
-            cls.zygote.close()
-            cls.zygote = None
+# A test worker's kept zygote (workers.warm_sandbox.KeptZygote), as a worker keeps one between jobs: analyses and
+# measurements of different tests fork from it instead of each starting their own (import torch, Dynamo, Inductor,
+# the CPU probe: ~4-5 CPU-seconds, about a hundred times a run). Its sandbox reads this worker's pytest temp
+# directory, where the tests' models are; it is made clean after each test that used it, as after each job. Tests
+# marked `own_sandbox` (the hostile files: they show what a job's own sandbox lets a model see) and any call it cannot
+# serve (another device, isolation or environment, a file elsewhere) get their own, as before.
+_SHARED: list[KeptZygote] = []  # one, once a test asked for a zygote
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    _SharedZygote.close()
+    for kept in _SHARED:
+        kept.close()
 
 
 @pytest.fixture(autouse=True)
@@ -192,25 +162,32 @@ def shared_sandbox(
     import advisor.harness.measurement.run as run
 
     original = run.measurement_zygote
-    basetemp = tmp_path_factory.getbasetemp()
+    used = False
 
     def shared_or_own(device: str, readable=(), *, inductor: bool = True):  # noqa: ANN001, ANN202
         from advisor.harness.isolation import resolve_isolation
         from advisor.harness.sandbox import Zygote
 
-        files = [p for p in readable if p]
-        zygote = _SharedZygote.get(basetemp, original) if device == "cpu" else None
-        if zygote is None or not zygote.covers(files, []) or resolve_isolation() != zygote.isolation:
-            return original(device, readable, inductor=inductor)
-        handle = zygote.handle()
+        nonlocal used
+        if device == "cpu" and not _SHARED:
+            _SHARED.append(KeptZygote("cpu", tmp_path_factory.getbasetemp(), inductor=True))
+        zygote = _SHARED[0].running() if device == "cpu" else None
+        serves = (
+            zygote is not None
+            and zygote.isolation.isolated
+            and zygote.isolation == resolve_isolation()
+            and zygote.covers([p for p in readable if p], [])
+        )
+        handle = zygote.handle() if serves else None
         if handle is None:
             return original(device, readable, inductor=inductor)
-        _SharedZygote.used = True
-        return Zygote.attach(handle)  # its close() lets go of it; the reset after the test cleans up
+        used = True
+        return Zygote.attach(handle)  # its close() lets go of it; the clean-up after the test resets it
 
     monkeypatch.setattr(run, "measurement_zygote", shared_or_own)
     monkeypatch.setattr(advisor.harness.measurement, "measurement_zygote", shared_or_own)
     try:
         yield
     finally:
-        _SharedZygote.after_test()
+        if used:
+            _SHARED[0].clean()

@@ -52,12 +52,14 @@ def bubblewrap_or_skip():
 @pytest.fixture(scope="module")
 def zygote():
     with Zygote(f"{T}:echo", {"value": None}, isolation=NO_ISOLATION) as z:
+        z.start()  # now, not at the first fork: a variable a test sets (monkeypatch) must not become its environment
         yield z
 
 
 @pytest.fixture(scope="module")
 def isolated_zygote():
     with Zygote(f"{T}:echo", {"value": None}, isolation=bubblewrap_or_skip()) as z:
+        z.start()  # now, not at the first fork: a variable a test sets (monkeypatch) must not become its environment
         yield z
 
 

@@ -394,8 +394,8 @@ class Zygote:
         return zygote
 
     def handle(self) -> dict[str, Any] | None:
-        """What `Zygote.attach` needs, for a child process started with `pass_fds=self.pass_fds()`; None when the
-        zygote is not running."""
+        """What `Zygote.attach` needs, for a child process that inherits its `request_fd` and `reply_fd` (`pass_fds`);
+        None when the zygote is not running."""
         if not self.start() or self._proc is None or self._proc.stdin is None or self._proc.stdout is None:
             return None
         return {
@@ -409,11 +409,6 @@ class Zygote:
             "request_fd": self._proc.stdin.fileno(),
             "reply_fd": self._proc.stdout.fileno(),
         }
-
-    def pass_fds(self) -> tuple[int, ...]:
-        if self._proc is None or self._proc.stdin is None or self._proc.stdout is None:
-            return ()
-        return (self._proc.stdin.fileno(), self._proc.stdout.fileno())
 
     def covers(self, readable: Sequence[str], writable: Sequence[str]) -> bool:
         """Whether a child forked from this zygote can see these paths (always, without isolation)."""
@@ -465,13 +460,10 @@ class Zygote:
         stopped job's runner left unread in the pipe is skipped."""
         if self._broken or self._proc is None or self._proc.poll() is not None:
             return False
-        assert self.pid is not None
-        kill_descendants(self.pid)  # a child it still waits for, so that it answers at once
         nonce = os.urandom(8).hex()
         self._buffer = b""
         try:
-            self._proc.stdin.write(b"\n" + (json.dumps({"reset": nonce}) + "\n").encode())  # type: ignore[union-attr]
-            self._proc.stdin.flush()  # type: ignore[union-attr]
+            self._send({"reset": nonce}, new_line=True)  # ends whatever a killed runner left half-written
         except OSError:
             self._fail()
             return False
@@ -603,10 +595,10 @@ class Zygote:
             return int(self._attached["reply_fd"])
         return self._proc.stdout.fileno() if self._proc is not None and self._proc.stdout is not None else None
 
-    def _send(self, message: dict) -> None:
+    def _send(self, message: dict, *, new_line: bool = False) -> None:
         fd = self._request_fd()
         assert fd is not None
-        data = (json.dumps(message) + "\n").encode()
+        data = ("\n" if new_line else "").encode() + (json.dumps(message) + "\n").encode()
         while data:
             data = data[os.write(fd, data) :]
 
@@ -706,12 +698,21 @@ def _descends_from(pid: int, root: int) -> bool:
 
 
 # ------------------------------------------------------------------ child side
-def _set_parent_death_signal() -> None:
-    """Die with the parent (Linux): a killed worker must not leave orphaned measurements running."""
+def _prctl(option: int, value: int) -> None:
     with contextlib.suppress(Exception):
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _set_parent_death_signal() -> None:
+    """Die with the parent (Linux): a killed worker must not leave orphaned measurements running."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _apply_limits(limits: Mapping[str, Any]) -> None:
@@ -768,17 +769,6 @@ def _child_main(spec_path: str) -> None:
     sys.stderr.flush()
     # Skip interpreter teardown: lingering compile-worker pools or non-daemon threads must not hang the exit.
     os._exit(0)
-
-
-def _prctl(option: int, value: int) -> None:
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(option, value, 0, 0, 0)
-
-
-_PR_SET_DUMPABLE = 4
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 def _zygote_main(spec_path: str) -> None:
@@ -899,19 +889,15 @@ def _clean_zygote_sandbox(sandboxed: bool) -> dict:
     """Inside the zygote: kill and reap every descendant, then (in a sandbox: its own /tmp, /dev/shm and IPC
     namespace) empty the temporary directories and remove System V IPC objects. {"clean": bool, "reason": ...}."""
     left = kill_descendants(os.getpid())
-    while True:
-        try:
-            if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                break
-        except ChildProcessError:
-            break
+    _reap(None, lambda message: None)  # no child is being waited for: nothing to report
     if left:
         return {"clean": False, "reason": f"{len(left)} process(es) of the last job survived SIGKILL"}
     if not sandboxed:
         return {"clean": True}  # not isolated: /tmp is the host's, not the zygote's to empty
     mounts = _mount_points()  # the binds of the scratch directory and the inbox (the host empties those)
     for directory in _SANDBOX_TEMP_DIRS:
-        _empty_around_mounts(Path(directory), mounts)
+        for entry in _entries_around_mounts(Path(directory), mounts):
+            _remove(entry)
     leftovers = [str(e) for d in _SANDBOX_TEMP_DIRS for e in _entries_around_mounts(Path(d), mounts)]
     if leftovers:
         return {"clean": False, "reason": f"could not remove {', '.join(leftovers[:3])}"}
@@ -940,11 +926,6 @@ def _entries_around_mounts(directory: Path, mounts: set[str]) -> list[Path]:
             else:
                 found.append(entry)
     return found
-
-
-def _empty_around_mounts(directory: Path, mounts: set[str]) -> None:
-    for entry in _entries_around_mounts(directory, mounts):
-        _remove(entry)
 
 
 def _remove_sysv_ipc() -> bool:
