@@ -145,13 +145,10 @@ def test_npu_op_without_fake_kernel_is_untraceable(folder: Path) -> None:
     assert custom["has_fake_kernel"] is False
     assert custom["coverage"]["inductor"] == "untraceable"
     assert any("npu.test_rms_norm_nofake.default has no known fake" in warning for warning in result["warnings"])
-    # the decomposition failure is reported with run_decompositions' own exception, not a guessed op
-    assert any(
-        "decomposing the graph failed (UnsupportedOperatorException: npu.test_rms_norm_nofake.default" in w
-        for w in result["warnings"]
-    )
-    linear = _op(result, "aten.linear.default")["coverage"]  # not derivable: the table's status stands
-    assert "torchair_via" not in linear and linear["torchair"] == coverage.torchair_status("aten.linear.default")
+    # torch.compile breaks the graph around the op and still decomposes the linear layers in the graphs on either
+    # side: each call is decomposed on its own, so the op without a fake kernel does not hide what linear becomes
+    assert not any("decomposing the graph failed" in warning for warning in result["warnings"])
+    assert_judged_on_received_ops(_op(result, "aten.linear.default"))
     breaks = result["graph_breaks"]
     if breaks["analysed"]:  # this torch breaks the graph around the op; older ones fail the compile outright
         assert breaks["count"] >= 1 and "fake" in breaks["reasons"][0]["reason"]

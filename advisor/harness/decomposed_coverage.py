@@ -11,15 +11,21 @@ kernel of every such op (`OpOverload.decompose`) and applies the backend's decom
 - Inductor passes `select_decomp_table()`.
 
 `ep.run_decompositions` with the same tables reproduces those graphs (checked against a captured AOTAutograd
-forward graph), and `node.meta["from_node"]` maps each resulting node back to the exported node it came from.
+forward graph), and `node.meta["from_node"]` maps each resulting node back to the exported node it came from. The
+inspection traces each distinct call on its own instead (the same answer, checked against the whole-graph
+decomposition in tests/test_decomposed_coverage.py, at a fraction of the cost for a model of repeated layers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import contextlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
+from torch._C import DispatchKey
+from torch.utils import _pytree as pytree
 
 from advisor.core.schema import OpInfo
 from advisor.core.text import first_line
@@ -31,6 +37,19 @@ ERROR_LINE_CHARS = 500  # an error's first line, as a coverage warning quotes it
 EXPORT_ONLY_OPS = frozenset({"aten._assert_tensor_metadata.default"})
 
 DecompTable = Mapping[Any, Callable[..., Any]]
+
+
+class CompilerTable(dict):
+    """A decomposition table, plus the Python kernels the compiler's package re-registers on import: TorchAir's
+    `adjust_implicit_decomposition` pops the Python CompositeImplicitAutograd/Autograd kernels of some ops (None
+    here) and replaces others', which changes what AOTAutograd's Python dispatcher decomposes."""
+
+    python_kernels: dict[Any, Callable[..., Any] | None]
+
+    def __init__(self, table: Mapping[Any, Callable[..., Any]], python_kernels: Mapping[Any, Any] = {}) -> None:  # noqa: B006
+        super().__init__(table)
+        self.python_kernels = dict(python_kernels)
+
 
 # What a decomposed op can turn into that Inductor cannot generate code for.
 _INDUCTOR_WEAK = {
@@ -138,8 +157,26 @@ def received_ops(
     program: torch.export.ExportedProgram, op_names: Iterable[str], table: DecompTable
 ) -> dict[str, list[str] | None]:
     """For each op name of `program`'s graph in `op_names`: the ops its nodes become after decomposing with `table`
-    (first-seen order, Python builtins such as getitem left out; `[]` when they vanish), or None when some node of
-    the decomposed graph cannot be traced back, so an empty answer cannot be trusted."""
+    (first-seen order, Python builtins such as getitem left out; `[]` when they vanish), or None when the answer
+    cannot be trusted (see `received_ops_whole_program`).
+
+    Each distinct call (op, argument shapes/dtypes/strides, constant arguments) is decomposed on its own, as
+    AOTAutograd would decompose it inside the whole graph: a BERT-base's 12 identical layers are one trace, not
+    twelve, which is what makes `inspect` cost about one load (benchmarks/inspect_floor.py). When a call cannot be
+    traced on its own (no fake value recorded for an argument...), the whole graph is decomposed instead."""
+    wanted = set(op_names)
+    try:
+        return _received_per_call(program, wanted, table)
+    except Exception:  # noqa: BLE001 - the whole-graph decomposition is the reference; it reports its own failure
+        return received_ops_whole_program(program, wanted, table)
+
+
+def received_ops_whole_program(
+    program: torch.export.ExportedProgram, op_names: Iterable[str], table: DecompTable
+) -> dict[str, list[str] | None]:
+    """`received_ops` by decomposing the whole graph (`ep.run_decompositions`) and following each resulting node's
+    `from_node` provenance back to the exported node it came from. None for an op when some node of the decomposed
+    graph cannot be traced back, so an empty answer cannot be trusted."""
     wanted = set(op_names)
     originals = {node.name: op_name(node.target) for node in _call_nodes(program)}
     decomposed = program.run_decompositions(dict(table))
@@ -154,7 +191,139 @@ def received_ops(
     return {name: list(ops) if ops or not untraced else None for name, ops in via.items()}
 
 
-def torchair_table() -> dict[Any, Callable[..., Any]]:
+def _received_per_call(
+    program: torch.export.ExportedProgram, wanted: set[str], table: DecompTable
+) -> dict[str, list[str] | None]:
+    """`received_ops`, one trace per distinct call. Raises when a call cannot be traced on its own."""
+    representatives: dict[tuple, list[torch.fx.Node]] = {}
+    for node in _live_call_nodes(program):
+        if op_name(node.target) in wanted:
+            calls = _with_view_chain(node)
+            representatives.setdefault(tuple(_call_signature(call) for call in calls), calls)
+    via: dict[str, dict[str, None]] = {name: {} for name in wanted}
+    for calls in representatives.values():
+        for target in _decompose_last_call(calls, table):
+            via[op_name(calls[-1].target)][target] = None
+    return {name: list(ops) for name, ops in via.items()}
+
+
+def _live_call_nodes(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
+    """`_call_nodes` whose results reach an output or that have side effects: the whole-graph decomposition
+    removes the rest as dead code (e.g. the pooler of a BERT whose forward returns only its hidden states)."""
+    live: set[torch.fx.Node] = set()
+    for module in program.graph_module.modules():
+        if isinstance(module, torch.fx.GraphModule):
+            pending = [node for node in module.graph.nodes if node.op == "output" or node.is_impure()]
+            while pending:
+                node = pending.pop()
+                if node not in live:
+                    live.add(node)
+                    pending.extend(node.all_input_nodes)
+    return [node for node in _call_nodes(program) if node in live]
+
+
+def _with_view_chain(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """[view calls..., node]: an in-place op on a view is functionalized against the view's base (the view is
+    replayed after it), so its trace needs the views that made its arguments; any other call is traced alone."""
+    if not (isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable):
+        return [node]
+    chain: list[torch.fx.Node] = []
+    pending = list(node.all_input_nodes)
+    while pending:
+        source = pending.pop()
+        if source.op == "call_function" and getattr(source.target, "is_view", False) and source not in chain:
+            chain.append(source)
+            pending.extend(source.all_input_nodes)
+    order = {graph_node: index for index, graph_node in enumerate(node.graph.nodes)}
+    return sorted(chain, key=order.__getitem__) + [node]
+
+
+def _call_signature(node: torch.fx.Node) -> tuple:
+    """What a decomposition can depend on: the op, its tensors' shapes, strides, dtypes and devices, the rest."""
+    flat, spec = pytree.tree_flatten((node.args, node.kwargs))
+    return (op_name(node.target), str(spec), tuple(_argument_key(item) for item in flat))
+
+
+def _argument_key(item: Any) -> tuple:
+    if not isinstance(item, torch.fx.Node):
+        return ("constant", repr(item))
+    value = item.meta.get("val")
+    if isinstance(value, torch.Tensor):
+        return ("tensor", str(tuple(value.shape)), str(value.stride()), str(value.dtype), str(value.device))
+    return ("value", repr(value))
+
+
+def _decompose_last_call(calls: list[torch.fx.Node], table: DecompTable) -> list[str]:
+    """The ops the last of `calls` becomes: what the chain traces to, less what the chain before it traces to."""
+    whole = _trace_calls(calls, table)
+    remaining = Counter(whole) - Counter(_trace_calls(calls[:-1], table) if len(calls) > 1 else [])
+    ops = []
+    for name in reversed(whole):  # the replayed views come last: keep the last occurrences
+        if remaining[name] > 0:
+            remaining[name] -= 1
+            ops.append(name)
+    return ops[::-1]
+
+
+def _trace_calls(calls: list[torch.fx.Node], table: DecompTable) -> list[str]:
+    """The ops `calls` (in graph order) become under AOTAutograd with `table`, traced on the fake values export
+    recorded for their inputs: CompositeImplicitAutograd kernels through the Python dispatcher (where torch
+    registers its Python decompositions, e.g. inference dropout -> clone), functionalized as AOTAutograd does
+    (add_ -> add), dead nodes removed (a batch norm's unused statistics)."""
+    from torch._functorch._aot_autograd.functional_utils import from_fun, to_fun
+    from torch._subclasses.functional_tensor import FunctionalTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    inside = set(calls)
+    inputs = list(dict.fromkeys(source for call in calls for source in call.all_input_nodes if source not in inside))
+    values = [source.meta.get("val") for source in inputs]
+    if any(value is None for value in values):
+        raise ValueError(f"{calls[-1].name}: an argument has no recorded value")
+
+    def replay(*traced_inputs: Any) -> Any:
+        with FunctionalTensorMode():
+            env = {
+                source: to_fun(value) if isinstance(value, torch.Tensor) else value
+                for source, value in zip(inputs, traced_inputs, strict=True)
+            }
+            for call in calls:
+                args, kwargs = torch.fx.node.map_arg((call.args, call.kwargs), env.__getitem__)
+                env[call] = call.target(*args, **kwargs)
+            result = env[calls[-1]]
+        return pytree.tree_map(lambda value: from_fun(value) if isinstance(value, torch.Tensor) else value, result)
+
+    with _python_kernels_replaced(getattr(table, "python_kernels", {})):  # make_fx enables the Python dispatcher
+        traced = make_fx(replay, decomposition_table=dict(table), tracing_mode="symbolic")(*values)
+    traced.graph.eliminate_dead_code()
+    return [
+        op_name(node.target)
+        for node in traced.graph.nodes
+        if node.op == "call_function"
+        and isinstance(node.target, torch._ops.OpOverload | torch._ops.HigherOrderOperator)
+    ]
+
+
+@contextlib.contextmanager
+def _python_kernels_replaced(kernels: Mapping[Any, Callable[..., Any] | None]) -> Iterator[None]:
+    """Re-register Python kernels as a compiler package does on import (None: removed), for one trace only."""
+    keys = (DispatchKey.CompositeImplicitAutograd, DispatchKey.Autograd)
+    saved = {op: {key: op.py_kernels[key] for key in keys if key in op.py_kernels} for op in kernels}
+    try:
+        for op, kernel in kernels.items():
+            for key in saved[op]:
+                if kernel is None:
+                    del op.py_kernels[key]
+                else:
+                    op.py_kernels[key] = kernel
+            op._dispatch_cache.clear()
+        yield
+    finally:
+        for op, previous in saved.items():
+            op.py_kernels.update(previous)
+            op._dispatch_cache.clear()
+
+
+def torchair_table() -> CompilerTable:
     """What AOTAutograd applies for TorchAir: every CompositeImplicitAutograd kernel, with TorchAir's patch."""
     from torch._export.utils import _collect_all_valid_cia_ops, _get_decomp_for_cia
 
@@ -162,11 +331,13 @@ def torchair_table() -> dict[Any, Callable[..., Any]]:
     table = {op: _get_decomp_for_cia(op) for op in _collect_all_valid_cia_ops()}
     table.pop(aten.upsample_nearest2d.default, None)  # TorchAir removes its Python CIA kernel: kept whole
     table[aten.upsample_nearest2d.vec] = _upsample_nearest2d_vec
-    return table
+    kernels = {aten.upsample_nearest2d.default: None, aten.upsample_nearest2d.vec: _upsample_nearest2d_vec}
+    return CompilerTable(table, kernels)
 
 
 def inductor_table() -> dict[Any, Callable[..., Any]]:
     """What AOTAutograd applies for Inductor: every CompositeImplicitAutograd kernel, then Inductor's table."""
+    import torch._inductor.lowering  # noqa: F401 - Inductor's max-pool decomposition asks it, without importing it
     from torch._export.utils import _collect_all_valid_cia_ops, _get_decomp_for_cia
     from torch._inductor.decomposition import select_decomp_table
 
