@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,13 +20,14 @@ from workers.warm_sandbox import KeptZygote
 
 # Every test run gets its own Inductor cache so cold/warm compile numbers mean what they say; the workers of one
 # pytest-xdist run share it, so in-process compiles pay Inductor's CPU-feature probe and header build once per run.
-_RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-if _RUN_ID:
-    _cache = Path(tempfile.gettempdir()) / f"npu-advisor-inductor-{_RUN_ID}"
-    _cache.mkdir(exist_ok=True)
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(_cache))
-else:
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="npu-advisor-inductor-"))
+# The process that starts the run (xdist's controller, or pytest without xdist) names it and removes the run's
+# directories when the run ends; its workers find the name in PYTEST_XDIST_TESTRUNUID.
+_WORKER = "PYTEST_XDIST_WORKER" in os.environ
+_RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID") if _WORKER else uuid.uuid4().hex
+_CACHE = Path(tempfile.gettempdir()) / f"npu-advisor-inductor-{_RUN_ID}"
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    _CACHE.mkdir(exist_ok=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(_CACHE)
 
 
 # Tests time in short windows, as the end-to-end services do (tests/service_env.py), unless a test passes its own
@@ -34,6 +37,11 @@ for _name, _value in FAST_TIMING_ENV.items():
     os.environ.setdefault(_name, _value)
 
 _EXCLUSIVE_KEY = pytest.StashKey[int]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not _WORKER and getattr(config.option, "testrunuid", "unset") is None:
+        config.option.testrunuid = _RUN_ID  # the name xdist hands its workers
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -50,7 +58,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         return (yield)
     finally:
-        if _RUN_ID and _is_exclusive(item):
+        if _WORKER and _is_exclusive(item):
             with open(_shared_dir() / "exclusive.done", "a") as done:
                 done.write(item.nodeid + "\n")
 
@@ -149,6 +157,9 @@ _SHARED: list[KeptZygote] = []  # one, once a test asked for a zygote
 def pytest_sessionfinish(session: pytest.Session) -> None:
     for kept in _SHARED:
         kept.close()
+    if not _WORKER:  # the run is over: its shared Inductor cache and its workers' shared directory go
+        for path in (_CACHE, Path(tempfile.gettempdir()) / f"npu-advisor-tests-{_RUN_ID}"):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
