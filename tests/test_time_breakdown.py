@@ -74,9 +74,8 @@ def test_what_the_profiler_cannot_see_is_said():
 
 
 def test_profiled_calls_last_about_a_quarter_second_within_bounds():
-    assert (
-        profile_calls(1e-6) == 100 and profile_calls(0.01) == 25 and profile_calls(2.0) == 3 and profile_calls(0) == 100
-    )
+    assert profile_calls(0.05) == 5 and profile_calls(2.0) == 3  # a quarter second, at least 3 calls
+    assert profile_calls(1e-6) == profile_calls(0) == 20  # small models: at most 20 (reading events back is costly)
 
 
 def test_on_cuda_kernels_are_either_generated_or_library_ones():
