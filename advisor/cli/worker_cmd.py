@@ -11,13 +11,13 @@ import logging
 import os
 import shutil
 import socket
-import tempfile
 from pathlib import Path
 
 import typer
 
 from advisor.cli.client import TOKEN_ENV
 from advisor.cli.token_file import read_token
+from advisor.harness.owned_temp import owned_temp_dir, sweep_stale_temp_dirs
 
 
 def worker(
@@ -76,13 +76,15 @@ def worker(
     if skipped:
         typer.echo(f"not usable here: {skipped}", err=True)
     stage_options = {"timeout_s": stage_timeout_s, "memory_limit_mb": memory_limit_mb}
+    if stale := sweep_stale_temp_dirs():  # a killed worker's job files (an OOM kill cannot clean up)
+        typer.echo(f"removed {len(stale)} temporary directories of worker processes that were killed", err=True)
     own_work_dir = work_dir is None
     config = AgentConfig(
         name=name or f"{socket.gethostname()}-{capabilities.device_kind}",
         device=capabilities.device_kind,
         backends=capabilities.backends,
         environment={**capabilities.environment, "isolation": isolation.describe()},
-        work_dir=work_dir or Path(tempfile.mkdtemp(prefix="npu-advisor-worker-")),
+        work_dir=work_dir or Path(owned_temp_dir("npu-advisor-worker-")),
         grace_s=grace_s,
         max_jobs=max_jobs,
         warm_sandbox=not cold,

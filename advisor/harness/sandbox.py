@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 from advisor.harness import safe_unpickle
 from advisor.harness.isolation import Isolation, resolve_isolation
+from advisor.harness.owned_temp import owned_temp_dir
 from advisor.harness.process_tree import kill_descendants, running
 
 SandboxStatus = Literal[
@@ -145,7 +146,7 @@ def run_in_sandbox(
         zygote = None  # the zygote's sandbox cannot see what this child needs
     isolation = zygote.isolation if zygote is not None else (isolation or resolve_isolation())
     scratch_root = zygote.scratch if zygote is not None else None
-    workdir = Path(tempfile.mkdtemp(prefix="advisor-sandbox-", dir=scratch_root))
+    workdir = Path(owned_temp_dir("advisor-sandbox-", dir=scratch_root))
     label = f"stage {stage!r}" if stage else f"{target}"
     limits = limits or ChildLimits(memory_mb=memory_limit_mb)
     try:
@@ -354,7 +355,7 @@ class Zygote:
         self.isolation = isolation or resolve_isolation()
         self.readable = [os.path.abspath(p) for p in readable]
         # the one writable directory of its sandbox: every child's work directory and caches live under it
-        self.scratch = tempfile.mkdtemp(prefix="advisor-job-")
+        self.scratch = owned_temp_dir("advisor-job-")  # a killed owner's is removed by the next worker
         self._attached: dict | None = None  # the handle of a zygote another process owns (Zygote.attach)
         self._env: dict[str, str] = {}
         self.pid: int | None = None  # on the host: the zygote interpreter itself (not bubblewrap around it)
