@@ -46,9 +46,9 @@ class CompilerTable(dict):
 
     python_kernels: dict[Any, Callable[..., Any] | None]
 
-    def __init__(self, table: Mapping[Any, Callable[..., Any]], python_kernels: Mapping[Any, Any] = {}) -> None:  # noqa: B006
+    def __init__(self, table: DecompTable, python_kernels: Mapping[Any, Any] | None = None) -> None:
         super().__init__(table)
-        self.python_kernels = dict(python_kernels)
+        self.python_kernels = dict(python_kernels or {})
 
 
 # What a decomposed op can turn into that Inductor cannot generate code for.
