@@ -27,7 +27,7 @@ HERE = "tests.test_warm_sandbox"
 # ------------------------------------------------------------------ targets (run inside the sandbox)
 def leave_traces(marker: str) -> dict:
     """What a hostile job leaves behind: a daemon in a session of its own, files in every writable place, a System V
-    shared memory segment."""
+    shared memory segment, a POSIX message queue holding a message."""
     scratch = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).parents[1]
     written = []
     for directory in ("/tmp", "/dev/shm", str(scratch)):
@@ -36,6 +36,8 @@ def leave_traces(marker: str) -> dict:
             written.append(str(Path(directory, marker)))
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     segment = libc.shmget(0, 4096, 0o1000 | 0o600)  # IPC_PRIVATE, IPC_CREAT
+    queue = _librt().mq_open(f"/{marker}".encode(), os.O_CREAT | os.O_WRONLY, 0o600, None)
+    sent = queue >= 0 and _librt().mq_send(queue, b"left by the last job", 20, 0) == 0
     read_end, write_end = os.pipe()
     if os.fork() == 0:  # the daemon: a session of its own, a grandchild re-parented away from the child
         os.setsid()
@@ -44,7 +46,11 @@ def leave_traces(marker: str) -> dict:
             time.sleep(300)
         os._exit(0)
     daemon = int(os.read(read_end, 32))
-    return {"written": written, "segment": segment, "daemon": daemon}
+    return {"written": written, "segment": segment, "daemon": daemon, "queue_sent": sent}
+
+
+def _librt() -> ctypes.CDLL:
+    return ctypes.CDLL("librt.so.1", use_errno=True)
 
 
 def look_for_traces(marker: str, daemon: int, model: str) -> dict:
@@ -56,10 +62,12 @@ def look_for_traces(marker: str, daemon: int, model: str) -> dict:
     except ProcessLookupError:
         daemon_alive = False
     segments = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    queue = _librt().mq_open(f"/{marker}".encode(), os.O_RDONLY, 0, None)
     return {
         "found": found,
         "daemon_alive": daemon_alive,
         "segments": len(segments),
+        "queue_open": queue >= 0,
         "model_visible": Path(model).exists(),
     }
 
@@ -153,13 +161,20 @@ def test_nothing_a_job_leaves_behind_reaches_the_next_job(warm: WarmSandbox) -> 
     left = job(warm, "job-a", "leave_traces", {"marker": "planted-by-a"})
     assert left.status == "ok", left
     assert len(left.value["written"]) >= 2 and left.value["segment"] >= 0  # /tmp and scratch at least
+    assert left.value["queue_sent"]
     model_a = str(warm.inbox / "job-a" / "model")
     warm.after_job()
     seen = job(
         warm, "job-b", "look_for_traces", {"marker": "planted-by-a", "daemon": left.value["daemon"], "model": model_a}
     )
     assert seen.status == "ok", seen
-    assert seen.value == {"found": [], "daemon_alive": False, "segments": 0, "model_visible": False}
+    assert seen.value == {
+        "found": [],
+        "daemon_alive": False,
+        "segments": 0,
+        "queue_open": False,
+        "model_visible": False,
+    }
     assert warm.starts == starts  # the same zygote, made clean - not a new one
     warm.after_job()
 

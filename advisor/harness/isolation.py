@@ -111,6 +111,8 @@ class Isolation:
             "/proc",
             "--dev",
             "/dev",
+            "--mqueue",  # the IPC namespace's POSIX message queues, where a warm zygote's reset can see them
+            "/dev/mqueue",
             "--tmpfs",
             "/tmp",
         ]

@@ -883,12 +883,15 @@ def _fork_child(request: dict, added: Mapping[str, str], replies: int) -> int:
     return pid
 
 
-_SANDBOX_TEMP_DIRS = ("/tmp", "/dev/shm")
+# emptied between the jobs of a warm zygote; /dev/mqueue lists the IPC namespace's POSIX message queues (unlinking
+# one there removes the queue), as bubblewrap mounts it (advisor.harness.isolation)
+_SANDBOX_TEMP_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
 
 
 def _clean_zygote_sandbox(sandboxed: bool) -> dict:
     """Inside the zygote: kill and reap every descendant, then (in a sandbox: its own /tmp, /dev/shm and IPC
-    namespace) empty the temporary directories and remove System V IPC objects. {"clean": bool, "reason": ...}."""
+    namespace) empty the temporary directories, remove POSIX message queues and System V IPC objects.
+    {"clean": bool, "reason": ...}."""
     left = kill_descendants(os.getpid())
     _reap(None, lambda message: None)  # no child is being waited for: nothing to report
     if left:
