@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import JSON, Column, Index, text
+from sqlalchemy import JSON, BigInteger, Column, Index, Integer, text
 from sqlmodel import Field, SQLModel
 
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
@@ -26,7 +26,8 @@ class ArtifactBase(SQLModel):
     sha256: str = Field(primary_key=True, max_length=64)
     kind: str = Field(default="model", max_length=16)  # "model" | "inputs"
     format: str | None = Field(default=None, max_length=32)  # "exported_program" | "torchscript" for models
-    size_bytes: int
+    # uploads may pass 2 GiB, where PostgreSQL's INTEGER stops (SQLite's INTEGER holds 8 bytes already)
+    size_bytes: int = Field(sa_type=BigInteger().with_variant(Integer(), "sqlite"))
     entries: int | None = None
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
@@ -15,6 +19,8 @@ from app.db import (
     head_revision,
     upgrade_database,
 )
+
+from .conftest import postgres_to_ourselves
 
 
 def test_upgrade_from_empty_reaches_head_and_is_idempotent(tmp_path):
@@ -101,3 +107,39 @@ def test_migration_0003_makes_every_existing_job_a_measure_job(tmp_path):
         assert db.execute(text("SELECT id, device_kind FROM job")).all() == [(1, "npu")]
     engine.dispose()
     command.upgrade(config, "head")
+
+
+@pytest.fixture
+def postgres_engine() -> Iterator:
+    url = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("needs a PostgreSQL server: set ADVISOR_TEST_POSTGRES_URL=postgresql+psycopg://...")
+    from sqlalchemy import text
+
+    with postgres_to_ourselves():
+        engine = create_db_engine(url)
+        with engine.begin() as connection:
+            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+        yield engine
+        engine.dispose()
+
+
+def test_on_postgresql_the_migrations_match_the_models_and_a_3_gib_upload_is_stored(postgres_engine):
+    """The upload cap defaults to 4 GiB; PostgreSQL's INTEGER stops at 2 GiB, so the size column is BIGINT there."""
+    from datetime import UTC, datetime
+
+    from sqlmodel import Session
+
+    import app.models
+    from app.settings import Settings
+
+    assert upgrade_database(postgres_engine) == head_revision()
+    with postgres_engine.connect() as connection:
+        assert compare_metadata(MigrationContext.configure(connection), SQLModel.metadata) == []
+    size = 3 * 2**30
+    assert size <= Settings().max_upload_bytes
+    with Session(postgres_engine) as session:
+        session.add(app.models.Artifact(sha256="a" * 64, size_bytes=size, created_at=datetime.now(UTC)))
+        session.commit()
+    with Session(postgres_engine) as session:
+        assert session.get(app.models.Artifact, "a" * 64).size_bytes == size
