@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -133,3 +134,19 @@ def postgres_to_ourselves() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def empty_postgres() -> Iterator[str]:
+    """ADVISOR_TEST_POSTGRES_URL with an empty schema, ours until the block ends (the test skips without it)."""
+    url = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("needs a PostgreSQL server: set ADVISOR_TEST_POSTGRES_URL=postgresql+psycopg://...")
+    from sqlalchemy import text
+
+    with postgres_to_ourselves():
+        engine = create_db_engine(url)
+        with engine.begin() as connection:
+            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+        engine.dispose()
+        yield url

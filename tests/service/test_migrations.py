@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -20,7 +19,7 @@ from app.db import (
     upgrade_database,
 )
 
-from .conftest import postgres_to_ourselves
+from .conftest import empty_postgres
 
 
 def test_upgrade_from_empty_reaches_head_and_is_idempotent(tmp_path):
@@ -111,15 +110,8 @@ def test_migration_0003_makes_every_existing_job_a_measure_job(tmp_path):
 
 @pytest.fixture
 def postgres_engine() -> Iterator:
-    url = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("needs a PostgreSQL server: set ADVISOR_TEST_POSTGRES_URL=postgresql+psycopg://...")
-    from sqlalchemy import text
-
-    with postgres_to_ourselves():
+    with empty_postgres() as url:
         engine = create_db_engine(url)
-        with engine.begin() as connection:
-            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
         yield engine
         engine.dispose()
 

@@ -4,7 +4,6 @@ session per actor on a temp-file SQLite database (and on PostgreSQL when ADVISOR
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections import Counter
 
@@ -15,33 +14,16 @@ from app.db import create_db_engine, upgrade_database
 from app.job_queue import InvalidTransition, JobQueue, QueuePolicy, StaleLease, WorkerNotFound
 from app.models import Job, JobEvent
 
-from .conftest import FakeClock, add_analysis, new_session, postgres_to_ourselves
+from .conftest import FakeClock, add_analysis, empty_postgres, new_session
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def engine(request: pytest.FixtureRequest, db_url: str):  # noqa: ANN201 - overrides conftest's engine
-    if request.param == "sqlite":
-        url = db_url
-    else:
-        url = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
-        if not url:
-            pytest.skip("needs a PostgreSQL server: set ADVISOR_TEST_POSTGRES_URL=postgresql+psycopg://...")
-    with postgres_to_ourselves() if request.param == "postgresql" else contextlib.nullcontext():
-        if request.param == "postgresql":
-            _reset_postgres(url)
+    with empty_postgres() if request.param == "postgresql" else contextlib.nullcontext(db_url) as url:
         engine = create_db_engine(url)
         upgrade_database(engine)
         yield engine
         engine.dispose()
-
-
-def _reset_postgres(url: str) -> None:
-    from sqlalchemy import text
-
-    engine = create_db_engine(url)
-    with engine.begin() as connection:
-        connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-    engine.dispose()
 
 
 def enqueue(engine: Engine, queue: JobQueue, clock: FakeClock, **kwargs) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from sqlalchemy import event, func, select, text
+from sqlalchemy import event, func, select
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
@@ -21,7 +21,7 @@ from app.analyses import collect_orphans
 from app.models import Analysis, Artifact, Job
 from app.storage import ArtifactStore
 
-from .conftest import postgres_to_ourselves, stored_files
+from .conftest import empty_postgres, stored_files
 from .synthetic_models import exported_program_bytes
 
 CPU_CONTEXT = json.dumps({"stage": "production", "target": "cpu"})
@@ -96,16 +96,7 @@ def database_url(request: pytest.FixtureRequest, db_url: str) -> Iterator[str]:
     if request.param == "sqlite":
         yield db_url
         return
-    url = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("needs a PostgreSQL server: set ADVISOR_TEST_POSTGRES_URL=postgresql+psycopg://...")
-    from app.db import create_db_engine
-
-    with postgres_to_ourselves():
-        engine = create_db_engine(url)
-        with engine.begin() as connection:
-            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-        engine.dispose()
+    with empty_postgres() as url:
         yield url
 
 
