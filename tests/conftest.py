@@ -25,6 +25,7 @@ from workers.warm_sandbox import KeptZygote
 _WORKER = "PYTEST_XDIST_WORKER" in os.environ
 _RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID") if _WORKER else uuid.uuid4().hex
 _CACHE = Path(tempfile.gettempdir()) / f"npu-advisor-inductor-{_RUN_ID}"
+_SHARED_DIR = Path(tempfile.gettempdir()) / f"npu-advisor-tests-{_RUN_ID}"  # what the run's xdist workers share
 if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     _CACHE.mkdir(exist_ok=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(_CACHE)
@@ -68,10 +69,8 @@ def _is_exclusive(item: pytest.Item) -> bool:
 
 
 def _shared_dir() -> Path:
-    """A directory every xdist worker of this run shares."""
-    path = Path(tempfile.gettempdir()) / f"npu-advisor-tests-{_RUN_ID}"
-    path.mkdir(exist_ok=True)
-    return path
+    _SHARED_DIR.mkdir(exist_ok=True)
+    return _SHARED_DIR
 
 
 def _wait_for_exclusive_phase(expected: int, limit_s: float = 900.0) -> None:
@@ -91,7 +90,7 @@ def machine_share(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     holds a shared lock; an exclusive one waits for the running ones to end and keeps new ones out (it takes the
     turnstile first, so a stream of shared tests cannot starve it). The exclusive tests run first and the others
     start after all of them. Without xdist there is nothing to share."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
+    if not _WORKER:
         yield
         return
     root = tmp_path_factory.getbasetemp().parent  # shared by every worker of this run
@@ -158,7 +157,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     for kept in _SHARED:
         kept.close()
     if not _WORKER:  # the run is over: its shared Inductor cache and its workers' shared directory go
-        for path in (_CACHE, Path(tempfile.gettempdir()) / f"npu-advisor-tests-{_RUN_ID}"):
+        for path in (_CACHE, _SHARED_DIR):
             shutil.rmtree(path, ignore_errors=True)
 
 

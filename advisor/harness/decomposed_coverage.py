@@ -328,10 +328,14 @@ def torchair_table() -> CompilerTable:
     from torch._export.utils import _collect_all_valid_cia_ops, _get_decomp_for_cia
 
     aten = torch.ops.aten
-    table = {op: _get_decomp_for_cia(op) for op in _collect_all_valid_cia_ops()}
-    table.pop(aten.upsample_nearest2d.default, None)  # TorchAir removes its Python CIA kernel: kept whole
-    table[aten.upsample_nearest2d.vec] = _upsample_nearest2d_vec
+    # TorchAir removes .default's Python CIA kernel (kept whole) and re-points .vec at .default
     kernels = {aten.upsample_nearest2d.default: None, aten.upsample_nearest2d.vec: _upsample_nearest2d_vec}
+    table = {op: _get_decomp_for_cia(op) for op in _collect_all_valid_cia_ops()}
+    for op, kernel in kernels.items():  # the whole-graph decomposition sees the patch through the table
+        if kernel is None:
+            table.pop(op, None)
+        else:
+            table[op] = kernel
     return CompilerTable(table, kernels)
 
 
