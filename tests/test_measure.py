@@ -158,13 +158,25 @@ def test_npu_test_double_is_labelled_test_double_never_npu(mlp_file, monkeypatch
 def test_inductor_cold_and_warm_compile_are_both_measured(mlp_file):
     policy = TimingPolicy(min_iters=20, min_time_s=0.2, max_time_s=1.0)
     # no re-measure: no timing quality is asserted here, and a noisy host would start a third Inductor child
-    run = measure_model(mlp_file, backends=["inductor:default"], timing=policy, timeout_s=300, remeasure=False)
+    stages: list[str] = []
+    run = measure_model(
+        mlp_file,
+        backends=["inductor:default"],
+        timing=policy,
+        timeout_s=300,
+        remeasure=False,
+        progress=lambda event: stages.append(str(event.get("stage"))),
+    )
     row = _rows(run)["inductor"]
     assert row["status"] == "ok", (row["reason"], row["stderr_tail"])
     assert row["accuracy"]["passed"]
     assert row["graph_count"] == 1 and row["graph_breaks"] == 0
     # A warm FX-graph cache skips C++ codegen and g++: a clearly smaller compile time (facts: ~9 s vs ~1.4 s).
     assert 0 < row["compile_s_warm"] < row["compile_s_cold"] * 0.7
+    # the warm-cache child compiles and checks, and times nothing: its steady latency is the cold child's
+    warm = [stage for stage in stages if stage.startswith("warm cache: ")]
+    assert "warm cache: compiling" in warm and "warm cache: accuracy" in warm
+    assert not any("timing" in stage for stage in warm), warm
     assert row["speedup_vs_eager"] > 0 and row["eager_latency"]["n"] >= 20
     assert "torch.compile" in row["snippet"]
 

@@ -54,6 +54,9 @@ def measure_one(
     _fill_from_child(row, value, is_baseline)
     wall_s, timed_s = cold.wall_s, value.get("timed_s") or 0.0
     if not is_baseline and policy["warm_cache"]:
+        # the warm-cache child compiles again from the cache and calls once; an inference or training child times
+        # nothing more (its compile is its first call minus this row's median latency); a generation child times
+        # one short window per phase, as each phase's compile is its own first call minus its own median
         warm_policy = {
             **policy,
             "min_time_s": min(policy["min_time_s"], 0.2),
@@ -70,7 +73,8 @@ def measure_one(
         wall_s += warm.wall_s
         timed_s += (warm.value or {}).get("timed_s") or 0.0
         if warm.status == "ok" and warm.value.get("first_call_s") is not None:
-            row["compile_s_warm"] = max(0.0, warm.value["first_call_s"] - warm.value["latency"]["median_ms"] / 1e3)
+            latency = warm.value.get("latency") or row["latency"]  # generation: the warm child's decode window
+            row["compile_s_warm"] = max(0.0, warm.value["first_call_s"] - latency["median_ms"] / 1e3)
     return _finish(row, notify, wall_s, timed_s), value.get("environment")
 
 
