@@ -181,6 +181,47 @@ def test_inductor_cold_and_warm_compile_are_both_measured(mlp_file):
     assert "torch.compile" in row["snippet"]
 
 
+def test_a_re_measured_baseline_reads_the_reference_its_first_child_wrote(mlp_file, tmp_path, monkeypatch):
+    """A noisy run times eager again; that child must compare against the first child's reference, not compute the
+    float64 reference and the two eager calls again (nor overwrite the file the other rows were checked against)."""
+    from dataclasses import asdict
+
+    import torch
+
+    from advisor.harness.measurement import child
+
+    stages: list[str] = []
+    monkeypatch.setattr(child, "report_progress", lambda event: stages.append(event["stage"]))
+    reference = tmp_path / "reference.pt"
+    policy = TimingPolicy(min_iters=5, min_time_s=0.05, max_time_s=0.2, warm_cache=False, profile=False)
+    kwargs = {
+        "model_path": mlp_file,
+        "backend_spec": "eager",
+        "mode": "default",
+        "device": "cpu",
+        "workload": "inference",
+        "inputs_file": None,
+        "input_shapes": None,
+        "reference_path": str(reference),
+        "is_baseline": True,
+        "policy": asdict(policy),
+    }
+    first = child.measure_variant(**kwargs)
+    assert first["status"] == "ok" and "reference" in stages and "determinism" in first
+    # a reference the re-measure could only fail against by reading it
+    saved = torch.load(reference, weights_only=True)
+    saved["eager_out"] = [t * 2 + 1 for t in saved["eager_out"]]
+    saved["fp64_out"] = [t * 2 + 1 for t in saved["fp64_out"]]
+    torch.save(saved, reference)
+    tampered = reference.read_bytes()
+    stages.clear()
+    again = child.measure_variant(**kwargs, reference_exists=True)
+    assert "reference" not in stages and "determinism" not in again
+    assert again["status"] == "fail_accuracy", "the existing reference was not the one compared against"
+    assert reference.read_bytes() == tampered, "the re-measure overwrote the reference"
+    assert again["latency"]["n"] >= 5
+
+
 # ------------------------------------------------------------------ the device layer
 @pytest.mark.parametrize("kind", ["cpu", "npu"])
 def test_torch_npu_without_an_npu_gets_backend_autoload_switched_off_before_torch_is_imported(monkeypatch, kind):

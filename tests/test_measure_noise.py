@@ -29,9 +29,11 @@ def fake_children(monkeypatch: pytest.MonkeyPatch, timings: dict[str, list[float
     calls: list[tuple[str, str]] = []
 
     def measure_one(
-        spec: str, mode: str, is_baseline: bool, *args: Any, stage: str = "cold", **_: Any
+        spec: str, mode: str, is_baseline: bool, common: dict, *args: Any, stage: str = "cold", **_: Any
     ) -> tuple[dict, dict]:
         calls.append((spec, stage))
+        reference_exists = common.get("reference_exists", False)
+        assert reference_exists == (stage == "re-measure"), "a re-measure must read the first reference, not redo it"
         eager_ms = timings[spec].pop(0)
         if is_baseline:
             row = measurement("eager", median_ms=eager_ms, device="cpu")
@@ -59,6 +61,14 @@ def test_a_row_whose_eager_drifted_is_timed_once_more_and_the_quieter_timing_kep
     quality = result["quality"]
     assert quality["remeasured"] == ["inductor:default"] and quality["kept"] == {"inductor:default": "second"}
     assert not quality["noisy"] and not noise.is_noisy(result)
+
+
+def test_an_eager_baseline_that_drifted_is_timed_again_reading_the_reference_it_wrote(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    calls = fake_children(monkeypatch, {"eager": [3.0, 1.0], "inductor": [1.0]})  # eager saw a neighbour
+    result = run_once(tmp_path)
+    assert calls == [("eager", "cold"), ("inductor", "cold"), ("eager", "re-measure")]  # fake_children's assertion
+    assert result["quality"]["kept"] == {"eager:default": "second"}
 
 
 def test_re_measuring_is_bounded_and_what_stays_noisy_is_reported(monkeypatch, tmp_path) -> None:

@@ -244,7 +244,14 @@ def _remeasure_noisy(
         if name not in wanted or row["status"] not in ("ok", "fail_accuracy"):
             continue
         again, _ = measure_one(
-            spec, mode, index == 0, common, sandbox, workdir / f"cache-{index}", again_policy, stage="re-measure"
+            spec,
+            mode,
+            index == 0,
+            {**common, "reference_exists": True},  # the baseline's first child wrote it: it is not computed again
+            sandbox,
+            workdir / f"cache-{index}",
+            again_policy,
+            stage="re-measure",
         )
         remeasured.append(name)
         if again["status"] == row["status"] and _noise_score(again, middle) < _noise_score(row, middle):
