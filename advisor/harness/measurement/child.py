@@ -92,8 +92,8 @@ def measure_variant(
     reference_exists: bool = False,
 ) -> dict:
     """One variant's row (see the module docstring). `reference_exists`: the baseline is timed again (a re-measure)
-    and reads the reference its first child wrote instead of computing it again (for BERT-base the float64
-    reference and the two eager calls take over a second)."""
+    and, for inference and training, reads the reference its first child wrote instead of computing it again (for
+    BERT-base the float64 reference and the two eager calls take over a second)."""
     devices.prepare_environment(device)
     from advisor.harness.backends import get_backend
 
@@ -155,9 +155,7 @@ def measure_variant(
             progress=progress,
             warm_run=warm_run,
         )
-        passed = generation["accuracy"]["passed"]
-        reason = None if passed else f"inaccurate generation: {generation['accuracy']['reason']}"
-        return {**result, **generation, "status": "ok" if passed else "fail_accuracy", "reason": reason}
+        return _with_status({**result, **generation}, generation["accuracy"], "generation")
     with torch.no_grad():
         if is_baseline and not reference_exists:
             progress("reference")
@@ -201,7 +199,7 @@ def measure_variant(
             )
         result["accuracy"] = accuracy
         if warm_run:  # it measures the warm compile only: the parent subtracts the cold child's median latency
-            return _with_status(result, accuracy, training=bool(steps))
+            return _with_status(result, accuracy, "gradients" if steps else "output")
 
         progress("timing")
         # eager is the very same callable the backend compiled (ep.module() has its own call overhead)
@@ -227,14 +225,14 @@ def measure_variant(
             dynamo_based = not is_baseline and result["graph_count"] is not None
             static = (lambda: compile_variant(backend, module, inputs, request)) if dynamo_based else None
             result["sweep"] = measure_sweep(sweep, loaded, inputs, fns, dev, timing, static)
-    return _with_status(result, accuracy, training=bool(steps))
+    return _with_status(result, accuracy, "gradients" if steps else "output")
 
 
-def _with_status(result: dict, accuracy: dict, *, training: bool) -> dict:
+def _with_status(result: dict, accuracy: dict, checked: str) -> dict:
+    """The row's status and reason from its accuracy check of `checked` (output, gradients, generation)."""
     passed = accuracy["passed"]
     result["status"] = "ok" if passed else "fail_accuracy"
-    what = "gradients" if training else "output"
-    result["reason"] = None if passed else f"inaccurate {what}: {accuracy.get('reason', '')}"
+    result["reason"] = None if passed else f"inaccurate {checked}: {accuracy.get('reason', '')}"
     return result
 
 
