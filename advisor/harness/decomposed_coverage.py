@@ -10,6 +10,18 @@ kernel of every such op (`OpOverload.decompose`) and applies the backend's decom
   (`_utils/adjust_implicit_decomposition.py` in the torch_npu wheel);
 - Inductor passes `select_decomp_table()`.
 
+In-place ops. torchair's `_npu_backend` (`python/torchair/npu_fx_compiler.py` in github.com/Ascend/torchair, read at
+fced8842) calls `_compile_graph_with_aot`, which hands the graph to
+`torch._functorch.aot_autograd.aot_module_simplified(gm, example_inputs, fw_compiler=..., inference_compiler=...,
+decompositions=<get_npu_default_decompositions() + custom>, keep_inference_input_mutations=
+bool(compiler_config.experimental_config.keep_inference_input_mutations))`, True by default. AOTAutograd always
+functionalizes, so GE never receives `aten.add_.Tensor` / `aten.relu_.default` (whose converters are stubs): an
+in-place op on an intermediate arrives as its functional form (`add.Tensor`, `relu.default`); one that writes a graph
+input (a user input or a buffer) arrives as the functional form plus, with keep_inference_input_mutations, one
+`aten.copy_.default(input, new_value)` at the end of the graph (torchair converts it to `ge.Assign`,
+`_ge_concrete_graph/ge_converter/aten/copy_.py`); with it off, AOTAutograd's runtime wrapper copies outside the graph.
+`_trace_calls` reproduces both (the copy_ as AOTAutograd's `_functionalized_f_helper` writes it).
+
 `ep.run_decompositions` with the same tables reproduces those graphs (checked against a captured AOTAutograd
 forward graph), and `node.meta["from_node"]` maps each resulting node back to the exported node it came from. The
 inspection traces each distinct call on its own instead (the same answer, checked against the whole-graph
@@ -37,6 +49,7 @@ ERROR_LINE_CHARS = 500  # an error's first line, as a coverage warning quotes it
 EXPORT_ONLY_OPS = frozenset({"aten._assert_tensor_metadata.default"})
 
 DecompTable = Mapping[Any, Callable[..., Any]]
+COPY_BACK = "aten.copy_.default"  # how AOTAutograd writes a mutated graph input back (keep_inference_input_mutations)
 
 
 class CompilerTable(dict):
@@ -104,6 +117,13 @@ def describe_error(error: BaseException) -> str:
 def add_table_notes(ops: list[OpInfo]) -> None:
     """`coverage.torchair_note` for each op whose TorchAir status is the table's own and has no note yet."""
     for op in ops:
+        if "torchair_via" not in op["coverage"] and (functional := _functional_form(op["name"])) is not None:
+            # no graph to trace (a TorchScript graph that did not convert): judged by name, and on the cautious side
+            # for a graph input's copy back
+            statuses = [coverage.torchair_status(functional), coverage.torchair_status(COPY_BACK)]
+            op["coverage"]["torchair"] = coverage.worst_torchair_status(statuses)
+            op["coverage"]["torchair_via"] = [functional]
+            op["coverage"]["torchair_note"] = _in_place_note([functional, COPY_BACK])
         if "torchair_note" not in op["coverage"] and "torchair_via" not in op["coverage"]:
             note = coverage.torchair_note(op["name"])
             if note:
@@ -114,7 +134,11 @@ def add_table_notes(ops: list[OpInfo]) -> None:
 
 def _judge_torchair(program: torch.export.ExportedProgram, ops: list[OpInfo]) -> None:
     table = torchair_table()
-    candidates = [op for op in ops if op["name"] not in EXPORT_ONLY_OPS and _decomposed(op["name"], table)]
+    candidates = [
+        op
+        for op in ops
+        if op["name"] not in EXPORT_ONLY_OPS and (_decomposed(op["name"], table) or _in_place(op["name"]))
+    ]
     received = received_ops(program, [op["name"] for op in candidates], table) if candidates else {}
     for op in ops:
         via = [] if op["name"] in EXPORT_ONLY_OPS else received.get(op["name"])
@@ -134,6 +158,8 @@ def _judge_torchair(program: torch.export.ExportedProgram, ops: list[OpInfo]) ->
             op["coverage"]["torchair_note"] = (
                 f"decomposed before TorchAir: no working GE converter for {', '.join(uncovered)}"
             )
+        elif _in_place(op["name"]):
+            op["coverage"]["torchair_note"] = _in_place_note(via)
 
 
 def _judge_inductor(program: torch.export.ExportedProgram, ops: list[OpInfo]) -> list[str]:
@@ -199,7 +225,8 @@ def _received_per_call(
     for node in _live_call_nodes(program):
         if op_name(node.target) in wanted:
             calls = _with_view_chain(node)
-            representatives.setdefault(tuple(_call_signature(call) for call in calls), calls)
+            key = (*(_call_signature(call) for call in calls), _graph_inputs_read(calls))
+            representatives.setdefault(key, calls)
     via: dict[str, dict[str, None]] = {name: {} for name in wanted}
     for calls in representatives.values():
         for target in _decompose_last_call(calls, table):
@@ -238,6 +265,19 @@ def _with_view_chain(node: torch.fx.Node) -> list[torch.fx.Node]:
     return sorted(chain, key=order.__getitem__) + [node]
 
 
+def _graph_inputs_read(calls: list[torch.fx.Node]) -> tuple[bool, ...]:
+    """For a chain ending in an in-place op: which of its inputs are graph inputs (a write to one is copied back at
+    the end of the graph, see the module doc); () for other calls, whose trace does not depend on it."""
+    if not (isinstance(calls[-1].target, torch._ops.OpOverload) and calls[-1].target._schema.is_mutable):
+        return ()
+    return tuple(source.op == "placeholder" for source in _chain_inputs(calls))
+
+
+def _chain_inputs(calls: list[torch.fx.Node]) -> list[torch.fx.Node]:
+    inside = set(calls)
+    return list(dict.fromkeys(source for call in calls for source in call.all_input_nodes if source not in inside))
+
+
 def _call_signature(node: torch.fx.Node) -> tuple:
     """What a decomposition can depend on: the op, its tensors' shapes, strides, dtypes and devices, the rest."""
     flat, spec = pytree.tree_flatten((node.args, node.kwargs))
@@ -269,13 +309,18 @@ def _trace_calls(calls: list[torch.fx.Node], table: DecompTable) -> list[str]:
     """The ops `calls` (in graph order) become under AOTAutograd with `table`, traced on the fake values export
     recorded for their inputs: CompositeImplicitAutograd kernels through the Python dispatcher (where torch
     registers its Python decompositions, e.g. inference dropout -> clone), functionalized as AOTAutograd does
-    (add_ -> add), dead nodes removed (a batch norm's unused statistics)."""
-    from torch._functorch._aot_autograd.functional_utils import from_fun, to_fun
-    from torch._subclasses.functional_tensor import FunctionalTensorMode
+    (add_ -> add), a data mutation of a graph input copied back into it (`aten.copy_.default`, as
+    keep_inference_input_mutations=True has AOTAutograd do), dead nodes removed (a batch norm's unused statistics)."""
+    from torch._functorch._aot_autograd.functional_utils import (
+        from_fun,
+        has_data_mutation,
+        sync_functional_tensor,
+        to_fun,
+    )
+    from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    inside = set(calls)
-    inputs = list(dict.fromkeys(source for call in calls for source in call.all_input_nodes if source not in inside))
+    inputs = _chain_inputs(calls)
     values = [source.meta.get("val") for source in inputs]
     if any(value is None for value in values):
         raise ValueError(f"{calls[-1].name}: an argument has no recorded value")
@@ -290,7 +335,13 @@ def _trace_calls(calls: list[torch.fx.Node], table: DecompTable) -> list[str]:
                 args, kwargs = torch.fx.node.map_arg((call.args, call.kwargs), env.__getitem__)
                 env[call] = call.target(*args, **kwargs)
             result = env[calls[-1]]
-        return pytree.tree_map(lambda value: from_fun(value) if isinstance(value, torch.Tensor) else value, result)
+        result = pytree.tree_map(lambda value: from_fun(value) if isinstance(value, torch.Tensor) else value, result)
+        for source, before in zip(inputs, traced_inputs, strict=True):
+            after = env[source]
+            if source.op == "placeholder" and isinstance(after, FunctionalTensor) and has_data_mutation(after):
+                sync_functional_tensor(after)
+                before.copy_(from_fun(after))
+        return result
 
     with _python_kernels_replaced(getattr(table, "python_kernels", {})):  # make_fx enables the Python dispatcher
         traced = make_fx(replay, decomposition_table=dict(table), tracing_mode="symbolic")(*values)
@@ -357,6 +408,40 @@ def _decomposed(name: str, table: DecompTable) -> bool:
 
     op = coverage.resolve_op(name)
     return isinstance(op, torch._ops.OpOverload) and (op in table or _is_cia_op(op))
+
+
+def _in_place(name: str) -> bool:
+    """An aten op that writes one of its arguments (add_, relu_, copy_, index_put_...): AOTAutograd functionalizes
+    it before TorchAir sees it. Custom ops stay with the table: they are functionalized into auto_functionalized,
+    which torchair turns back into the op itself."""
+    op = coverage.resolve_op(name)
+    return isinstance(op, torch._ops.OpOverload) and op.namespace == "aten" and op._schema.is_mutable
+
+
+def _functional_form(name: str) -> str | None:
+    """ "aten.add.Tensor" for "aten.add_.Tensor", the op functionalization replaces an in-place op with (same
+    overload, the name without its trailing underscore); None for other ops or when there is no such op."""
+    if not _in_place(name):
+        return None
+    namespace, base, *overload = coverage.op_name(name).split(".")
+    if not base.endswith("_") or base.endswith("__"):
+        return None
+    functional = ".".join([namespace, base[:-1], *overload])
+    op = coverage.resolve_op(functional)
+    if not isinstance(op, torch._ops.OpOverload) or op._schema.is_mutable:
+        return None
+    return functional
+
+
+def _in_place_note(via: list[str]) -> str:
+    functional = ", ".join(name for name in via if name != COPY_BACK) or "nothing"
+    note = f"in-place: functionalized by AOTAutograd before TorchAir sees it, GE receives {functional}"
+    if COPY_BACK in via:
+        note += (
+            f" and, where it writes a graph input, {COPY_BACK} back into the input at the end of the graph "
+            "(TorchAir calls AOTAutograd with keep_inference_input_mutations=True, its default; GE Assign)"
+        )
+    return note
 
 
 def _upsample_nearest2d_vec(input_tensor: torch.Tensor, output_size: Any, scale_factors: Any) -> torch.Tensor:

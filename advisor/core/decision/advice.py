@@ -16,6 +16,11 @@ from advisor.core.decision.rules import InspectionFacts, TradeOff, calls_to_repa
 from advisor.core.schema import Caveat
 
 LONG_COMPILE_S = 5.0  # above this a shipped compile cache is worth suggesting
+# torch_npu's Inductor (torch_npu/_inductor) generates Triton kernels by default; without triton-ascend it registers no
+# NPU code generation (torch_npu/_inductor/__init__.py; advisor/harness/backends/inductor.py checks for it).
+INDUCTOR_NPU_REQUIREMENT = (
+    "Inductor on an NPU needs the triton-ascend package (torch_npu's default Inductor code generation is Triton)"
+)
 
 
 def _a(device: str) -> str:
@@ -190,6 +195,15 @@ def caveats_for(
                 "picks the kernel when the graph is traced.",
                 fix=f"Measure on {_a('npu')} node (npu-advisor analyze on that node, or an NPU worker); if GE mode "
                 "fails there, use mode npugraph_ex (captures the eager kernels) or register a converter.",
+            )
+        )
+    ran_on_npu = prov.usable and prov.real and chosen is not None and chosen.row is not None  # then it was there
+    if chosen is not None and chosen.backend == "inductor" and context.target == "npu" and not ran_on_npu:
+        caveats.append(
+            Caveat(
+                issue=f"{INDUCTOR_NPU_REQUIREMENT}; it is not part of torch_npu, and this was not measured on an NPU.",
+                fix="pip install triton-ascend on the NPU nodes (the version matching your CANN and torch_npu), or "
+                "use TorchAir (torchair.get_npu_backend: GE mode; or mode npugraph_ex, which needs no converters).",
             )
         )
     if chosen is not None and chosen.backend == "torchair" and chosen.mode in ("max-autotune", TORCHAIR_EXPORT_MODE):

@@ -10,7 +10,14 @@ from typing import Any
 
 from advisor.core import noise
 from advisor.core.context import DeploymentContext, parse_context
-from advisor.core.decision.advice import caveats_for, export_why_not, measured_why_not, snippet_for, unmeasured_why_not
+from advisor.core.decision.advice import (
+    INDUCTOR_NPU_REQUIREMENT,
+    caveats_for,
+    export_why_not,
+    measured_why_not,
+    snippet_for,
+    unmeasured_why_not,
+)
 from advisor.core.decision.break_even import format_calls
 from advisor.core.decision.candidates import (
     Option,
@@ -152,6 +159,8 @@ def _unmeasured_choice(
             why += f" (GE coverage of {short_list(facts.torchair_unknown)} is only known once measured on an NPU)"
     else:
         chosen, why = inductor, "steady-state speed weighs most and Inductor is the generic compiler for this target"
+    if chosen.backend == "inductor" and context.target == "npu":
+        why += f"; {INDUCTOR_NPU_REQUIREMENT}"
     step = RuleStep(
         rule="unmeasured_tree_choice",
         question="Without numbers, what does the tree pick?",
@@ -184,6 +193,8 @@ def _why_not(
             why_not[option.label] = measured_why_not(option, chosen, trade, context)
         else:
             why_not[option.label] = unmeasured_why_not(option, chosen)
+        if option.backend == "inductor" and context.target == "npu" and option.row is None:
+            why_not[option.label] += f" ({INDUCTOR_NPU_REQUIREMENT})"
     return why_not
 
 
