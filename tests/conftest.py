@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from service_env import FAST_TIMING_ENV
 
-# imported before any test patches advisor.harness.measurement.measurement_zygote: it holds the real one
-from workers.warm_sandbox import KeptZygote
+# imported before any test patches advisor.harness.measurement.measurement_zygote: the real one
+from advisor.harness.measurement.run import measurement_zygote as _real_measurement_zygote
+from advisor.harness.sandbox import Zygote
 
 # Every test run gets its own Inductor cache so cold/warm compile numbers mean what they say; the workers of one
 # pytest-xdist run share it, so in-process compiles pay Inductor's CPU-feature probe and header build once per run.
@@ -143,22 +144,31 @@ def hostile_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"cases": cases, "marker": marker, "decoy": decoy, "decoy_bytes": decoy.read_bytes()}
 
 
-# ------------------------------------------------------------------ one warm sandbox per test worker
-# A test worker's kept zygote (workers.warm_sandbox.KeptZygote), as a worker keeps one between jobs: analyses and
-# measurements of different tests fork from it instead of each starting their own (import torch, Dynamo, Inductor,
-# the CPU probe: ~4-5 CPU-seconds, about a hundred times a run). Its sandbox reads this worker's pytest temp
-# directory, where the tests' models are; it is made clean after each test that used it, as after each job. Tests
-# marked `own_sandbox` (the hostile files: they show what a job's own sandbox lets a model see) and any call it cannot
-# serve (another device, isolation or environment, a file elsewhere) get their own, as before.
-_SHARED: list[KeptZygote] = []  # one, once a test asked for a zygote
+# ------------------------------------------------------------------ one shared sandbox per test worker
+# A test worker's zygote, shared by the tests' analyses and measurements instead of each starting their own (import
+# torch, Dynamo, Inductor, the CPU probe: ~4-5 CPU-seconds, about a hundred times a run). Tests are trusted code,
+# not jobs: a worker gives every job a sandbox of its own (workers.job_sandbox, tests/test_job_sandbox.py). Its
+# sandbox reads this worker's pytest temp directory, where the tests' models are; each measurement discards its work
+# directory inside it when it ends. Tests marked `own_sandbox` (the hostile files: they show what a job's own sandbox
+# lets a model see) and any call it cannot serve (another device, isolation or environment, a file elsewhere) get
+# their own, as before.
+_SHARED: list[Zygote] = []  # one, once a test asked for a zygote
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    for kept in _SHARED:
-        kept.close()
+    for zygote in _SHARED:
+        zygote.close()
     if not _WORKER:  # the run is over: its shared Inductor cache and its workers' shared directory go
         for path in (_CACHE, _SHARED_DIR):
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _shared_zygote(basetemp: Path) -> Zygote | None:
+    if _SHARED and not _SHARED[0].start():  # it died (a test killed it): start another
+        _SHARED.pop().close()
+    if not _SHARED:
+        _SHARED.append(_real_measurement_zygote("cpu", [str(basetemp)], inductor=True))
+    return _SHARED[0] if _SHARED[0].start() else None
 
 
 @pytest.fixture(autouse=True)
@@ -171,17 +181,10 @@ def shared_sandbox(
     import advisor.harness.measurement
     import advisor.harness.measurement.run as run
 
-    original = run.measurement_zygote
-    used = False
-
     def shared_or_own(device: str, readable=(), *, inductor: bool = True):  # noqa: ANN001, ANN202
         from advisor.harness.isolation import resolve_isolation
-        from advisor.harness.sandbox import Zygote
 
-        nonlocal used
-        if device == "cpu" and not _SHARED:
-            _SHARED.append(KeptZygote("cpu", tmp_path_factory.getbasetemp(), inductor=True))
-        zygote = _SHARED[0].running() if device == "cpu" else None
+        zygote = _shared_zygote(tmp_path_factory.getbasetemp()) if device == "cpu" else None
         serves = (
             zygote is not None
             and zygote.isolation.isolated
@@ -190,14 +193,9 @@ def shared_sandbox(
         )
         handle = zygote.handle() if serves else None
         if handle is None:
-            return original(device, readable, inductor=inductor)
-        used = True
-        return Zygote.attach(handle)  # its close() lets go of it; the clean-up after the test resets it
+            return _real_measurement_zygote(device, readable, inductor=inductor)
+        return Zygote.attach(handle)  # its close() lets go of it
 
     monkeypatch.setattr(run, "measurement_zygote", shared_or_own)
     monkeypatch.setattr(advisor.harness.measurement, "measurement_zygote", shared_or_own)
-    try:
-        yield
-    finally:
-        if used:
-            _SHARED[0].clean()
+    yield

@@ -1,7 +1,8 @@
 """The worker agent loop: register, claim (with jitter), run one job at a time, upload, repeat.
 
-Each job's stage runner forks its sandbox children from the agent's warm sandbox (workers.warm_sandbox, unless
-`warm_sandbox` is off), which is made clean after every job.
+Each job's stage runner forks its sandbox children from a zygote in a sandbox of the job's own, which the agent
+prepared before the job arrived and stops when it ends (workers.job_sandbox; unless `prepare_sandboxes` is off, when
+the runner starts one itself).
 
 Signals: the first SIGTERM/SIGINT stops claiming; a running job gets `grace_s` to finish (then its
 result is uploaded as usual), otherwise its runner is stopped and the job is released by
@@ -25,10 +26,10 @@ from typing import Any
 from advisor.core.progress import ProgressEvent
 from workers.api import LeasedJob, LeaseLost, Registration, WorkerApi
 from workers.heartbeat import Heartbeat
+from workers.job_sandbox import JobSandboxes
 from workers.retry import ApiError, RetryPolicy
 from workers.stage_process import StageProcess
 from workers.stages import DEFAULT_STAGES
-from workers.warm_sandbox import WarmSandbox
 
 log = logging.getLogger("npu_advisor.worker")
 
@@ -46,8 +47,9 @@ class AgentConfig:
     stages: str = DEFAULT_STAGES  # "module:function" the runner calls; tests inject fakes here
     max_jobs: int | None = None  # stop after this many jobs (tests, one-shot runs)
     stage_options: dict[str, Any] = field(default_factory=dict)  # timeout_s, memory_limit_mb for the runner
-    # keep one zygote between jobs (workers.warm_sandbox): no `import torch` per job; off, each job starts its own
-    warm_sandbox: bool = False
+    # prepare each job's sandbox ahead of time (workers.job_sandbox): no `import torch` on a job's critical path;
+    # off, each job's runner starts its own
+    prepare_sandboxes: bool = False
 
 
 class ShutdownRequested(BaseException):
@@ -67,10 +69,10 @@ class WorkerAgent:
         self._signals_seen = 0
         self._rng = random.Random()
         self._backoff = RetryPolicy(sleep=sleep)
-        self.warm: WarmSandbox | None = None
-        if config.warm_sandbox:
+        self.sandboxes: JobSandboxes | None = None
+        if config.prepare_sandboxes:
             inductor = any(name.split(":")[0] == "inductor" for name in config.backends)
-            self.warm = WarmSandbox(config.device, config.work_dir, inductor=inductor)
+            self.sandboxes = JobSandboxes(config.device, config.work_dir, inductor=inductor)
 
     # ---------------------------------------------------------------- the loop
     def run(self) -> int:
@@ -90,14 +92,12 @@ class WorkerAgent:
         )
         code = 0
         try:
-            if self.warm is not None:
-                log.info("starting the warm sandbox (import torch, Dynamo, Inductor once for every job)")
-                self.warm.start()
+            self._prepare_sandbox()  # the first job's, while the worker waits for work
             code = self._claim_loop(self.registration)
         finally:
             self._deregister()
-            if self.warm is not None:
-                self.warm.close()
+            if self.sandboxes is not None:
+                self.sandboxes.close()
         return code
 
     def _register(self) -> Registration:
@@ -151,6 +151,7 @@ class WorkerAgent:
                 continue
             failures = 0
             if claim is None:
+                self._prepare_sandbox()  # idle: the next job's sandbox, if it is not ready yet
                 self._sleep(self._rng.uniform(0, self.config.claim_jitter_s))
                 continue
             self.run_job(claim, registration)
@@ -181,9 +182,27 @@ class WorkerAgent:
             return self._report_failure(claim, f"worker error: {type(exc).__name__}: {exc}", retryable=True)
         finally:
             self._current = None
-            if self.warm is not None:
-                self.warm.after_job()  # nothing of this job is left in the sandbox the next one forks from
+            if self.sandboxes is not None:
+                self.sandboxes.end_job()  # the job's processes, files and memory go with its sandbox
+            self._prepare_sandbox()
             shutil.rmtree(job_dir, ignore_errors=True)
+
+    def _prepare_sandbox(self) -> None:
+        if self.sandboxes is not None:
+            self.sandboxes.prepare()
+
+    def _on_progress(self, heartbeat: Heartbeat, measures: bool) -> Callable[[ProgressEvent], None]:
+        """Progress goes to the heartbeat; once the job's last timed window has ended (or at once, for a job that
+        times nothing) the next job's sandbox starts, so that starting it never disturbs a measurement."""
+        if not measures:
+            self._prepare_sandbox()
+
+        def forward(event: ProgressEvent) -> None:
+            heartbeat.update(event)
+            if event.ends_timing:
+                self._prepare_sandbox()
+
+        return forward
 
     def _run_job(self, claim: LeasedJob, registration: Registration, job_dir: Path) -> str:
         job_dir.mkdir(parents=True, exist_ok=True)
@@ -201,8 +220,10 @@ class WorkerAgent:
                 spec = self._spec(claim, job_dir)
             except ApiError as exc:
                 return self._report_failure(claim, f"could not download the model: {exc}", retryable=exc.retryable)
-            zygote, pass_fds = self.warm.handle() if self.warm is not None else (None, ())
-            process = StageProcess({**spec, "zygote": zygote}, job_dir, on_progress=heartbeat.update, pass_fds=pass_fds)
+            sandbox = self.sandboxes.current if self.sandboxes is not None else None
+            zygote, pass_fds = sandbox.handle() if sandbox is not None else (None, ())
+            on_progress = self._on_progress(heartbeat, measures=bool(spec["measure"]))
+            process = StageProcess({**spec, "zygote": zygote}, job_dir, on_progress=on_progress, pass_fds=pass_fds)
             self._current = process
             outcome = self._supervise(process, heartbeat, wake)
             return self._finish(claim, process, heartbeat, outcome)
@@ -274,8 +295,9 @@ class WorkerAgent:
 
     def _spec(self, claim: LeasedJob, job_dir: Path) -> dict[str, Any]:
         job = claim.job
-        # with a warm sandbox, the downloads go to its inbox: the only host files its children can read
-        downloads = self.warm.job_inbox(job_dir.name) if self.warm is not None else job_dir
+        # with a prepared sandbox, the downloads go to its inbox: the only host files its children can read
+        sandbox = self.sandboxes.take() if self.sandboxes is not None else None
+        downloads = sandbox.inbox if sandbox is not None else job_dir
         artifact = self.api.download(job["artifact_url"], downloads / "model", sha256=job.get("artifact_sha256"))
         inputs = self.api.download(job["inputs_url"], downloads / "inputs") if job.get("inputs_url") else None
         wanted = job.get("backends") or self.config.backends

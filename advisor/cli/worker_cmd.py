@@ -39,7 +39,10 @@ def worker(
     memory_limit_mb: int | None = typer.Option(None, "--memory-limit-mb", help="address-space limit per stage"),
     max_jobs: int | None = typer.Option(None, "--max-jobs", help="exit after this many jobs"),
     cold: bool = typer.Option(
-        False, "--cold", help="start each job's sandbox afresh: no warm zygote (torch imported) kept between jobs"
+        False,
+        "--cold",
+        help="do not prepare each job's sandbox ahead of time: each job's runner starts its own (import torch then "
+        "lies on the job's critical path)",
     ),
 ) -> None:
     """Register with the server, then claim and measure jobs until stopped (Ctrl-C / SIGTERM: graceful)."""
@@ -87,7 +90,7 @@ def worker(
         work_dir=work_dir or Path(owned_temp_dir("npu-advisor-worker-")),
         grace_s=grace_s,
         max_jobs=max_jobs,
-        warm_sandbox=not cold,
+        prepare_sandboxes=not cold,
         stage_options={key: value for key, value in stage_options.items() if value is not None},
     )
     agent = WorkerAgent(WorkerApi.connect(server, token), config)

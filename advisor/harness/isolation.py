@@ -9,8 +9,12 @@ bubblewrap (`bwrap`) with:
 - its own PID, IPC, UTS and network namespaces (no network, it cannot see the worker or its environment);
 - a read-only view of only what it needs: the system directories, the interpreter, the venv, the project,
   the model file(s) of this job and, on NPU/CUDA nodes, the device nodes and driver directories;
-- one private writable scratch directory (results, compile caches) and a private `/tmp`;
-- `--die-with-parent` and `--new-session`.
+- the root, `/etc`, `/dev` and every system path read-only; writable only: a private `/tmp` and `/dev/shm`, each
+  a tmpfs with a size cap (`ADVISOR_SANDBOX_TMP_MB`, `ADVISOR_SANDBOX_SHM_MB`: every file together, not one file),
+  and - for a spawned child only - the host directories its caller names (its own work directory);
+- a seccomp filter (advisor.harness.seccomp): no ptrace, no process_vm_*, no pidfd_getfd; no nested user namespace;
+- `--die-with-parent` and `--new-session`. A zygote runs as the sandbox's pid 1 (`as_pid_1`): no process inside
+  can kill or stop it, and when it ends the kernel kills everything in the sandbox and its tmpfs memory is freed.
 
 Torch-free: the API server imports nothing from here, workers and the CLI do.
 """
@@ -32,6 +36,10 @@ IsolationKind = Literal["bubblewrap", "none"]
 ISOLATION_ENV = "ADVISOR_ISOLATION"  # bubblewrap | none | auto (default: bubblewrap where it works)
 EXTRA_READ_ONLY_ENV = "ADVISOR_SANDBOX_READ_ONLY"  # os.pathsep-separated extra read-only paths
 EXTRA_DEVICES_ENV = "ADVISOR_SANDBOX_DEVICES"  # os.pathsep-separated extra device nodes (globs allowed)
+TMP_MB_ENV = "ADVISOR_SANDBOX_TMP_MB"  # the size cap of a sandbox's /tmp (a job's scratch and compile caches)
+SHM_MB_ENV = "ADVISOR_SANDBOX_SHM_MB"  # the size cap of a sandbox's /dev/shm
+DEFAULT_TMP_MB = 4096  # a BERT-base job: ~0.5 GB of ONNX file and a few hundred MB of compile caches
+DEFAULT_SHM_MB = 1024
 SANDBOX_UID = 65534
 
 # System directories every child needs read-only (interpreter libraries, the C compiler Inductor runs).
@@ -84,8 +92,13 @@ class Isolation:
         *,
         writable: Iterable[str],
         readable: Iterable[str] = (),
+        seccomp_fd: int | None = None,
+        as_pid_1: bool = False,
     ) -> list[str]:
-        """`argv` wrapped so that it runs confined; unchanged when there is no isolation."""
+        """`argv` wrapped so that it runs confined; unchanged when there is no isolation.
+
+        `seccomp_fd`: advisor.harness.seccomp's program, which the caller passes to bubblewrap (`pass_fds`).
+        `as_pid_1`: `argv` is the sandbox's pid 1 (a zygote) instead of bubblewrap's own reaper."""
         if not self.isolated:
             return list(argv)
         assert self.bwrap is not None
@@ -96,6 +109,7 @@ class Isolation:
             str(SANDBOX_UID),
             "--gid",
             str(SANDBOX_UID),
+            "--disable-userns",
             "--unshare-pid",
             "--unshare-ipc",
             "--unshare-uts",
@@ -111,8 +125,12 @@ class Isolation:
             "/proc",
             "--dev",
             "/dev",
-            "--mqueue",  # the IPC namespace's POSIX message queues, where a warm zygote's reset can see them
-            "/dev/mqueue",
+            "--size",
+            str(_size_mb(SHM_MB_ENV, DEFAULT_SHM_MB) << 20),
+            "--tmpfs",
+            "/dev/shm",
+            "--size",
+            str(_size_mb(TMP_MB_ENV, DEFAULT_TMP_MB) << 20),
             "--tmpfs",
             "/tmp",
         ]
@@ -124,6 +142,12 @@ class Isolation:
             args += ["--dev-bind", device, device]
         for path in dict.fromkeys(os.path.abspath(p) for p in writable):
             args += ["--bind", path, path]
+        # everything bubblewrap created on its own root and /dev becomes read-only (binds keep their own flags)
+        args += ["--remount-ro", "/dev", "--remount-ro", "/"]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
+        if as_pid_1:
+            args.append("--as-pid-1")
         args += ["--chdir", "/tmp", "--setenv", "HOME", "/tmp", "--"]
         return args + list(argv)
 
@@ -132,6 +156,15 @@ class Isolation:
         if self.isolated and 128 < code < 128 + 65:
             return -(code - 128)
         return code
+
+
+def _size_mb(name: str, default: int) -> int:
+    """A positive size in MiB from the environment variable `name`, else `default`."""
+    try:
+        value = int(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 else default
 
 
 NO_ISOLATION = Isolation("none", note="isolation switched off (--no-isolation / ADVISOR_ISOLATION=none)")
@@ -157,11 +190,26 @@ def resolve_isolation(mode: str | None = None) -> Isolation:
 def _probe_cached(bwrap: str) -> Isolation:
     version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10).stdout.split()
     candidate = Isolation("bubblewrap", bwrap, version[-1] if version else None)
-    check = candidate.command([sys.executable, "-c", "import os; print(os.getuid())"], writable=[])
+    from advisor.harness import seccomp
+
+    filter_fd = seccomp.program_fd()
+    check = candidate.command(
+        [sys.executable, "-c", "import os; print(os.getuid())"], writable=[], seccomp_fd=filter_fd, as_pid_1=True
+    )
     try:
-        done = subprocess.run(check, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            check,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            pass_fds=() if filter_fd is None else (filter_fd,),
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise IsolationUnavailable(f"bubblewrap could not start a sandbox ({exc})") from exc
+    finally:
+        if filter_fd is not None:
+            os.close(filter_fd)
     if done.returncode != 0 or done.stdout.strip() != str(SANDBOX_UID):
         detail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise IsolationUnavailable(

@@ -109,6 +109,7 @@ def run_analysis(
         if request.measure:
             plan = context if context is not None else request.plan_context
             run, failure = _measure(request, zygote, on_progress, cancel, inspection, plan)
+            on_progress(ProgressEvent.measurement_done(1.0))
             if failure is not None:
                 return AnalysisOutcome(inspection=inspection, failure=failure)
     recommendation = None

@@ -1,23 +1,29 @@
 """Run one stage in a fresh, limited child process and always get a status back.
 
-Parent side: `run_in_sandbox` starts `python -m advisor.harness.sandbox SPEC` in its own session (so the
-whole process group - Inductor's compile workers, g++ - can be killed at once), with a scrubbed
-environment, its own compile-cache directory, an address-space limit and a wall-clock timeout.
-A signal, a hang, an out-of-memory or an exception in the child become a `SandboxResult` status
-with the output tail; the parent never hangs and never loses the run.
+Parent side: `run_in_sandbox` starts `python -m advisor.harness.sandbox ...` in its own session (so the whole
+process group - Inductor's compile workers, g++ - can be killed at once), with a scrubbed environment, its own
+compile-cache directory, an address-space limit and a wall-clock timeout. A signal, a hang, an out-of-memory or an
+exception in the child become a `SandboxResult` status with the output tail; the parent never hangs and never
+loses the run.
 
-Child side (`_child_main`): applies the limits before anything heavy is imported, calls the
-target ("package.module:function") with the JSON kwargs and writes its JSON return value.
-Targets choose their failure status by raising `StageError`; `report_progress` streams progress
-events back to the parent. This module never imports torch.
+What comes back comes through pipes the parent made (advisor.harness.child_streams): the child's output, its
+progress events and its result. The parent never opens a path inside a directory a child may write, so a child
+cannot make it read a host file by leaving a symlink there.
 
-`Zygote` (optional) saves each child the seconds of `import torch`: one pre-started interpreter,
-itself started with the scrubbed environment, runs a preload (e.g. `import torch`, nothing that holds
-compile state) and then forks each child. The forked child gets the same treatment as a spawned one:
-its own session, its own scrubbed environment and cache directory, the address-space limit, the
-parent-death signal, the same status classification. Only children whose environment differs from
-the zygote's in the per-child keys (cache directories, progress file) are forked; any other child,
-or any child after the zygote failed, is spawned as usual.
+Child side (`_child_main`): applies the limits before anything heavy is imported, calls the target
+("package.module:function") with the JSON kwargs and writes its JSON return value to the result pipe. Targets
+choose their failure status by raising `StageError`; `report_progress` streams progress events back. This module
+never imports torch.
+
+`Zygote` saves each child the seconds of `import torch`: one pre-started interpreter runs a preload (e.g. `import
+torch`, nothing that holds compile state) and then forks each child. A zygote belongs to one job: under
+bubblewrap it is the pid 1 of a sandbox of its own, whose only writable places are that sandbox's size-capped /tmp
+and /dev/shm, and it is stopped with the job - everything in the sandbox dies with it and its memory is freed. No
+sandbox that ran one job's code ever runs another's (workers.job_sandbox prepares the next job's zygote ahead of
+time instead). A forked child gets the same treatment as a spawned one: its own session, its own scrubbed
+environment and cache directory, the limits, the parent-death signal, the same status classification. A child whose
+environment differs from the zygote's in more than the per-child keys is started afresh (exec) inside the same
+sandbox; without isolation it is spawned as usual.
 """
 
 from __future__ import annotations
@@ -32,21 +38,24 @@ import re
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from advisor.harness import safe_unpickle
+from advisor.harness import safe_unpickle, seccomp
+from advisor.harness.child_streams import ChildStreams, memfd_with
 from advisor.harness.isolation import Isolation, resolve_isolation
 from advisor.harness.owned_temp import owned_temp_dir
-from advisor.harness.process_tree import kill_descendants, running
+from advisor.harness.process_tree import descendant_pids, running
 
 SandboxStatus = Literal[
     "ok", "timeout", "crashed", "oom", "runtime_error", "compile_error", "cancelled", "rejected", "load_error"
@@ -57,7 +66,7 @@ Cancel = threading.Event | Callable[[], bool] | None
 _KEEP_NAMES = {"PATH", "HOME", "LANG", "TMPDIR", "PYTHONPATH", "LD_LIBRARY_PATH", "CXX", "CC", "USER"}
 _KEEP_PREFIXES = ("ASCEND_", "TORCH", "OMP_", "MKL_", "LC_", "CUDA_", "TRITON_", "KMP_", "OPENBLAS_")
 _SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL")
-_PROGRESS_ENV = "ADVISOR_SANDBOX_PROGRESS"
+_PROGRESS_FD_ENV = "ADVISOR_SANDBOX_PROGRESS_FD"
 _TAIL_CHARS = 4000
 _POLL_S = 0.05
 _OOM_PATTERNS = re.compile(
@@ -65,6 +74,8 @@ _OOM_PATTERNS = re.compile(
     re.IGNORECASE,
 )
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+# where a sandboxed zygote keeps its job's files: inside its own /tmp tmpfs, invisible to the host and to other jobs
+SANDBOX_SCRATCH = "/tmp/advisor-job"
 
 
 @dataclass(frozen=True)
@@ -138,56 +149,106 @@ def run_in_sandbox(
     `report_progress` events, in the parent's thread. `zygote`: fork the child from it when it can.
 
     Isolation (see advisor.harness.isolation; default `resolve_isolation()`): the child sees `readable` (the model and
-    inputs files) read-only and only its own work directory, `cache_dir` and `writable` writable. A zygote
-    child sees what its zygote was started with; one that needs more is spawned instead. `limits` default to
-    `ChildLimits(memory_mb=memory_limit_mb)`.
+    inputs files) read-only and only its own work directory, `cache_dir` and `writable` writable. A zygote child
+    sees what its zygote was started with and writes only inside it (`zygote.scratch`); one that needs more is
+    spawned instead. `limits` default to `ChildLimits(memory_mb=memory_limit_mb)`.
     """
     if zygote is not None and not zygote.covers(readable, [cache_dir or "", *writable]):
         zygote = None  # the zygote's sandbox cannot see what this child needs
-    isolation = zygote.isolation if zygote is not None else (isolation or resolve_isolation())
-    scratch_root = zygote.scratch if zygote is not None else None
-    workdir = Path(owned_temp_dir("advisor-sandbox-", dir=scratch_root))
     label = f"stage {stage!r}" if stage else f"{target}"
     limits = limits or ChildLimits(memory_mb=memory_limit_mb)
+    spec = {
+        "target": target,
+        "kwargs": kwargs,
+        "limits": _limits_for(limits, timeout_s),
+        "import_paths": _parent_import_paths(),
+    }
+    if zygote is not None:
+        forked = _run_forked(zygote, spec, cache_dir, extra_env, timeout_s, cancel, on_progress, label)
+        if forked is not None:
+            return forked
+        isolation = zygote.isolation  # spawned instead, confined as its zygote's children are
+    isolation = isolation or resolve_isolation()
+    workdir = Path(owned_temp_dir("advisor-sandbox-"))
     try:
-        spec = {
-            "target": target,
-            "kwargs": kwargs,
-            "limits": _limits_for(limits, timeout_s),
-            "result_path": str(workdir / "result.json"),
-            "import_paths": _parent_import_paths(),
-        }
-        spec_path = workdir / "spec.json"
-        spec_path.write_text(json.dumps(spec))
-        env = _child_environment(cache_dir or str(workdir / "cache"), workdir / "progress.jsonl", extra_env)
-        output_path = workdir / "output.log"
-        started = time.perf_counter()
-        with open(output_path, "wb") as output:
-            proc: subprocess.Popen | _ForkedChild | None = None
-            if zygote is not None:
-                proc = zygote.fork(str(spec_path), env, str(output_path))
-            if proc is None:
-                writable_paths = [str(workdir), *(p for p in [cache_dir, *writable] if p)]
-                command = isolation.command(
-                    [sys.executable, "-m", "advisor.harness.sandbox", str(spec_path)],
-                    writable=writable_paths,
-                    readable=readable,
-                )
-                proc = subprocess.Popen(
-                    command,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            ended_by = _wait(proc, timeout_s, cancel, workdir / "progress.jsonl", on_progress)
-        wall_s = time.perf_counter() - started
-        tail = _tail(output_path)
-        returncode = proc.returncode if isinstance(proc, _ForkedChild) else isolation.returncode(proc.returncode)
-        return _classify(returncode, ended_by, workdir / "result.json", tail, wall_s, timeout_s, label)
+        env = _child_environment(cache_dir or str(workdir / "cache"), extra_env)
+        writable_paths = [str(workdir), *(p for p in [cache_dir, *writable] if p)]
+        for path in writable_paths:
+            Path(path).mkdir(parents=True, exist_ok=True)  # bubblewrap binds only what exists
+        return _run_spawned(isolation, spec, env, writable_paths, readable, timeout_s, cancel, on_progress, label)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)  # never follows a link the child left in it
+
+
+def _run_spawned(
+    isolation: Isolation,
+    spec: dict,
+    env: dict[str, str],
+    writable: list[str],
+    readable: Sequence[str],
+    timeout_s: float,
+    cancel: Cancel,
+    on_progress: Callable[[dict], None] | None,
+    label: str,
+) -> SandboxResult:
+    streams = ChildStreams()
+    spec_fd = memfd_with(json.dumps(spec).encode(), "advisor-spec")
+    filter_fd = seccomp.program_fd() if isolation.isolated else None
+    try:
+        _, progress_w, result_w = streams.write_ends
+        argv = [sys.executable, "-m", "advisor.harness.sandbox", str(spec_fd), str(result_w), str(progress_w)]
+        command = isolation.command(argv, writable=writable, readable=readable, seccomp_fd=filter_fd)
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=streams.output_w,
+            stderr=streams.output_w,
+            start_new_session=True,
+            pass_fds=[fd for fd in (spec_fd, result_w, progress_w, filter_fd) if fd is not None],
+        )
+        streams.close_write_ends()
+        ended_by = _wait(proc, timeout_s, cancel, streams, on_progress)
+        wall_s = time.perf_counter() - started
+        return _classify(isolation.returncode(proc.returncode), ended_by, streams, wall_s, timeout_s, label)
+    finally:
+        streams.close()
+        for fd in (spec_fd, filter_fd):
+            if fd is not None:
+                os.close(fd)
+
+
+def _run_forked(
+    zygote: Zygote,
+    spec: dict,
+    cache_dir: str | None,
+    extra_env: Mapping[str, str] | None,
+    timeout_s: float,
+    cancel: Cancel,
+    on_progress: Callable[[dict], None] | None,
+    label: str,
+) -> SandboxResult | None:
+    """A child forked from `zygote`; None when it must be spawned instead (an unisolated zygote that cannot)."""
+    workdir = zygote.new_path("child")  # created and, once the child ended, removed by the zygote
+    env = _child_environment(cache_dir or f"{workdir}/cache", extra_env)
+    streams = ChildStreams()
+    spec_fd = memfd_with(json.dumps(spec).encode(), "advisor-spec")
+    try:
+        started = time.perf_counter()
+        proc = zygote.fork(spec_fd, streams, env, workdir)
+        streams.close_write_ends()
+        if proc is None and not zygote.isolation.isolated:
+            return None  # spawned on the host instead
+        if proc is None:  # its paths live inside the zygote's sandbox: no spawned child could see them
+            reason = zygote.problem or "the job's sandbox is not running"
+            return SandboxResult("crashed", None, f"{label} could not start: {reason}", None, 0.0)
+        ended_by = _wait(proc, timeout_s, cancel, streams, on_progress)
+        wall_s = time.perf_counter() - started
+        return _classify(proc.returncode or 0, ended_by, streams, wall_s, timeout_s, label)
+    finally:
+        streams.close()
+        os.close(spec_fd)
 
 
 def _limits_for(limits: ChildLimits, timeout_s: float) -> dict[str, Any]:
@@ -195,23 +256,25 @@ def _limits_for(limits: ChildLimits, timeout_s: float) -> dict[str, Any]:
     return {"memory_mb": limits.memory_mb, "cpu_s": cpu_s, "file_mb": limits.file_mb, "processes": limits.processes}
 
 
+_progress_fd: int | None = None  # child side: the pipe `report_progress` writes to (set by `_child_main`)
+
+
 def report_progress(event: dict) -> None:
     """Child side: send one progress event to the parent (a no-op outside the sandbox)."""
-    path = os.environ.get(_PROGRESS_ENV)
-    if not path:
+    if _progress_fd is None:
         return
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(event) + "\n")
+    data = (json.dumps(event) + "\n").encode()
+    with contextlib.suppress(OSError):
+        while data:
+            data = data[os.write(_progress_fd, data) :]
 
 
 # ------------------------------------------------------------------ parent internals
-def _child_environment(cache_dir: str, progress_path: Path, extra_env: Mapping[str, str] | None) -> dict[str, str]:
+def _child_environment(cache_dir: str, extra_env: Mapping[str, str] | None) -> dict[str, str]:
     env = scrubbed_environment()
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
     env["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
     env["TRITON_CACHE_DIR"] = os.path.join(cache_dir, "triton")
     env["ADVISOR_COMPILE_CACHE_DIR"] = cache_dir
-    env[_PROGRESS_ENV] = str(progress_path)
     inherited = filter(None, env.get("PYTHONPATH", "").split(os.pathsep))
     paths = [_PROJECT_ROOT, os.getcwd(), *inherited]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
@@ -240,11 +303,10 @@ def _wait(
     proc: subprocess.Popen | _ForkedChild,
     timeout_s: float,
     cancel: Cancel,
-    progress_path: Path,
+    streams: ChildStreams,
     on_progress: Callable[[dict], None] | None,
 ) -> Literal["exit", "timeout", "cancelled"]:
     deadline = time.monotonic() + timeout_s
-    progress_offset = 0
     ended_by: Literal["exit", "timeout", "cancelled"] = "exit"
     while proc.poll() is None:
         if time.monotonic() > deadline:
@@ -253,8 +315,7 @@ def _wait(
         if _cancelled(cancel):
             ended_by = "cancelled"
             break
-        progress_offset = _forward_progress(progress_path, progress_offset, on_progress)
-        time.sleep(_POLL_S)
+        streams.pump(on_progress, _POLL_S)
     # Kill the whole group either way: leftover compile workers or g++ must not outlive the stage.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -262,45 +323,28 @@ def _wait(
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(proc.pid, signal.SIGKILL)  # not reaped yet, so the pid is still this child's
     proc.wait()
-    _forward_progress(progress_path, progress_offset, on_progress)
+    # what the child wrote before it ended (a grandchild killed above may still hold a write end: no end of file)
+    drained_by = time.monotonic() + 2.0
+    while streams.pump(on_progress, 0.0) and time.monotonic() < drained_by:
+        pass
     return ended_by
 
 
-def _forward_progress(path: Path, offset: int, on_progress: Callable[[dict], None] | None) -> int:
-    if on_progress is None or not path.exists():
-        return offset
-    with open(path, encoding="utf-8") as fh:
-        fh.seek(offset)
-        chunk = fh.read()
-    complete, _, _partial = chunk.rpartition("\n")
-    for line in complete.splitlines():
-        with contextlib.suppress(ValueError):
-            on_progress(json.loads(line))
-    return offset + (len(complete) + 1 if "\n" in chunk else 0)  # JSON lines are ASCII: chars == bytes
-
-
-def _tail(path: Path) -> str | None:
-    data = path.read_bytes()[-_TAIL_CHARS:]
-    text = data.decode("utf-8", errors="replace").strip()
-    return text or None
-
-
 def _classify(
-    returncode: int, ended_by: str, result_path: Path, tail: str | None, wall_s: float, timeout_s: float, label: str
+    returncode: int, ended_by: str, streams: ChildStreams, wall_s: float, timeout_s: float, label: str
 ) -> SandboxResult:
+    tail = streams.output_tail(_TAIL_CHARS)
     if ended_by == "timeout":
         return SandboxResult(
             "timeout", None, f"{label} did not finish within {timeout_s:g} s and was killed", tail, wall_s
         )
     if ended_by == "cancelled":
         return SandboxResult("cancelled", None, f"{label} was cancelled", tail, wall_s)
-    if result_path.exists():
-        try:
-            result = json.loads(result_path.read_text())
-        except ValueError:
-            result = None
-        if isinstance(result, dict) and "status" in result:
-            return SandboxResult(result["status"], result.get("value"), result.get("reason"), tail, wall_s)
+    if streams.result_too_large:
+        return SandboxResult("crashed", None, f"{label} returned a result larger than the parent accepts", tail, wall_s)
+    result = streams.result()
+    if result is not None and isinstance(result.get("status"), str):
+        return SandboxResult(result["status"], result.get("value"), result.get("reason"), tail, wall_s)
     looks_oom = bool(tail and _OOM_PATTERNS.search(tail))
     if returncode < 0:
         sig = -returncode
@@ -321,20 +365,20 @@ def _classify(
 
 # ------------------------------------------------------------------ zygote (parent side)
 # Keys a forked child's environment may differ in from the zygote's: nothing reads them at `import torch`.
-_PER_CHILD_KEYS = {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "ADVISOR_COMPILE_CACHE_DIR", _PROGRESS_ENV}
-# What a zygote keeps in its own work directory across resets (the host wrote them; nothing reads them back).
-_ZYGOTE_OWN_FILES = {"zygote.json", "zygote.log"}
+_PER_CHILD_KEYS = {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "ADVISOR_COMPILE_CACHE_DIR"}
+_MESSAGE_BYTES = 65536  # a request or reply on the zygote's socket (specs travel in memfds, not here)
 
 
 class Zygote:
     """A pre-started interpreter that ran `preload` ("module:function", called with `preload_kwargs`) once
     and forks sandbox children from then on; see the module docstring. Started on first use (or `start()`); one
-    child at a time; `close()` (or leaving the `with` block) stops it. If it cannot start or dies, `fork` returns
-    None and the caller spawns instead - a broken zygote costs time, never a result.
+    child at a time; `close()` (or leaving the `with` block) stops it and everything it started. If it cannot start
+    or dies, a child of an unisolated zygote is spawned instead; a child of an isolated one fails with the reason
+    (its files live inside the zygote's sandbox, which no spawned child can see).
 
-    A worker keeps one zygote between jobs (workers.warm_sandbox): `readable` may then name directories (the
-    worker's inbox, which holds only the current job's files), `reset()` makes it clean for the next job, and
-    `handle()` / `Zygote.attach()` let the job's runner process fork from it without owning it."""
+    The worker talks to it over a socket pair (requests carry the child's pipes and spec as descriptors). A job's
+    runner process forks from a zygote the worker prepared through `handle()` / `Zygote.attach()`, inheriting the
+    socket."""
 
     def __init__(
         self,
@@ -344,18 +388,14 @@ class Zygote:
         start_timeout_s: float = 120.0,
         isolation: Isolation | None = None,
         readable: Sequence[str] = (),
-        refresh: str | None = None,
     ) -> None:
-        """`refresh` ("module:function", called with `preload_kwargs` inside the zygote after each `reset()`):
-        puts back what the preload placed in the sandbox's private /tmp, which the reset empties."""
         self.preload = preload
         self.preload_kwargs = preload_kwargs or {}
-        self.refresh = refresh
         self.start_timeout_s = start_timeout_s
         self.isolation = isolation or resolve_isolation()
         self.readable = [os.path.abspath(p) for p in readable]
-        # the one writable directory of its sandbox: every child's work directory and caches live under it
-        self.scratch = owned_temp_dir("advisor-job-")  # a killed owner's is removed by the next worker
+        # where its children write: inside its own sandbox's /tmp when isolated, else a host directory of its own
+        self.scratch = SANDBOX_SCRATCH if self.isolation.isolated else owned_temp_dir("advisor-job-")
         self._attached: dict | None = None  # the handle of a zygote another process owns (Zygote.attach)
         self._env: dict[str, str] = {}
         self.pid: int | None = None  # on the host: the zygote interpreter itself (not bubblewrap around it)
@@ -363,11 +403,11 @@ class Zygote:
 
     def _init_state(self) -> None:
         self._proc: subprocess.Popen | None = None
-        self._workdir: Path | None = None
-        self._buffer = b""
+        self._channel: socket.socket | None = None
+        self._log: Any = None  # the zygote's own stderr: an unnamed host file no sandbox can open
         self._broken = False
         self._lock = threading.Lock()
-        self.reset_problem: str | None = None  # why the last `reset()` failed
+        self.problem: str | None = None  # why it could not start or fork
 
     def __enter__(self) -> Zygote:
         return self
@@ -377,13 +417,11 @@ class Zygote:
 
     @classmethod
     def attach(cls, handle: Mapping[str, Any]) -> Zygote:
-        """A client of a running zygote owned by another process, from that owner's `handle()` (its pipes are
-        inherited file descriptors). `close()` then only lets go of it; a failure kills it, and the owner
-        starts a new one."""
+        """A client of a running zygote owned by another process, from that owner's `handle()` (its socket is an
+        inherited file descriptor). `close()` then only lets go of it; a failure kills it."""
         zygote = cls.__new__(cls)  # not __init__: nothing to start, no scratch directory of its own
         zygote.preload = str(handle["preload"])
         zygote.preload_kwargs = {}
-        zygote.refresh = None
         zygote.start_timeout_s = 0.0
         zygote.isolation = Isolation(**handle["isolation"])
         zygote.readable = list(handle["readable"])
@@ -392,12 +430,13 @@ class Zygote:
         zygote._env = dict(handle["env"])
         zygote.pid = int(handle["pid"])
         zygote._init_state()
+        zygote._channel = socket.socket(fileno=os.dup(int(handle["channel_fd"])))  # its own, closed by close()
         return zygote
 
     def handle(self) -> dict[str, Any] | None:
-        """What `Zygote.attach` needs, for a child process that inherits its `request_fd` and `reply_fd` (`pass_fds`);
-        None when the zygote is not running."""
-        if not self.start() or self._proc is None or self._proc.stdin is None or self._proc.stdout is None:
+        """What `Zygote.attach` needs, for a child process that inherits its `channel_fd` (`pass_fds`); None when
+        the zygote is not running."""
+        if not self.start() or self._channel is None or self._proc is None:
             return None
         return {
             "preload": self.preload,
@@ -407,8 +446,7 @@ class Zygote:
             "env": self._env,
             "pid": self.pid,
             "root_pid": self._proc.pid,
-            "request_fd": self._proc.stdin.fileno(),
-            "reply_fd": self._proc.stdout.fileno(),
+            "channel_fd": self._channel.fileno(),
         }
 
     def covers(self, readable: Sequence[str], writable: Sequence[str]) -> bool:
@@ -421,28 +459,58 @@ class Zygote:
         )
 
     def start(self) -> bool:
-        """Start it now (a worker does so before its first job); False when it cannot run."""
+        """Start it now (a worker prepares the next job's this way); False when it cannot run."""
         return self._start()
 
-    def fork(self, spec_path: str, env: Mapping[str, str], output_path: str) -> _ForkedChild | None:
-        """Fork a child running `_child_main(spec_path)` with exactly `env`; None when that is not possible."""
+    def new_path(self, kind: str) -> str:
+        """A fresh path in its scratch area for one child or one measurement (created by whoever writes there)."""
+        return f"{self.scratch}/{kind}-{uuid.uuid4().hex[:16]}"
+
+    def discard(self, path: str) -> None:
+        """Remove `path` (under its scratch area) now instead of with the zygote: a long-lived zygote's /tmp is
+        size-capped, so a measurement's compile caches go when it ends."""
+        if not _under(path, self.scratch) or path == self.scratch:
+            return
+        if not self.isolation.isolated:
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        if self._alive() and self._lock.acquire(blocking=False):
+            try:
+                self._send({"discard": path})
+                deadline = time.monotonic() + 30.0
+                while time.monotonic() < deadline:
+                    reply = self._receive(deadline - time.monotonic())
+                    if reply is None or reply.get("discarded") == path:
+                        break
+            finally:
+                self._lock.release()
+
+    def fork(self, spec_fd: int, streams: ChildStreams, env: Mapping[str, str], workdir: str) -> _ForkedChild | None:
+        """Start a child running the spec in `spec_fd` with exactly `env`, writing to `streams`; None when this zygote
+        cannot (`problem` says why)."""
         if not self._lock.acquire(blocking=False):
-            return None  # another child of this zygote is running: spawn this one
+            self.problem = "another child of this job's sandbox is running"
+            return None  # another child of this zygote is running
         try:
-            if not self._start() or not self._compatible(env):
+            if not self._start():
                 self._lock.release()
                 return None
-            self._send({"spec_path": spec_path, "env": dict(env), "output_path": output_path})
+            fresh = not self._compatible(env)
+            if fresh and not self.isolation.isolated:
+                self._lock.release()
+                return None  # spawned on the host instead, with its own environment
+            request = {"fork": {"env": dict(env), "workdir": workdir, "exec": fresh}}
+            self._send(request, [spec_fd, *streams.write_ends])
             reply = self._receive(timeout_s=30.0)
-            if reply is None or "pid" not in reply:
+            if reply is None or not isinstance(reply.get("pid"), int):
+                self.problem = "the zygote did not start the child"
                 self._fail()
                 self._lock.release()
                 return None
             ns_pid = int(reply["pid"])
-            host_pid = ns_pid
-            if self.isolation.isolated:
-                host_pid = _host_pid(self._root_pid(), ns_pid) or -1
-            if host_pid <= 0:  # cannot be found from here, so could not be killed: do not use it
+            host_pid = _host_pid(self._root_pid(), ns_pid) if self.isolation.isolated else ns_pid
+            if host_pid is None or host_pid <= 0:  # cannot be found from here, so could not be killed: do not use it
+                self.problem = "the child could not be found from the host"
                 self._fail()
                 self._lock.release()
                 return None
@@ -452,71 +520,43 @@ class Zygote:
             self._lock.release()
             raise
 
-    def reset(self, timeout_s: float = 30.0) -> bool:
-        """Make the running zygote clean for another job; False (and stopped) when it cannot be made so.
-
-        Every process it forked, and every process those started (the zygote is their subreaper, so none escapes
-        by re-parenting), is killed; inside the sandbox its private /tmp and /dev/shm are emptied and System V
-        IPC objects removed; here, everything children wrote to the scratch directory is removed. Any reply a
-        stopped job's runner left unread in the pipe is skipped."""
-        if self._broken or self._proc is None or self._proc.poll() is not None:
-            return False
-        nonce = os.urandom(8).hex()
-        self._buffer = b""
-        try:
-            self._send({"reset": nonce}, new_line=True)  # ends whatever a killed runner left half-written
-        except OSError:
-            self._fail()
-            return False
-        deadline = time.monotonic() + timeout_s
-        while True:
-            reply = self._receive(max(0.0, deadline - time.monotonic()))
-            if reply is None:
-                self.reset_problem = "the zygote did not answer the reset"
-                self._fail()
-                return False
-            if reply.get("reset") == nonce:
-                break
-        if not reply.get("clean"):
-            self.reset_problem = str(reply.get("reason") or "not clean")
-            self._fail()
-            return False
-        self._wipe_scratch()
-        return True
-
     def close(self) -> None:
-        """Stop the zygote (and so every child of it) and remove its scratch directory; an attached client only
-        lets go of it."""
+        """Stop the zygote and so everything in its sandbox (an isolated one's /tmp and /dev/shm go with it) and
+        remove an unisolated one's scratch directory; an attached client only lets go of it."""
         if self._attached is not None:
+            if self._channel is not None:
+                self._channel.close()
+                self._channel = None
             return
         self._stop()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if not self.isolation.isolated:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _stop(self) -> None:
-        if self._attached is not None:  # the owner notices it is gone and starts another
+        if self._attached is not None:  # the owner notices it is gone
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(int(self._attached["root_pid"]), signal.SIGKILL)
             return
         proc, self._proc = self._proc, None
         if proc is not None:
+            doomed = descendant_pids(proc.pid)
+            # an isolated zygote is its sandbox's pid 1: when it dies the kernel kills everything inside
+            for pid in (self.pid, proc.pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError, TypeError):
+                    os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            for pid in doomed:  # an unisolated zygote's children are in sessions of their own
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
             proc.wait()
-            for stream in (proc.stdin, proc.stdout):
-                with contextlib.suppress(OSError):
-                    stream and stream.close()  # type: ignore[func-returns-value]
-        if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
-            self._workdir = None
-
-    def _wipe_scratch(self) -> None:
-        for entry in Path(self.scratch).iterdir():
-            if self._workdir is not None and entry == self._workdir:
-                for own in entry.iterdir():
-                    if own.name not in _ZYGOTE_OWN_FILES:
-                        _remove(own)
-            else:
-                _remove(entry)
+            deadline = time.monotonic() + 10.0
+            while any(running(pid) for pid in doomed) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        for handle in (self._channel, self._log):
+            with contextlib.suppress(OSError):
+                handle and handle.close()  # type: ignore[func-returns-value]
+        self._channel = self._log = None
 
     # -------------------------------------------------- internals
     def _root_pid(self) -> int:
@@ -538,41 +578,54 @@ class Zygote:
         if self._proc is not None:
             if self._proc.poll() is None:
                 return True
+            self.problem = "the zygote died"
             self._fail()
             return False
-        self._workdir = Path(tempfile.mkdtemp(prefix="advisor-zygote-", dir=self.scratch))
-        self._env = _child_environment(str(self._workdir / "cache"), self._workdir / "progress.jsonl", None)
+        self._env = _child_environment(f"{self.scratch}/zygote-cache", None)
         spec = {
             "preload": self.preload,
             "preload_kwargs": self.preload_kwargs,
-            "refresh": self.refresh,
             "import_paths": _parent_import_paths(),
             "sandboxed": self.isolation.isolated,
+            "scratch": self.scratch,
         }
-        spec_path = self._workdir / "zygote.json"
-        spec_path.write_text(json.dumps(spec))
-        with open(self._workdir / "zygote.log", "wb") as log:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        spec_fd = memfd_with(json.dumps(spec).encode(), "advisor-zygote")
+        filter_fd = seccomp.program_fd() if self.isolation.isolated else None
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for the zygote's life
+        try:
             command = self.isolation.command(
-                [sys.executable, "-m", "advisor.harness.sandbox", "--zygote", str(spec_path)],
-                writable=[self.scratch],
+                [sys.executable, "-m", "advisor.harness.sandbox", "--zygote", str(spec_fd)],
+                writable=[],
                 readable=self.readable,
+                seccomp_fd=filter_fd,
+                as_pid_1=True,
             )
             self._proc = subprocess.Popen(
                 command,
                 env=self._env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
+                stdin=theirs.fileno(),
+                stdout=self._log,
+                stderr=self._log,
                 start_new_session=True,
+                pass_fds=[fd for fd in (spec_fd, filter_fd) if fd is not None],
             )
+        finally:
+            theirs.close()
+            for fd in (spec_fd, filter_fd):
+                if fd is not None:
+                    os.close(fd)
+        self._channel = ours
         reply = self._receive(timeout_s=self.start_timeout_s)
         if reply is None or not reply.get("ready"):
+            self.problem = str((reply or {}).get("reason") or "the zygote did not start")
             self._fail()
             return False
         self.pid = self._proc.pid
         if self.isolation.isolated:
             self.pid = _host_pid(self._proc.pid, int(reply.get("pid", -1)))
             if self.pid is None:
+                self.problem = "the zygote could not be found from the host"
                 self._fail()
                 return False
         return True
@@ -582,48 +635,35 @@ class Zygote:
         return all(env.get(name) == self._env.get(name) for name in names)
 
     def _fail(self) -> None:
-        """Stop it for good; later children are spawned (into the same scratch directory)."""
+        """Stop it for good."""
         self._broken = True
         self._stop()
 
-    def _request_fd(self) -> int | None:
-        if self._attached is not None:
-            return int(self._attached["request_fd"])
-        return self._proc.stdin.fileno() if self._proc is not None and self._proc.stdin is not None else None
-
-    def _reply_fd(self) -> int | None:
-        if self._attached is not None:
-            return int(self._attached["reply_fd"])
-        return self._proc.stdout.fileno() if self._proc is not None and self._proc.stdout is not None else None
-
-    def _send(self, message: dict, *, new_line: bool = False) -> None:
-        fd = self._request_fd()
-        assert fd is not None
-        data = ("\n" if new_line else "").encode() + (json.dumps(message) + "\n").encode()
-        while data:
-            data = data[os.write(fd, data) :]
+    def _send(self, message: dict, fds: Sequence[int] = ()) -> None:
+        assert self._channel is not None
+        data = json.dumps(message).encode()
+        if fds:
+            socket.send_fds(self._channel, [data], list(fds))
+        else:
+            self._channel.sendall(data)
 
     def _receive(self, timeout_s: float) -> dict | None:
-        """The next JSON line from the zygote; None on timeout or when it is gone."""
-        fd = self._reply_fd()
-        if fd is None:
+        """The zygote's next message; None on timeout or when it is gone."""
+        channel = self._channel
+        if channel is None:
             return None
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            ready, _, _ = select.select([fd], [], [], max(0.0, min(remaining, _POLL_S)))
-            if ready:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    return None
-                self._buffer += chunk
-            elif remaining <= 0:
-                return None
-        line, _, self._buffer = self._buffer.partition(b"\n")
+        channel.settimeout(max(0.0, timeout_s))
         try:
-            return json.loads(line)
+            data = channel.recv(_MESSAGE_BYTES)
+        except (TimeoutError, BlockingIOError, OSError):
+            return None
+        if not data:
+            return None
+        try:
+            message = json.loads(data)
         except ValueError:
             return None
+        return message if isinstance(message, dict) else None
 
 
 class _ForkedChild:
@@ -649,7 +689,7 @@ class _ForkedChild:
     def _collect(self, timeout_s: float, give_up: bool = False) -> None:
         zygote = self.zygote
         reply = None if give_up else zygote._receive(timeout_s)
-        if reply is not None and reply.get("pid") == self.ns_pid and "returncode" in reply:
+        if reply is not None and reply.get("pid") == self.ns_pid and isinstance(reply.get("returncode"), int):
             self.returncode = int(reply["returncode"])
         elif give_up or not zygote._alive():
             # the zygote is gone, so is its child (parent-death signal): report it killed
@@ -662,14 +702,6 @@ class _ForkedChild:
 
 def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(OSError):
-            path.unlink()
 
 
 def _host_pid(root: int, ns_pid: int) -> int | None:
@@ -751,11 +783,35 @@ def _failure(exc: BaseException) -> dict:
     return {"status": "runtime_error", "reason": message[:2000]}
 
 
-def _child_main(spec_path: str) -> None:
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    with contextlib.suppress(OSError):
+        while view:
+            view = view[os.write(fd, view) :]
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def _child_main(spec_fd: int, result_fd: int, progress_fd: int) -> None:
+    global _progress_fd
     _set_parent_death_signal()
     safe_unpickle.install()  # before the target imports torch: no module can hold the stock unpickler
-    spec = json.loads(Path(spec_path).read_text())
+    spec = json.loads(_read_all(spec_fd))
+    for fd in (result_fd, progress_fd):
+        os.set_inheritable(fd, False)  # the child's own subprocesses (compile workers, g++) get neither
+    _progress_fd = progress_fd
     _apply_limits(spec.get("limits") or {})
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "ADVISOR_COMPILE_CACHE_DIR"):
+        with contextlib.suppress(OSError, KeyError):
+            os.makedirs(os.environ[name], exist_ok=True)
     sys.path.extend(p for p in spec.get("import_paths", []) if p not in sys.path)
     try:
         module_name, _, func_name = spec["target"].partition(":")
@@ -765,33 +821,37 @@ def _child_main(spec_path: str) -> None:
     except BaseException as exc:  # noqa: BLE001 - every failure must become a status
         traceback.print_exc()
         payload = json.dumps(_failure(exc))
-    Path(spec["result_path"]).write_text(payload)
     sys.stdout.flush()
     sys.stderr.flush()
+    _write_all(result_fd, payload.encode())
     # Skip interpreter teardown: lingering compile-worker pools or non-daemon threads must not hang the exit.
     os._exit(0)
 
 
-def _zygote_main(spec_path: str) -> None:
-    """Zygote side: preload, then serve requests on stdin, replying on the original stdout: a fork request starts
-    one child (replies its pid, later its return code); a reset request kills every descendant and cleans up."""
+def _zygote_main(spec_fd: int) -> None:
+    """Zygote side: preload, then serve requests on the socket at fd 0: a fork request starts one child (replies its
+    pid, later its return code); a discard request removes a directory of its scratch area."""
     _set_parent_death_signal()
-    # orphans of its children are re-parented to it, so none escapes a reset; and other processes of the sandbox's
-    # uid (a child of an earlier job, say) cannot ptrace it or read its memory (each child is dumpable again)
-    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    # As its sandbox's pid 1 the kernel delivers it no signal from inside the sandbox that it has no handler for:
+    # with default dispositions (Python's SIGINT handler removed) no process of the job can kill or stop it. Not
+    # dumpable: the job's processes (same uid) cannot ptrace it or open its descriptors through /proc.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # unisolated: orphans of its children are re-parented to it
     _prctl(_PR_SET_DUMPABLE, 0)
     safe_unpickle.install()
-    spec = json.loads(Path(spec_path).read_text())
+    spec = json.loads(_read_all(spec_fd))
     sys.path.extend(p for p in spec.get("import_paths", []) if p not in sys.path)
-    replies = os.dup(1)
-    os.dup2(2, 1)  # stray prints of the preload must not corrupt the replies
+    channel = socket.socket(fileno=0)
+    scratch = str(spec["scratch"])
 
     def reply(message: dict) -> None:
-        os.write(replies, (json.dumps(message) + "\n").encode())
+        with contextlib.suppress(OSError):
+            channel.sendall(json.dumps(message).encode())
 
-    before = dict(os.environ)
     try:
+        os.makedirs(scratch, exist_ok=True)
         module_name, _, func_name = spec["preload"].partition(":")
+        before = dict(os.environ)
         getattr(importlib.import_module(module_name), func_name)(**spec.get("preload_kwargs", {}))
     except BaseException as exc:  # noqa: BLE001 - reported, then the parent spawns instead
         traceback.print_exc()
@@ -800,48 +860,38 @@ def _zygote_main(spec_path: str) -> None:
     # what the preload set (e.g. TORCH_DEVICE_BACKEND_AUTOLOAD=0) stays set in every child and its subprocesses
     added = {k: v for k, v in os.environ.items() if before.get(k) != v}
     reply({"ready": True, "pid": os.getpid()})
-    current: int | None = None  # the child being waited for
-    pending = b""
+    current: tuple[int, str] | None = None  # the child being waited for, and its work directory
     while True:
-        ready, _, _ = select.select([0], [], [], _POLL_S if current is not None else 1.0)
+        ready, _, _ = select.select([channel], [], [], _POLL_S if current is not None else 1.0)
         current = _reap(current, reply)
         if not ready:
             continue
-        chunk = os.read(0, 65536)
-        if not chunk:
-            os._exit(0)  # the parent closed the pipe
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            try:
-                request = json.loads(line)
-            except ValueError:
-                continue  # e.g. the rest of a request whose sender was killed while writing it
-            if "reset" in request:
-                current = None
-                reply({"reset": request["reset"], **_reset_zygote(spec)})
-            elif current is not None:
-                reply({"busy": True})
-            else:
-                current = _fork_child(request, added, replies)
-                reply({"pid": current})
-
-
-def _reset_zygote(spec: dict) -> dict:
-    """A reset request: clean up after the last job, then the zygote's refresh (see `Zygote`)."""
-    outcome = _clean_zygote_sandbox(bool(spec.get("sandboxed")))
-    if outcome["clean"] and spec.get("refresh"):
         try:
-            module_name, _, func_name = spec["refresh"].partition(":")
-            getattr(importlib.import_module(module_name), func_name)(**spec.get("preload_kwargs", {}))
-        except Exception as exc:  # noqa: BLE001 - reported: the owner replaces this zygote
-            traceback.print_exc()
-            return {"clean": False, "reason": f"refresh failed: {type(exc).__name__}: {exc}"}
-    return outcome
+            data, fds, _flags, _address = socket.recv_fds(channel, _MESSAGE_BYTES, 8)
+        except OSError:
+            os._exit(0)
+        if not data:
+            os._exit(0)  # the parent closed its end
+        try:
+            request = json.loads(data)
+        except ValueError:
+            request = {}
+        if isinstance(request.get("discard"), str) and _under(request["discard"], scratch):
+            shutil.rmtree(request["discard"], ignore_errors=True)
+            reply({"discarded": request["discard"]})
+        elif isinstance(request.get("fork"), dict) and len(fds) == 4 and current is None:
+            current = _fork_child(request["fork"], fds, added, channel.fileno())
+            reply({"pid": current[0]})
+        else:
+            reply({"busy": current is not None})
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
-def _reap(current: int | None, reply: Callable[[dict], None]) -> int | None:
-    """Reap every exited child (orphans included: the zygote is their subreaper); report `current`'s exit."""
+def _reap(current: tuple[int, str] | None, reply: Callable[[dict], None]) -> tuple[int, str] | None:
+    """Reap every exited child (orphans included: the zygote is their subreaper or pid 1); report `current`'s exit
+    and remove its work directory."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -849,12 +899,15 @@ def _reap(current: int | None, reply: Callable[[dict], None]) -> int | None:
             return current
         if pid == 0:
             return current
-        if pid == current:
+        if current is not None and pid == current[0]:
+            shutil.rmtree(current[1], ignore_errors=True)
             reply({"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
             current = None
 
 
-def _fork_child(request: dict, added: Mapping[str, str], replies: int) -> int:
+def _fork_child(request: dict, fds: list[int], added: Mapping[str, str], channel: int) -> tuple[int, str]:
+    spec_fd, output_fd, progress_fd, result_fd = fds
+    workdir = str(request["workdir"])
     ready_r, ready_w = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -862,99 +915,32 @@ def _fork_child(request: dict, added: Mapping[str, str], replies: int) -> int:
     if pid == 0:  # the child: never returns
         try:
             os.close(ready_r)
-            os.close(replies)
+            os.close(channel)
             os.setsid()
             _prctl(_PR_SET_DUMPABLE, 1)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             os.write(ready_w, b"1")  # in its own session now: the parent may kill its group
             os.close(ready_w)
-            out = os.open(request["output_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-            os.dup2(out, 1)
-            os.dup2(out, 2)
+            os.dup2(output_fd, 1)
+            os.dup2(output_fd, 2)
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            os.close(output_fd)
             os.environ.clear()
-            os.environ.update(request["env"])
+            os.environ.update({str(k): str(v) for k, v in dict(request["env"]).items()})
             os.environ.update(added)
-            _child_main(request["spec_path"])
+            os.makedirs(workdir, exist_ok=True)
+            if request.get("exec"):  # another environment: a fresh interpreter, in this same sandbox
+                for fd in (spec_fd, result_fd, progress_fd):
+                    os.set_inheritable(fd, True)
+                argv = [sys.executable, "-m", "advisor.harness.sandbox", str(spec_fd), str(result_fd), str(progress_fd)]
+                os.execve(sys.executable, argv, dict(os.environ))
+            _child_main(spec_fd, result_fd, progress_fd)
         finally:
             os._exit(1)
     os.close(ready_w)
     os.read(ready_r, 1)
     os.close(ready_r)
-    return pid
-
-
-# emptied between the jobs of a warm zygote; /dev/mqueue lists the IPC namespace's POSIX message queues (unlinking
-# one there removes the queue), as bubblewrap mounts it (advisor.harness.isolation)
-_SANDBOX_TEMP_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
-
-
-def _clean_zygote_sandbox(sandboxed: bool) -> dict:
-    """Inside the zygote: kill and reap every descendant, then (in a sandbox: its own /tmp, /dev/shm and IPC
-    namespace) empty the temporary directories, remove POSIX message queues and System V IPC objects.
-    {"clean": bool, "reason": ...}."""
-    left = kill_descendants(os.getpid())
-    _reap(None, lambda message: None)  # no child is being waited for: nothing to report
-    if left:
-        return {"clean": False, "reason": f"{len(left)} process(es) of the last job survived SIGKILL"}
-    if not sandboxed:
-        return {"clean": True}  # not isolated: /tmp is the host's, not the zygote's to empty
-    mounts = _mount_points()  # the binds of the scratch directory and the inbox (the host empties those)
-    for directory in _SANDBOX_TEMP_DIRS:
-        for entry in _entries_around_mounts(Path(directory), mounts):
-            _remove(entry)
-    leftovers = [str(e) for d in _SANDBOX_TEMP_DIRS for e in _entries_around_mounts(Path(d), mounts)]
-    if leftovers:
-        return {"clean": False, "reason": f"could not remove {', '.join(leftovers[:3])}"}
-    if not _remove_sysv_ipc():
-        return {"clean": False, "reason": "System V IPC objects of the last job could not be removed"}
-    return {"clean": True}
-
-
-def _mount_points() -> set[str]:
-    try:
-        return {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
-    except (OSError, IndexError):
-        return set()
-
-
-def _entries_around_mounts(directory: Path, mounts: set[str]) -> list[Path]:
-    """What is in `directory` except mount points and the directories leading to them (recursively)."""
-    found: list[Path] = []
-    with contextlib.suppress(OSError):
-        for entry in directory.iterdir():
-            path = str(entry)
-            if path in mounts:
-                continue
-            if any(m.startswith(path + "/") for m in mounts) and entry.is_dir() and not entry.is_symlink():
-                found += _entries_around_mounts(entry, mounts)
-            else:
-                found.append(entry)
-    return found
-
-
-def _remove_sysv_ipc() -> bool:
-    """Remove every System V shared memory segment, semaphore set and message queue this IPC namespace shows."""
-    import ctypes
-
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    ipc_rmid = 0
-    removers = {
-        "shm": lambda ident: libc.shmctl(ident, ipc_rmid, None),
-        "sem": lambda ident: libc.semctl(ident, 0, ipc_rmid),
-        "msg": lambda ident: libc.msgctl(ident, ipc_rmid, None),
-    }
-    for kind, remove in removers.items():
-        for ident in _sysv_ids(kind):
-            remove(ident)
-    return not any(_sysv_ids(kind) for kind in removers)
-
-
-def _sysv_ids(kind: str) -> list[int]:
-    try:
-        rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
-    except OSError:
-        return []
-    return [int(row.split()[1]) for row in rows if row.split()]
+    return pid, workdir
 
 
 if __name__ == "__main__":
@@ -963,6 +949,6 @@ if __name__ == "__main__":
     from advisor.harness.sandbox import _zygote_main as zygote_main
 
     if sys.argv[1] == "--zygote":
-        zygote_main(sys.argv[2])
+        zygote_main(int(sys.argv[2]))
     else:
-        child_main(sys.argv[1])
+        child_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))

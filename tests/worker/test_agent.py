@@ -271,7 +271,7 @@ def test_cancel_also_stops_the_sandboxed_stage_in_its_own_session(api: WorkerApi
     assert server.count("cancelled") == 1
 
 
-def test_a_warm_worker_forks_every_job_from_one_sandbox_and_empties_its_inbox(
+def test_each_job_forks_from_a_prepared_sandbox_of_its_own_and_leaves_nothing(
     api: WorkerApi, server: FakeServer, tmp_path: Path
 ):
     try:
@@ -280,17 +280,18 @@ def test_a_warm_worker_forks_every_job_from_one_sandbox_and_empties_its_inbox(
         pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
     server.add_job()
     server.add_job()
-    agent = make_agent(api, tmp_path, "fake_stages:forked_from_warm", warm_sandbox=True, max_jobs=2)
+    agent = make_agent(api, tmp_path, "fake_stages:forked_from_warm", prepare_sandboxes=True, max_jobs=2)
     assert agent.run() == 0
     first, second = (body["inspection"]["child"] for body in server.bodies("complete"))
     for child in (first, second):
         assert child["status"] == "ok", child
-        assert child["torch_preloaded"] is True  # forked from the warm zygote: torch was imported before the job
-        assert child["sha256"] == ARTIFACT_SHA  # the job's own download, read through the inbox
-        assert child["model"].startswith(str(tmp_path / "work" / "inbox"))
-    assert first["zygote"] == second["zygote"]  # one zygote for both jobs
-    assert agent.warm is not None and agent.warm.starts == 1
-    assert not (tmp_path / "work" / "inbox").exists()  # closed with the worker
+        assert child["torch_preloaded"] is True  # forked from a zygote prepared before the job: torch was imported
+        assert child["sha256"] == ARTIFACT_SHA  # the job's own download, read through its inbox
+        assert child["model"].startswith(str(tmp_path / "work" / "inbox-"))
+    assert first["zygote"] != second["zygote"]  # a sandbox per job: the second job never ran in the first's
+    assert first["model"].rsplit("/", 2)[0] != second["model"].rsplit("/", 2)[0]  # and each its own inbox
+    assert agent.sandboxes is not None and agent.sandboxes.starts >= 2
+    assert not list((tmp_path / "work").glob("inbox-*"))  # every sandbox closed with its job or the worker
 
 
 def test_a_crashing_runner_is_reported_as_a_retryable_failure(api: WorkerApi, server: FakeServer, tmp_path: Path):

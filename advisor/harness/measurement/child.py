@@ -62,15 +62,6 @@ def preload(device: str, trusted_headers: str | None = None) -> None:
     import advisor.harness.loading  # noqa: F401
 
 
-def refresh(device: str, trusted_headers: str | None = None) -> None:
-    """Zygote refresh, after a reset emptied the sandbox's private /tmp between two jobs of a warm worker
-    (workers.warm_sandbox): a fresh copy of the trusted precompiled header, from the read-only trusted build - never
-    the copy the last job could write to."""
-    from advisor.harness import inductor_headers
-
-    inductor_headers.install(trusted_headers)
-
-
 def measure_variant(
     *,
     model_path: str,

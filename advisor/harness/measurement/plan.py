@@ -65,7 +65,6 @@ CHILD = "advisor.harness.measurement.child:measure_variant"
 
 
 PRELOAD = "advisor.harness.measurement.child:preload"
-REFRESH = "advisor.harness.measurement.child:refresh"  # after each reset of a warm worker's zygote
 
 
 class MeasurementCancelled(RuntimeError):

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -20,7 +18,6 @@ from advisor.harness.measurement.plan import (
     DEFAULT_MEMORY_LIMIT_MB,
     DEFAULT_TIMEOUT_S,
     PRELOAD,
-    REFRESH,
     check_model_file,
     check_workload,
     plan_variants,
@@ -48,7 +45,6 @@ def measurement_zygote(device: str, readable: list[str | None] | tuple = (), *, 
         {"device": device, "trusted_headers": headers},
         isolation=isolation,
         readable=[p for p in (*readable, headers) if p],
-        refresh=REFRESH,
     )
 
 
@@ -119,7 +115,8 @@ def measure_model(
     # the children fork from one interpreter that has imported torch once (each still gets its own process)
     owns_zygote = zygote is None
     zygote = zygote or measurement_zygote(device, [path, inputs_file], inductor=builds_inductor_cpp(variants))
-    workdir = Path(tempfile.mkdtemp(prefix="advisor-measure-", dir=zygote.scratch))
+    # inside the zygote's sandbox (its size-capped /tmp) when isolated: the host never reads or writes there
+    workdir = Path(zygote.new_path("measure"))
     common = {
         "model_path": os.path.abspath(path),
         "device": device,
@@ -173,7 +170,8 @@ def measure_model(
     finally:
         if owns_zygote:
             zygote.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            zygote.discard(str(workdir))
 
 
 def builds_inductor_cpp(variants: Sequence[tuple[str, str]]) -> bool:

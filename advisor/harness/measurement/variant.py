@@ -79,7 +79,6 @@ def measure_one(
 
 
 def _run_child(kwargs: dict, sandbox: dict, cache_dir: Path, extra_env: dict, stage: str) -> SandboxResult:
-    cache_dir.mkdir(parents=True, exist_ok=True)
     result = run_in_sandbox(CHILD, kwargs, cache_dir=str(cache_dir), stage=stage, extra_env=extra_env, **sandbox)
     if result.status == "cancelled":
         raise MeasurementCancelled(result.reason or "cancelled")

@@ -1,0 +1,120 @@
+"""A sandbox of its own for every job, prepared before the job arrives.
+
+A job's children fork from a zygote (advisor.harness.sandbox.Zygote) that is the pid 1 of a bubblewrap sandbox no
+other job's code ever ran in: its own user, PID, IPC, network and mount namespaces, its own size-capped /tmp and
+/dev/shm, and an inbox - a host directory bound read-only - that only ever holds this job's downloads. When the job
+ends its zygote is stopped: the kernel kills every process in the sandbox and frees its tmpfs memory. Nothing is made
+clean for reuse, so there is no list of things to clean that could miss one.
+
+Starting a zygote (`import torch`, Dynamo, Inductor, the CPU probe: 4-8 s on 2 cores) stays off the job's critical
+path: `prepare()` starts the next job's zygote (a spare) in a thread when the worker starts, while it waits for work,
+and as soon as the current job's last timed window has ended - never while a measurement runs. `take()` hands the
+spare to the job that was just claimed (waiting for it if it is still starting). What outlives a job is only what the
+sandbox sees read-only: the interpreter, the project's code and Inductor's trusted precompiled headers.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from advisor.harness.measurement import measurement_zygote
+from advisor.harness.sandbox import Zygote
+
+log = logging.getLogger("npu_advisor.worker")
+
+
+@dataclass
+class JobSandbox:
+    """One job's: a zygote in a fresh sandbox, and the inbox only that sandbox reads (the job's downloads)."""
+
+    zygote: Zygote
+    inbox: Path
+
+    def handle(self) -> tuple[dict[str, Any] | None, tuple[int, ...]]:
+        """The zygote's handle for the job's runner process and the descriptor it must inherit; (None, ()) when the
+        zygote is not running (the analysis then starts one of its own)."""
+        handle = self.zygote.handle()
+        return (handle, (handle["channel_fd"],)) if handle else (None, ())
+
+    def close(self) -> None:
+        """Stop everything of the job: its processes, its /tmp and /dev/shm, its downloads."""
+        self.zygote.close()
+        shutil.rmtree(self.inbox, ignore_errors=True)
+
+
+class JobSandboxes:
+    """The sandboxes of one worker's jobs: at most one spare being prepared, at most one in use."""
+
+    def __init__(self, device: str, work_dir: Path, *, inductor: bool) -> None:
+        self.device = device
+        self.work_dir = work_dir
+        self.inductor = inductor  # whether jobs may compile C++ with Inductor: the zygote then prepares for it
+        self.starts = 0  # sandboxes started so far
+        self.current: JobSandbox | None = None
+        self._spare: JobSandbox | None = None
+        self._preparing: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._unavailable = False  # a zygote could not start here: each analysis starts its own
+
+    def prepare(self) -> None:
+        """Start the next job's sandbox in the background, unless one is ready or starting (or none can start)."""
+        with self._lock:
+            if self._unavailable or self._spare is not None or self._preparing is not None:
+                return
+            self._preparing = threading.Thread(target=self._prepare_spare, name="prepare-sandbox", daemon=True)
+            self._preparing.start()
+
+    def take(self) -> JobSandbox | None:
+        """The sandbox for the job just claimed: the spare (waited for if it is still starting), else a new one;
+        None when none can start here."""
+        self.end_job()
+        self.prepare()
+        with self._lock:
+            preparing = self._preparing
+        if preparing is not None:
+            preparing.join()
+        with self._lock:
+            self.current, self._spare = self._spare, None
+        return self.current
+
+    def end_job(self) -> None:
+        """Stop the current job's sandbox (everything the job started and wrote goes with it)."""
+        current, self.current = self.current, None
+        if current is not None:
+            current.close()
+
+    def close(self) -> None:
+        self.end_job()
+        with self._lock:
+            preparing = self._preparing
+        if preparing is not None:
+            preparing.join()
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.close()
+
+    def _prepare_spare(self) -> None:
+        try:
+            self.starts += 1
+            inbox = self.work_dir / f"inbox-{self.starts}"
+            inbox.mkdir(parents=True, exist_ok=True)  # bound read-only into the sandbox: it must exist first
+            sandbox = JobSandbox(measurement_zygote(self.device, [str(inbox)], inductor=self.inductor), inbox)
+            if sandbox.zygote.start():
+                with self._lock:
+                    self._spare = sandbox
+                return
+            log.warning("a job sandbox could not start (%s); each job starts its own", sandbox.zygote.problem)
+            sandbox.close()
+            self._unavailable = True
+        except Exception:  # noqa: BLE001 - a worker without spares still works, one zygote per job
+            log.exception("preparing the next job's sandbox failed; each job starts its own")
+            self._unavailable = True
+        finally:
+            with self._lock:
+                self._preparing = None
