@@ -48,7 +48,10 @@ class JobSandbox:
 
 
 class JobSandboxes:
-    """The sandboxes of one worker's jobs: at most one spare being prepared, at most one in use."""
+    """The sandboxes of one worker's jobs: at most one spare being prepared, at most one in use.
+
+    Spares are started by one long-lived thread of this object: bubblewrap's parent-death signal follows the thread
+    that started it, so a sandbox started from a short-lived thread (a job's progress reader) would die with it."""
 
     def __init__(self, device: str, work_dir: Path, *, inductor: bool) -> None:
         self.device = device
@@ -57,28 +60,31 @@ class JobSandboxes:
         self.starts = 0  # sandboxes started so far
         self.current: JobSandbox | None = None
         self._spare: JobSandbox | None = None
-        self._preparing: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._starting = False
+        self._closing = False
         self._unavailable = False  # a zygote could not start here: each analysis starts its own
+        self._changed = threading.Condition()
+        self._wanted = threading.Event()
+        self._starter: threading.Thread | None = None
 
     def prepare(self) -> None:
         """Start the next job's sandbox in the background, unless one is ready or starting (or none can start)."""
-        with self._lock:
-            if self._unavailable or self._spare is not None or self._preparing is not None:
+        with self._changed:
+            if self._closing or self._unavailable or self._spare is not None or self._starting:
                 return
-            self._preparing = threading.Thread(target=self._prepare_spare, name="prepare-sandbox", daemon=True)
-            self._preparing.start()
+            self._starting = True
+            if self._starter is None:
+                self._starter = threading.Thread(target=self._serve, name="job-sandbox-starter", daemon=True)
+                self._starter.start()
+        self._wanted.set()
 
     def take(self) -> JobSandbox | None:
         """The sandbox for the job just claimed: the spare (waited for if it is still starting), else a new one;
         None when none can start here."""
         self.end_job()
         self.prepare()
-        with self._lock:
-            preparing = self._preparing
-        if preparing is not None:
-            preparing.join()
-        with self._lock:
+        with self._changed:
+            self._changed.wait_for(lambda: not self._starting)
             self.current, self._spare = self._spare, None
         return self.current
 
@@ -90,31 +96,39 @@ class JobSandboxes:
 
     def close(self) -> None:
         self.end_job()
-        with self._lock:
-            preparing = self._preparing
-        if preparing is not None:
-            preparing.join()
-        with self._lock:
+        with self._changed:
+            self._closing = True
+            self._changed.wait_for(lambda: not self._starting)
             spare, self._spare = self._spare, None
+        self._wanted.set()
+        if self._starter is not None:
+            self._starter.join()
         if spare is not None:
             spare.close()
 
-    def _prepare_spare(self) -> None:
+    def _serve(self) -> None:
+        while True:
+            self._wanted.wait()
+            self._wanted.clear()
+            if self._closing:
+                return
+            sandbox = self._start_one()
+            with self._changed:
+                self._spare = sandbox
+                self._unavailable = sandbox is None
+                self._starting = False
+                self._changed.notify_all()
+
+    def _start_one(self) -> JobSandbox | None:
         try:
             self.starts += 1
             inbox = self.work_dir / f"inbox-{self.starts}"
             inbox.mkdir(parents=True, exist_ok=True)  # bound read-only into the sandbox: it must exist first
             sandbox = JobSandbox(measurement_zygote(self.device, [str(inbox)], inductor=self.inductor), inbox)
             if sandbox.zygote.start():
-                with self._lock:
-                    self._spare = sandbox
-                return
+                return sandbox
             log.warning("a job sandbox could not start (%s); each job starts its own", sandbox.zygote.problem)
             sandbox.close()
-            self._unavailable = True
         except Exception:  # noqa: BLE001 - a worker without spares still works, one zygote per job
             log.exception("preparing the next job's sandbox failed; each job starts its own")
-            self._unavailable = True
-        finally:
-            with self._lock:
-                self._preparing = None
+        return None
