@@ -65,17 +65,15 @@ class OnnxRuntimeBackend(Backend, catalogue_name="onnxruntime"):
         onnx_dir = request.cache_dir or tempfile.mkdtemp(prefix="npu-advisor-onnx-")
         os.makedirs(onnx_dir, exist_ok=True)
         path = os.path.join(onnx_dir, _MODEL_FILE)
-        fingerprint = _fingerprint(module, example_inputs, request)
+        dynamic = _exported_dynamic_dims(module, example_inputs)
+        if dynamic is None and request.dynamic:
+            dynamic = _batch_dynamic(example_inputs)
+        fingerprint = _fingerprint(module, example_inputs, request, dynamic)
         cached = _saved_model_matches(onnx_dir, fingerprint)
         started = time.perf_counter()
         if not cached:
             with torch.no_grad():
-                program = torch.onnx.export(
-                    module,
-                    tuple(example_inputs),
-                    dynamo=True,
-                    dynamic_shapes=_batch_dynamic(example_inputs) if request.dynamic else None,
-                )
+                program = torch.onnx.export(module, tuple(example_inputs), dynamo=True, dynamic_shapes=dynamic)
             program.save(path)
             with open(os.path.join(onnx_dir, _FINGERPRINT_FILE), "w", encoding="utf-8") as handle:
                 handle.write(fingerprint)
@@ -89,6 +87,8 @@ class OnnxRuntimeBackend(Backend, catalogue_name="onnxruntime"):
             "export_s": 0.0 if cached else exported - started,
             "session_s": time.perf_counter() - exported,
             "cached": cached,
+            # the ONNX file's dynamic axes: ORT runs it at any size of these, and only of these
+            "dynamic_axes": _describe_dynamic(dynamic, example_inputs) or "none (fixed shapes)",
         }
         return runner
 
@@ -114,7 +114,7 @@ class _SessionCallable:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-def _fingerprint(module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> str:
+def _fingerprint(module: Any, example_inputs: Sequence[Any], request: CompileRequest, dynamic: Any = None) -> str:
     """What the saved model.onnx was exported from: versions, the inputs' and the weights' names, shapes and
     dtypes. The cache directory belongs to one measurement of one model; this guards against a stale file."""
     import onnxruntime
@@ -128,6 +128,7 @@ def _fingerprint(module: Any, example_inputs: Sequence[Any], request: CompileReq
         "torch": torch.__version__,
         "onnxruntime": onnxruntime.__version__,
         "dynamic": request.dynamic,
+        "dynamic_axes": _describe_dynamic(dynamic, example_inputs),
         "device": request.device,
         "inputs": [describe(v) for v in example_inputs],
         "state": [[name, describe(value)] for name, value in state.items()],
@@ -149,3 +150,56 @@ def _batch_dynamic(example_inputs: Sequence[Any]) -> tuple:
     from torch.export import Dim
 
     return tuple({0: Dim.AUTO} if getattr(t, "dim", lambda: 0)() > 0 else None for t in example_inputs)
+
+
+def _exported_dynamic_dims(module: Any, example_inputs: Sequence[Any]) -> Any:
+    """The ExportedProgram's dynamic dims as `torch.onnx.export(dynamic_shapes=...)`: `{dim: Dim.AUTO}` per input
+    for each dim the program keeps symbolic, so the ONNX file gets them as dynamic axes and serves every size the
+    model is timed at (its dynamic sizes, a shape sweep). `ep.module()`'s placeholders (one per flat input, in the
+    order the harness passes them; `KeywordCall` wraps it as `.model`) carry export's fake values, whose symbolic
+    sizes are the dynamic dims. None for a module without them (TorchScript, a plain nn.Module, all dims static)."""
+    import torch
+    from torch.export import Dim
+
+    graph = getattr(getattr(module, "model", module), "graph", None)
+    if not isinstance(graph, torch.fx.Graph):
+        return None
+    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
+    if len(placeholders) != len(example_inputs):
+        return None
+    specs: list[dict[int, Any] | None] = []
+    for node, value in zip(placeholders, example_inputs, strict=True):
+        fake = node.meta.get("val")
+        if not (isinstance(fake, torch.Tensor) and isinstance(value, torch.Tensor)):
+            specs.append(None)
+            continue
+        dims = {dim: Dim.AUTO for dim, size in enumerate(fake.shape) if isinstance(size, torch.SymInt)}
+        specs.append(dims or None)
+    if not any(specs):
+        return None
+    return _for_signature(module, tuple(specs))
+
+
+def _for_signature(module: Any, specs: tuple) -> Any:
+    """`specs` (one per flat input) as `dynamic_shapes` for `module.forward`: a `forward(*inputs)` (KeywordCall)
+    takes them under its one varargs name, others positionally."""
+    import inspect
+
+    try:
+        parameters = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return specs
+    if len(parameters) == 1 and parameters[0].kind is inspect.Parameter.VAR_POSITIONAL:
+        return {parameters[0].name: specs}
+    return specs
+
+
+def _describe_dynamic(dynamic: Any, example_inputs: Sequence[Any]) -> str:
+    """The dims exported as dynamic axes, e.g. "input0[0], input1[0]" ("" when none)."""
+    if isinstance(dynamic, dict):
+        dynamic = next(iter(dynamic.values()), None)
+    if not dynamic:
+        return ""
+    return ", ".join(
+        f"input{index}[{dim}]" for index, spec in enumerate(dynamic) if isinstance(spec, dict) for dim in sorted(spec)
+    )

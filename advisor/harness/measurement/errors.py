@@ -3,10 +3,21 @@ or a backend failing at a named step (StageError carries the status)."""
 
 from __future__ import annotations
 
-from advisor.core.text import first_line
 from advisor.harness.sandbox import StageError
 
 OOM_MARKERS = ("can't allocate memory", "out of memory", "outofmemory")
+ERROR_CHARS = 4000  # a backend's error is kept whole up to this length: the useful part is often after its first line
+
+
+def error_text(exc: BaseException, limit: int = ERROR_CHARS) -> str:
+    """`Type: message`, every line of it (ONNX Runtime's "Got invalid dimensions for input: x for the following
+    indices" names the dims on the next line), cut at `limit` characters with a note of how much was left out."""
+    message = str(exc).strip()
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    if len(text) <= limit:
+        return text
+    marker = f" ... [{len(text) - limit} more characters]"
+    return text[: limit - len(marker)] + marker
 
 
 def is_out_of_memory(exc: BaseException, message: str) -> bool:
@@ -15,7 +26,7 @@ def is_out_of_memory(exc: BaseException, message: str) -> bool:
 
 def eager_failure(exc: BaseException, what: str) -> StageError:
     """An allocation failure is "oom" (the memory limit or the machine), anything else a runtime error."""
-    message = first_line(exc, limit=500)
+    message = error_text(exc)
     if is_out_of_memory(exc, message):
         return StageError("oom", f"{what}: out of memory: {message}")
     return StageError("runtime_error", f"{what}: {message}")
@@ -23,7 +34,7 @@ def eager_failure(exc: BaseException, what: str) -> StageError:
 
 def stage_error(exc: BaseException, during: str, default: str = "runtime_error") -> StageError:
     """Compiler exceptions are compile errors, allocation failures are oom, the rest runtime errors."""
-    message = first_line(exc, limit=500)
+    message = error_text(exc)
     if is_out_of_memory(exc, message):
         return StageError("oom", f"out of memory during {during}: {message}")
     module = type(exc).__module__ or ""

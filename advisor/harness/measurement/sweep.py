@@ -15,9 +15,9 @@ from typing import Any
 
 from advisor.core.context import MAX_SWEEP_POINTS
 from advisor.core.shape_sweep import range_sizes
-from advisor.core.text import first_line
 from advisor.harness import devices
 from advisor.harness.measurement.dynamic import dynamo_counter, dynamo_counters
+from advisor.harness.measurement.errors import error_text
 from advisor.harness.measurement.timing import TimingPolicy, short_policy, time_side_by_side
 from advisor.harness.model_inputs import resized_like
 
@@ -76,7 +76,7 @@ def measure_sweep(
             sized = dev.to_device(_inputs_at(shape, names, inputs))
             row.update(_time_point(fns, sized, dev, short))
         except Exception as exc:  # noqa: BLE001 - e.g. a shape outside an export's dynamic range: that point fails
-            row["error"] = f"the model does not run at this shape: {first_line(exc, limit=300)}"
+            row["error"] = f"the model does not run at this shape: {error_text(exc)}"
         sized_inputs.append(sized)
         rows.append(row)
     if recompile_static is not None and any("error" not in row for row in rows):
@@ -139,7 +139,7 @@ def _static_points(
             try:
                 point = _time_point(static, dev.to_device(sized), dev, short)
             except Exception as exc:  # noqa: BLE001 - recorded on the point; the dynamic numbers stand
-                row["static"] = {"error": first_line(exc, limit=300)}
+                row["static"] = {"error": error_text(exc)}
                 continue
             compile_s = max(0.0, point["first_call_s"] - point["median_ms"] / 1e3)
             row["static"] = {
