@@ -23,7 +23,7 @@ from sqlmodel import Session
 
 from advisor.core.noise import is_noisy
 from app.job_queue import JobQueue
-from app.models import MEASURE, Analysis, Artifact, Job
+from app.models import MEASURE, Analysis, Artifact, Job, Worker
 from app.storage import ArtifactStore
 
 ANALYSIS_STATUS = {
@@ -305,7 +305,17 @@ def analysis_view(
         "error": job.last_error if job and view["status"] == "failed" else None,
         "waiting_for_worker": queue.waiting_for_worker(session, job, unmeasured=_unmeasured(analysis)) if job else None,
         "job": {"id": job.id, "attempts": job.attempts, "max_attempts": job.max_attempts} if job else None,
+        "measured_by": measured_by(session, job),
     }
+
+
+def measured_by(session: Session, job: Job | None) -> dict[str, str] | None:
+    """The worker whose completion the analysis' measurements are ({"worker_id", "name"}), once its measure job
+    succeeded; None before (an unmeasured recommendation, from an inspect job, names no one)."""
+    if job is None or job.status != "succeeded" or job.worker_id is None:
+        return None
+    worker = session.get(Worker, job.worker_id)
+    return {"worker_id": job.worker_id, "name": worker.name if worker is not None else ""}
 
 
 def _unmeasured(analysis: Analysis) -> bool:

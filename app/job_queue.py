@@ -34,7 +34,14 @@ from sqlmodel import Session
 
 from app.models import ANY_DEVICE, INSPECT, MEASURE, Analysis, Job, JobEvent, JobRequirement, Worker
 from app.outcomes import DecisionFailed, decide_recommendation, store_outcome
-from app.results import ERROR_CHARS, ResultsInvalid, accept_results, truncate_text
+from app.results import (
+    ERROR_CHARS,
+    JobBinding,
+    ResultsInvalid,
+    accept_results,
+    check_belongs_to_job,
+    truncate_text,
+)
 
 Clock = Callable[[], datetime]
 OutcomeRecorder = Callable[[Session, Job], None]
@@ -123,7 +130,8 @@ class LeaseRenewal:
 @dataclass(frozen=True)
 class Completion:
     """What a worker's upload came to: the job, whether it succeeded just now (a repeat did not), and - when the
-    results did not have the documented shape - one {field, message} per problem (the job failed with them)."""
+    results were refused (shape, impossible numbers, not the job's) - one {field, message} per problem (the job
+    is unchanged: still leased to its worker)."""
 
     job: Job
     newly_completed: bool
@@ -365,30 +373,57 @@ class JobQueue:
         return job, True
 
     def complete_with_results(
-        self, session: Session, *, job_id: int, lease_token: str, inspection: Any, measurements: Any
+        self,
+        session: Session,
+        *,
+        job_id: int,
+        lease_token: str,
+        inspection: Any,
+        measurements: Any,
+        actor: Actor = SERVER,
     ) -> Completion:
         """A worker's upload, start to end: fence, validate (app.results), decide (advisor.core only), store, finish.
 
-        Results of the wrong shape, or ones the engine cannot decide on, fail the job (not retried) with the reason.
+        Only for the job and lease the worker holds: the job is running under `lease_token` (StaleLease otherwise;
+        a repeat of a completion that succeeded is answered as before), and `actor` may act for the worker that
+        claimed it (NotYourWorker). Results that do not have the documented shape, hold impossible numbers, or are
+        not the job's (another artifact, a backend or mode it did not ask for) change nothing: `problems` says why
+        and the job stays leased to its worker, which may fail it or complete it correctly. Results the engine
+        cannot decide on fail the job (not retried) with the reason.
         The fence is checked before the slow part (validating, deciding), which runs outside any transaction; the
         store and the transition then happen in `complete`'s one transaction, so a repeat stores nothing twice."""
         job = session.get(Job, job_id)
         if job is None:
             raise JobNotFound(f"job {job_id} does not exist")
-        if job.status == "running" and job.lease_token != lease_token:
-            raise StaleLease(
-                f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it"
+        repeat = job.status == "succeeded" and self._token_matches(job, lease_token)
+        if not repeat:
+            if not self._token_matches(job, lease_token):
+                raise StaleLease(
+                    f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it"
+                )
+            if job.status != "running":
+                raise StaleLease(f"job {job_id} is already {job.status}; stop working on it")
+        worker = session.get(Worker, job.worker_id) if job.worker_id is not None else None
+        if not actor.may_act_for(worker.token_id if worker is not None else None):
+            raise NotYourWorker(
+                f"job {job_id} is leased to worker {job.worker_id}, which was registered with another token: a "
+                "worker token completes only the jobs of the workers it registered"
             )
+        analysis = session.get(Analysis, job.analysis_id)
         analysis_id, purpose = job.analysis_id, job.purpose
-        context = dict(session.get(Analysis, analysis_id).context)
+        context = dict(analysis.context)
+        binding = JobBinding(
+            artifact_sha256=analysis.artifact_sha256,
+            backends=tuple(job.backends or (worker.backends if worker is not None else ())),
+        )
         if purpose == INSPECT:
             measurements = None  # an inspection's recommendation is unmeasured whatever was sent
         session.commit()  # end the read's (write-locking, on SQLite) transaction: validating and deciding are slow
         try:
             inspection, measurements = accept_results(inspection, measurements)
+            check_belongs_to_job(inspection, measurements, binding)
         except ResultsInvalid as exc:
-            failed = self.fail(session, job_id=job_id, lease_token=lease_token, error=exc.job_error, retryable=False)
-            return Completion(failed, newly_completed=False, problems=exc.problems)
+            return Completion(job, newly_completed=False, problems=exc.problems)
         try:
             recommendation = decide_recommendation(context, inspection, measurements)
         except DecisionFailed as exc:
@@ -524,6 +559,28 @@ class JobQueue:
         return report
 
     # ------------------------------------------------------------ reads
+    def holds_live_lease(
+        self, session: Session, actor: Actor, *, sha256: str | None = None, analysis_id: int | None = None
+    ) -> bool:
+        """Whether `actor` acts for a worker that holds a live lease (running, not expired) on a job of the
+        analysis `analysis_id`, or of an analysis whose model or inputs file is `sha256`. Admins always do.
+        What a worker token may download: only the files of the jobs it is working on now."""
+        if actor.admin:
+            return True
+        if actor.token_id is None:
+            return False
+        query = (
+            select(Job.id)
+            .join(Worker, Worker.id == Job.worker_id)
+            .join(Analysis, Analysis.id == Job.analysis_id)
+            .where(Job.status == "running", Job.lease_expires_at > self.clock(), Worker.token_id == actor.token_id)
+        )
+        if sha256 is not None:
+            query = query.where(or_(Analysis.artifact_sha256 == sha256, Analysis.inputs_sha256 == sha256))
+        if analysis_id is not None:
+            query = query.where(Job.analysis_id == analysis_id)
+        return session.scalar(query.limit(1)) is not None
+
     def waiting_for_worker(self, session: Session, job: Job, *, unmeasured: bool = False) -> str | None:
         """Why a queued measure job cannot be claimed by anyone now (see `unclaimable_reason`), worded for its
         analysis: `unmeasured` when the analysis shows an unmeasured recommendation (from its inspect job) meanwhile.

@@ -3,25 +3,36 @@
 `accept_results(inspection, measurements)` (POST /api/v1/jobs/{id}/complete) returns the results as they will
 be stored, or raises ResultsInvalid naming the field:
 
-- non-finite numbers (NaN, Infinity; Python's json accepts them) become null, so no report or page fails on
-  them later (JSON responses refuse NaN); one among a latency's statistics makes the whole latency null, one in
-  a speedup interval the interval (the views draw them whole);
+- the numbers a recommendation is made of must be possible (`_impossible_numbers`): a row's latency statistics
+  (finite, positive, median <= p90 <= p99, the median inside its CI), its speedup (finite, positive, and eager's
+  median over its own), its compile times and peak memory (finite, >= 0); anything else is refused, naming the
+  field;
+- every other non-finite number (NaN, Infinity; Python's json accepts them) becomes null, so no report or page
+  fails on it later (JSON responses refuse NaN); one in a speedup interval makes the interval null (the harness
+  sends an infinite upper bound when a CI reaches zero);
 - free text is truncated with a marker, never refused: `stderr_tail` keeps its last 64 KiB, `snippet` its first
   16 KiB, every other string its first 4 KiB; object keys are cut at 200 characters;
 - integers outside int64, nesting deeper than MAX_DEPTH, containers of more than MAX_CONTAINER_ITEMS items and
   more than MAX_NODES values in all are refused;
 - then the shapes are checked with advisor.core.results (types, bounded lists such as at most 200 measurement
   rows, identifier lengths of the indexed columns).
+
+`check_belongs_to_job(inspection, measurements, job)` then checks the accepted results against the job they were
+posted for: the inspection names the job's artifact (`inspection.artifact_sha256`, the sha256 the worker verified
+while downloading it), and every row is a backend the job asked for (eager, the baseline, always), in a mode that
+backend has. A refused completion changes nothing: the job stays leased to its worker (app.job_queue).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from advisor.core.catalogue import BACKENDS
 from advisor.core.results import INT64, CompletedResults
 
 STDERR_TAIL_CHARS = 64 * 1024
@@ -39,8 +50,9 @@ MAX_REPORTED_PROBLEMS = 20
 
 
 class ResultsInvalid(ValueError):
-    """The results do not have the documented shape. `problems`: `{"field", "message"}` each (the 422's detail),
-    the field a dotted path such as `measurements.measurements.0.latency.median_ms`."""
+    """The results do not have the documented shape, hold impossible numbers or are not the job's. `problems`:
+    `{"field", "message"}` each (the 422's detail), the field a dotted path such as
+    `measurements.measurements.0.latency.median_ms`."""
 
     def __init__(self, problems: list[tuple[str, str]]) -> None:
         self.problems = [
@@ -48,13 +60,6 @@ class ResultsInvalid(ValueError):
             for field, message in problems[:MAX_REPORTED_PROBLEMS]
         ]
         super().__init__("; ".join(f"{p['field']}: {p['message']}" for p in self.problems))
-
-    @property
-    def job_error(self) -> str:
-        """The reason the job fails with: the first problems, with their fields."""
-        shown = "; ".join(f"{p['field']}: {p['message']}" for p in self.problems[:3])
-        more = f" (and {len(self.problems) - 3} more)" if len(self.problems) > 3 else ""
-        return f"the worker's results do not have the documented shape: {shown}{more}"
 
 
 def accept_results(inspection: Any, measurements: Any) -> tuple[dict | None, dict | None]:
@@ -64,6 +69,8 @@ def accept_results(inspection: Any, measurements: Any) -> tuple[dict | None, dic
         "inspection": _sanitise(inspection, ("inspection",), budget),
         "measurements": _sanitise(measurements, ("measurements",), budget),
     }
+    if problems := _impossible_numbers(raw["measurements"]):
+        raise ResultsInvalid(problems)
     _void_unknown_statistics(raw["measurements"])
     raw = _nulls_for_non_finite(raw)
     try:
@@ -73,6 +80,47 @@ def accept_results(inspection: Any, measurements: Any) -> tuple[dict | None, dic
         raise ResultsInvalid([(".".join(str(part) for part in e["loc"]), _message(e["msg"])) for e in errors]) from None
     stored = model.model_dump(mode="json", exclude_unset=True)
     return stored.get("inspection"), stored.get("measurements")
+
+
+@dataclass(frozen=True)
+class JobBinding:
+    """What a completion must match: the job's artifact and the backends its rows may name (the job's own, or,
+    when it names none, those its worker registered; eager always)."""
+
+    artifact_sha256: str
+    backends: tuple[str, ...]
+
+
+def check_belongs_to_job(inspection: Any, measurements: Any, job: JobBinding) -> None:
+    """ResultsInvalid naming each field by which the (accepted) results are not the job's."""
+    problems: list[tuple[str, str]] = []
+    named = inspection.get("artifact_sha256") if isinstance(inspection, dict) else None
+    if named != job.artifact_sha256:
+        shown = f"names artifact {clip(str(named), 80)}" if named is not None else "names no artifact"
+        problems.append(
+            (
+                "inspection.artifact_sha256",
+                f"the inspection {shown}; this job's artifact is {job.artifact_sha256} (send the sha256 of the "
+                "file the worker downloaded and verified)",
+            )
+        )
+    allowed = {"eager", *(name.split(":", 1)[0] for name in job.backends)}
+    rows = measurements.get("measurements") if isinstance(measurements, dict) else None
+    for index, row in enumerate(rows if isinstance(rows, list) else ()):
+        path = f"measurements.measurements.{index}"
+        backend, mode = row.get("backend"), row.get("mode")
+        if backend not in allowed:
+            problems.append(
+                (
+                    f"{path}.backend",
+                    f"{clip(str(backend), 80)!r} was not asked for: this job measures {', '.join(sorted(allowed))}",
+                )
+            )
+        elif mode is not None and backend in BACKENDS and mode not in BACKENDS[backend].modes:
+            modes = ", ".join(BACKENDS[backend].modes)
+            problems.append((f"{path}.mode", f"{backend} has no mode {clip(str(mode), 80)!r} (its modes: {modes})"))
+    if problems:
+        raise ResultsInvalid(problems)
 
 
 def finite_json(value: Any) -> Any:
@@ -122,8 +170,94 @@ NON_FINITE = _NonFinite()
 LATENCY_STATISTICS = ("n", "median_ms", "p90_ms", "p99_ms", "mean_ms", "stdev_ms", "iqr_ms", "ci_low_ms", "ci_high_ms")
 
 
+# Statistics that are times of a model call (> 0) and spreads or interval bounds (>= 0); `n` is a Count.
+POSITIVE_STATISTICS = ("median_ms", "p90_ms", "p99_ms", "mean_ms")
+NON_NEGATIVE_STATISTICS = ("stdev_ms", "iqr_ms", "ci_low_ms", "ci_high_ms")
+NON_NEGATIVE_ROW_NUMBERS = ("compile_s_cold", "compile_s_warm", "peak_memory_mb")
+SPEEDUP_RELATIVE_TOLERANCE = 1e-6  # the harness computes speedup_vs_eager as eager's median over the row's
+
+
+def _impossible_numbers(run: Any) -> list[tuple[str, str]]:
+    """Each number a recommendation rests on that no measurement can produce, with its field: a non-finite,
+    zero or negative latency statistic, percentiles out of order, a median outside its CI, a speedup that is not
+    eager's median over the row's, a negative or non-finite compile time or memory. Values of the wrong type are
+    left to the result models."""
+    problems: list[tuple[str, str]] = []
+    rows = run.get("measurements") if isinstance(run, dict) else None
+    for index, row in enumerate(rows if isinstance(rows, list) else ()):
+        if not isinstance(row, dict):
+            continue
+        path = f"measurements.measurements.{index}"
+        medians = {}
+        for key in ("latency", "eager_latency"):
+            stats = row.get(key)
+            if isinstance(stats, dict):
+                medians[key] = _latency_problems(stats, f"{path}.{key}", problems)
+        for key in NON_NEGATIVE_ROW_NUMBERS:
+            if (problem := _number_problem(row.get(key), positive=False)) is not None:
+                problems.append((f"{path}.{key}", problem))
+        speedup = row.get("speedup_vs_eager")
+        if (problem := _number_problem(speedup, positive=True)) is not None:
+            problems.append((f"{path}.speedup_vs_eager", problem))
+        elif _is_number(speedup) and medians.get("latency") and medians.get("eager_latency"):
+            ratio = medians["eager_latency"] / medians["latency"]
+            if not math.isclose(speedup, ratio, rel_tol=SPEEDUP_RELATIVE_TOLERANCE):
+                problems.append(
+                    (
+                        f"{path}.speedup_vs_eager",
+                        f"{speedup:.6g} is not eager's median over this row's ({ratio:.6g}), which it must be",
+                    )
+                )
+    return problems
+
+
+def _latency_problems(stats: dict, path: str, problems: list[tuple[str, str]]) -> float | None:
+    """Add the problems of one latency's statistics; its median when that is possible (else None)."""
+    found = len(problems)
+    for names, positive in ((POSITIVE_STATISTICS, True), (NON_NEGATIVE_STATISTICS, False)):
+        for name in names:
+            if (problem := _number_problem(stats.get(name), positive=positive)) is not None:
+                problems.append((f"{path}.{name}", problem))
+    if len(problems) > found:
+        return None
+    median = stats.get("median_ms")
+    if not _is_number(median):
+        return None
+    for name, low, high in (
+        ("p90_ms", median, stats.get("p99_ms")),
+        ("ci_low_ms", None, median),
+        ("ci_high_ms", median, None),
+    ):
+        value = stats.get(name)
+        if not _is_number(value):
+            continue
+        if _is_number(low) and value < low * (1 - 1e-9):
+            problems.append((f"{path}.{name}", f"{value:.6g} is below {low:.6g}: impossible for these statistics"))
+        elif _is_number(high) and value > high * (1 + 1e-9):
+            problems.append((f"{path}.{name}", f"{value:.6g} is above {high:.6g}: impossible for these statistics"))
+    return median if len(problems) == found else None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _number_problem(value: Any, *, positive: bool) -> str | None:
+    """Why `value` (as sanitised: NON_FINITE for NaN and Infinity) is impossible; None when fine or not a number."""
+    if value is NON_FINITE:
+        return "not a finite number (NaN or Infinity)"
+    if not _is_number(value):
+        return None
+    if positive and value <= 0:
+        return f"{value:.6g} is not positive"
+    if value < 0:
+        return f"{value:.6g} is negative"
+    return None
+
+
 def _void_unknown_statistics(run: Any) -> None:
-    """A non-finite number voids what it belongs to: a latency (any of its statistics), a speedup interval."""
+    """A non-finite number voids what it belongs to: a speedup interval, a latency (any of its other
+    statistics, e.g. `drift`, once `_impossible_numbers` has refused the ones it checks)."""
     rows = run.get("measurements") if isinstance(run, dict) else None
     for row in rows if isinstance(rows, list) else ():
         if not isinstance(row, dict):

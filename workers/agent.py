@@ -272,8 +272,11 @@ class WorkerAgent:
         return self._upload(claim, result)
 
     def _upload(self, claim: LeasedJob, result: dict[str, Any]) -> str:
+        inspection = result.get("inspection")
+        if claim.job.get("artifact_sha256"):  # the sha256 `_spec`'s download verified; the server checks it
+            inspection = {**(inspection or {}), "artifact_sha256": claim.job["artifact_sha256"]}
         try:
-            reply = self.api.complete(claim, result.get("inspection"), result.get("measurements"))
+            reply = self.api.complete(claim, inspection, result.get("measurements"))
         except LeaseLost:
             log.warning("job %s: lease lost before the upload; result discarded", claim.job_id)
             return "lease_lost"

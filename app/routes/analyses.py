@@ -29,7 +29,16 @@ from app.analyses import (
     submit_analysis,
 )
 from app.auth import Principal
-from app.deps import AnyRoleDep, QueueDep, SessionDep, SettingsDep, StoreDep, UserDep, require_owner_or_admin
+from app.deps import (
+    AnyRoleDep,
+    QueueDep,
+    SessionDep,
+    SettingsDep,
+    StoreDep,
+    UserDep,
+    actor_of,
+    require_owner_or_admin,
+)
 from app.job_queue import JobQueue
 from app.models import Analysis, AnalysisPublic, AnalysisSummaryPage, Artifact, Job
 from app.outcomes import DecisionFailed, decide_recommendation, store_recommendation
@@ -65,6 +74,8 @@ class AnalysisDetail(AnalysisPublic):
     inspection: Inspection | None
     measurements: MeasurementRun | None
     recommendation: Recommendation | None
+    # the worker whose completion the measurements are: {"worker_id", "name"}; None until measured
+    measured_by: dict[str, str] | None = None
 
 
 DETAIL = {"response_model": AnalysisDetail, "response_model_exclude_unset": True}
@@ -446,8 +457,12 @@ def rerun_route(
 
 
 @router.get("/analyses/{analysis_id}/inputs", response_class=FileResponse, summary="The uploaded inputs file")
-def inputs_route(analysis_id: int, session: SessionDep, store: StoreDep, _: AnyRoleDep) -> FileResponse:
+def inputs_route(
+    analysis_id: int, session: SessionDep, store: StoreDep, queue: QueueDep, who: AnyRoleDep
+) -> FileResponse:
+    """A worker token: only while it holds a live lease on a job of the analysis (else the same 404)."""
     analysis, _job = _load(session, analysis_id)
-    if analysis.inputs_sha256 is None or not store.exists(analysis.inputs_sha256):
+    held = who.role != "worker" or queue.holds_live_lease(session, actor_of(who), analysis_id=analysis_id)
+    if not held or analysis.inputs_sha256 is None or not store.exists(analysis.inputs_sha256):
         raise HTTPException(404, detail=f"analysis {analysis_id} has no inputs file")
     return FileResponse(store.path_for(analysis.inputs_sha256), media_type="application/octet-stream")

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Header, HTTPException, Request
 from pydantic import BaseModel, BeforeValidator, Field
 
 from app.analyses import ANALYSIS_STATUS, job_of
-from app.deps import QueueDep, SessionDep, WorkerDep
+from app.deps import QueueDep, SessionDep, WorkerDep, actor_of
 from app.models import MEASURE, Job
 from app.results import ERROR_CHARS, truncate_text
 
@@ -69,9 +69,13 @@ def heartbeat(job_id: int, body: HeartbeatBody, token: LeaseToken, session: Sess
 
 COMPLETE_RESPONSES = {
     **LEASE_RESPONSES,
+    403: {"description": "the job is leased to a worker that another token registered"},
     422: {
-        "description": "the results do not have the documented shape (advisor.core.schema): one {field, message} per "
-        "problem; the job has failed with that reason and is not retried"
+        "description": "the results were refused: not the documented shape (advisor.core.schema), impossible "
+        "numbers (a latency, speedup, compile time or memory that is not finite, not positive or inconsistent), or "
+        "not the job's (the inspection's artifact_sha256 is not the job's artifact, a row's backend or mode was not "
+        "asked for); one {field, message} per problem. Nothing changed: the job is still leased to this worker, "
+        "which may fail it or complete it correctly"
     },
 }
 
@@ -84,19 +88,24 @@ def complete(
     request: Request,
     session: SessionDep,
     queue: QueueDep,
-    _: WorkerDep,
+    who: WorkerDep,
 ):
     """Store the results and the engine's recommendation. Idempotent for the same lease token.
 
-    The results are checked against the result models first (app.results: non-finite numbers stored as null,
-    free text truncated); a bad shape fails the job, not retried, and answers 422 naming the fields. The whole
-    transition is the queue's (`JobQueue.complete_with_results`)."""
+    Only for the job and lease this worker holds, with results that are the job's: the inspection names the job's
+    artifact (`inspection.artifact_sha256`), the rows are backends the job asked for (eager always) in modes they
+    have, with possible numbers (app.results). Anything else answers 422 naming the fields and changes nothing.
+    The whole transition is the queue's (`JobQueue.complete_with_results`)."""
     outcome = queue.complete_with_results(
-        session, job_id=job_id, lease_token=token, inspection=body.inspection, measurements=body.measurements
+        session,
+        job_id=job_id,
+        lease_token=token,
+        inspection=body.inspection,
+        measurements=body.measurements,
+        actor=actor_of(who),
     )
     job = outcome.job
     if outcome.problems is not None:
-        _observe(request, job)
         raise HTTPException(422, detail=outcome.problems)
     if outcome.newly_completed and job.started_at is not None:
         request.app.state.metrics.job_duration.labels("succeeded").observe(

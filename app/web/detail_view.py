@@ -138,6 +138,7 @@ class DetailView:
     answer: Answer | None = None
     breakdowns: list[BreakdownPanel] = field(default_factory=list)  # eager's and the recommended option's
     generation: list[str] = field(default_factory=list)  # a generation run's phases per option (report lines)
+    measured_by: Mapping[str, Any] | None = None  # the worker whose completion the measurements are
 
     @property
     def unit(self) -> str:
@@ -297,6 +298,7 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
         terminal=analysis.get("status") in TERMINAL_STATUSES,
         training=(run.get("workload") or context.get("workload")) == "training",
         quality=quality,
+        measured_by=analysis.get("measured_by") or None,
     )
     if recommendation:
         view.answer = answer(recommendation, rows, quality)

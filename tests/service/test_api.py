@@ -34,9 +34,10 @@ def claim(client, worker_id: str, wait: float = 0):  # noqa: ANN001, ANN201
     return client.post(f"/api/v1/workers/{worker_id}/claim", params={"wait": wait})
 
 
-def cpu_results() -> dict:
+def cpu_results(artifact_sha256: str | None = None) -> dict:
+    """A worker's results; `artifact_sha256`: the job's artifact, which the inspection names (a real worker's does)."""
     return {
-        "inspection": inspection(),
+        "inspection": inspection() | ({"artifact_sha256": artifact_sha256} if artifact_sha256 else {}),
         "measurements": run(
             measurement("eager", median_ms=10.0, compile_s=None),
             measurement("inductor", median_ms=5.0, compile_s=8.0),
@@ -178,9 +179,10 @@ def test_full_worker_round_trip_over_http(client, model_file):
     running = client.get(f"/api/v1/analyses/{analysis_id}").json()
     assert (running["status"], running["stage"], running["progress"]) == ("running", "measure:inductor:default", 0.4)
 
-    done = client.post(f"/api/v1/jobs/{job['id']}/complete", headers={"X-Lease-Token": token}, json=cpu_results())
+    results = cpu_results(job["artifact_sha256"])
+    done = client.post(f"/api/v1/jobs/{job['id']}/complete", headers={"X-Lease-Token": token}, json=results)
     assert done.json() == {"analysis_id": analysis_id, "status": "done"}
-    repeat = client.post(f"/api/v1/jobs/{job['id']}/complete", headers={"X-Lease-Token": token}, json=cpu_results())
+    repeat = client.post(f"/api/v1/jobs/{job['id']}/complete", headers={"X-Lease-Token": token}, json=results)
     assert repeat.status_code == 200, "complete is idempotent for the same lease"
 
     result = client.get(f"/api/v1/analyses/{analysis_id}").json()

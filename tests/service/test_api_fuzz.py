@@ -80,7 +80,7 @@ def _seed(client: TestClient, model_file: Path, users: dict, workers: dict) -> N
     done = client.post(
         f"/api/v1/jobs/{first['job']['id']}/complete",
         headers={**workers, "X-Lease-Token": first["lease_token"]},
-        json=cpu_results(),
+        json=cpu_results(first["job"]["artifact_sha256"]),
     )
     assert done.status_code == 200, done.text
     assert client.post(f"/api/v1/workers/{worker_id}/claim", headers=workers).status_code == 200

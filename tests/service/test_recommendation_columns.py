@@ -31,6 +31,7 @@ def results(inductor_speedup: float | None = 2.5) -> dict:
 def complete(client, model_file, body: dict, **form) -> int:  # noqa: ANN001, ANN003
     analysis_id = submit(client, model_file, **form).json()["id"]
     lease = claim(client, register_worker(client)).json()
+    body = body | {"inspection": body["inspection"] | {"artifact_sha256": lease["job"]["artifact_sha256"]}}
     done = client.post(
         f"/api/v1/jobs/{lease['job']['id']}/complete", headers={"X-Lease-Token": lease["lease_token"]}, json=body
     )

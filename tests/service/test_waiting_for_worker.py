@@ -35,14 +35,16 @@ UNMEASURED_NOTE = "no worker for npu has been seen; the recommendation below is 
 
 
 def complete(client, lease: dict, inspection_=None, measurements=None):  # noqa: ANN001, ANN201
-    body = {"inspection": inspection_ or inspection(), "measurements": measurements}
+    named = {"artifact_sha256": lease["job"]["artifact_sha256"]}  # the job's artifact, as a real worker names it
+    body = {"inspection": (inspection_ or inspection()) | named, "measurements": measurements}
     return client.post(
         f"/api/v1/jobs/{lease['job']['id']}/complete", headers={"X-Lease-Token": lease["lease_token"]}, json=body
     )
 
 
 def npu_results() -> dict:
-    return run(measurement("eager", median_ms=10.0, compile_s=None), measurement("torchair", median_ms=4.0))
+    torchair = measurement("torchair", mode="max-autotune", median_ms=4.0)  # a mode TorchAir has (the GE graph)
+    return run(measurement("eager", median_ms=10.0, compile_s=None), torchair)
 
 
 def submit_npu_with_a_cpu_worker(client, model_file) -> tuple[int, str]:  # noqa: ANN001

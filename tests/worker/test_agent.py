@@ -172,6 +172,16 @@ def test_only_backends_this_worker_has_are_run(api: WorkerApi, server: FakeServe
     assert server.bodies("complete")[0]["measurements"]["backends_run"] == ["eager", "inductor"]
 
 
+def test_the_completion_names_the_artifact_the_worker_verified(api: WorkerApi, server: FakeServer, tmp_path: Path):
+    """The server accepts results only for the job's artifact (issue 26 item 6): the inspection carries the sha256
+    the download was verified against."""
+    job = server.add_job(backends=["eager"])
+    make_agent(api, tmp_path).run()
+    (body,) = server.bodies("complete")
+    assert body["inspection"]["artifact_sha256"] == job["artifact_sha256"]
+    assert body["inspection"]["format"]  # the stage's own inspection, with the sha256 added
+
+
 def test_the_jobs_workload_optimizer_and_tolerance_reach_the_measurement(
     api: WorkerApi, server: FakeServer, tmp_path: Path
 ):
