@@ -1,22 +1,26 @@
 """The token of `npu-advisor serve`'s embedded worker on a server that requires auth.
 
-ADVISOR_WORKER_TOKEN when configured; otherwise a worker token that serve creates once (stored hashed in
-the database, like every token) and keeps in `<data dir>/embedded-worker.token` (mode 0600), so later
-starts on the same data dir reuse it instead of adding a new token each time. Nothing here logs a token.
+ADVISOR_WORKER_TOKEN when configured; otherwise serve creates a worker token at each start (stored hashed in the
+database, like every token) and hands it to its worker process by environment only: it is never written to a file,
+so no sandbox can read it and no child can make the host read it. The embedded worker tokens of earlier starts are
+revoked then, so they do not pile up and one that leaked is dead at the next start; a token file an older version
+kept in the data dir is removed. Nothing here logs a token.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from app.auth import authenticate, create_token
+from sqlalchemy import select
+
+from app.auth import create_token
 from app.db import create_db_engine, session_scope, upgrade_database
+from app.models import ApiToken
 from app.settings import Settings
 
-TOKEN_FILE_NAME = "embedded-worker.token"
+LEGACY_TOKEN_FILE_NAME = "embedded-worker.token"  # where versions before issue 26 kept it
 EMBEDDED_WORKER_TOKEN_NAME = "embedded-worker"
 
 
@@ -26,45 +30,25 @@ class EmbeddedWorkerToken:
     source: str  # where it came from, for one log line (never the token itself)
 
 
-def token_file(settings: Settings) -> Path:
-    return settings.data_dir / TOKEN_FILE_NAME
+def legacy_token_file(settings: Settings) -> Path:
+    return settings.data_dir / LEGACY_TOKEN_FILE_NAME
 
 
 def embedded_worker_token(settings: Settings, *, now: datetime) -> EmbeddedWorkerToken:
-    """The configured token, the one kept in the data dir while it is a valid worker token, or a new one."""
+    """The configured token, or a new worker token for this start (earlier starts' revoked)."""
+    legacy_token_file(settings).unlink(missing_ok=True)
     if settings.worker_token is not None and settings.worker_token.get_secret_value():
         return EmbeddedWorkerToken(settings.worker_token.get_secret_value(), "ADVISOR_WORKER_TOKEN")
-    path = token_file(settings)
     engine = create_db_engine(settings.resolved_database_url)
     try:
         upgrade_database(engine)
         with session_scope(engine) as session:
-            kept = _read(path)
-            principal = authenticate(session, kept, now=now) if kept else None
-            if principal is not None and principal.role == "worker":
-                return EmbeddedWorkerToken(kept, f"the worker token kept in {path}")
+            earlier = select(ApiToken).where(
+                ApiToken.name == EMBEDDED_WORKER_TOKEN_NAME, ApiToken.role == "worker", ApiToken.revoked.is_(False)
+            )
+            for row in session.scalars(earlier):
+                row.revoked = True
             _row, token = create_token(session, role="worker", name=EMBEDDED_WORKER_TOKEN_NAME, now=now)
     finally:
         engine.dispose()
-    _write_private(path, token)
-    return EmbeddedWorkerToken(token, f"a new worker token, kept in {path} (mode 0600) for later starts")
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8").strip() or None
-    except FileNotFoundError:
-        return None
-
-
-def _write_private(path: Path, token: str) -> None:
-    """Owner-only from the first byte (created 0600, then renamed over any earlier file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(descriptor, 0o600)  # also when the temp file was left over with wider permissions
-        os.write(descriptor, (token + "\n").encode())
-    finally:
-        os.close(descriptor)
-    os.replace(temporary, path)
+    return EmbeddedWorkerToken(token, "a new worker token for this start, held in memory only")

@@ -1,17 +1,19 @@
-"""The worker's per-job cost, cold vs warm sandbox, side by side in one run (issue 15 item 2).
+"""The worker's per-job cost: a cold sandbox against a sandbox prepared ahead of time, in one run (issues 15, 26).
 
 Each job runs the way the worker runs it: the stage runner (`python -m workers.stages`, workers.stage_process) in a
-process of its own, with the job's files in the worker's inbox. "cold": the runner starts the job's own zygote
-(`import torch`, Dynamo, Inductor, Inductor's CPU probe) before its first child, as every job did before the warm
-sandbox; "warm": it forks from the worker's zygote (workers.warm_sandbox), started before the first job and made
-clean after each. Cold and warm jobs alternate (cold, warm, cold, warm, ...) so that drift hits both alike.
+process of its own, with the job's files in its sandbox's inbox. "cold": the runner starts the job's own zygote
+(`import torch`, Dynamo, Inductor, Inductor's CPU probe) before its first child. "prepared": the job forks from a
+zygote of its own that workers.job_sandbox started ahead of time - a fresh sandbox per job, never one that ran
+another job's code; the next one starts once the current job's last timed window has ended, as the agent does.
+The prepared jobs of a model run back to back, so a spare that is still starting when the next job arrives shows
+as `sandbox wait` on that job's critical path (it is part of its wall time and of its fixed cost).
 
 Jobs:
 - an inspect-only job of the tests' tiny MLP: almost all of its wall time is the per-job fixed cost (target
-  warm <= 1 s);
+  prepared <= 1 s);
 - whole measure jobs (eager + Inductor default, production context) of ResNet-50 (batch 1, 224x224) and BERT-base
   (seq 128, batch 1), as exported by benchmarks/seed_table.py and benchmarks/plan_by_context.py: wall time against
-  the unavoidable work, compile (cold + warm) plus timed windows (target warm <= 1.10).
+  the unavoidable work, compile (cold + warm) plus timed windows.
 
 Run: `.venv/bin/python benchmarks/warm_worker.py [--models mlp,resnet,bert] [--repeats 2] [--json out.json]`.
 Prints Markdown for benchmarks/RESULTS.md with the load average and drift before and after.
@@ -37,7 +39,7 @@ sys.path[:] = [str(REPO), str(REPO / "tests"), *(p for p in sys.path if Path(p o
 from benchmarks.plan_by_context import export_bert  # noqa: E402
 from benchmarks.seed_table import drift, export_resnet50  # noqa: E402
 
-KEYS = ("wall_s", "compile_s", "timed_s", "inspect_s", "variants_s", "remeasure_s")
+KEYS = ("wall_s", "compile_s", "timed_s", "inspect_s", "variants_s", "remeasure_s", "wait_s")
 # the measurement child's progress stages (advisor.harness.measurement.child), in order; a warm-cache child's have the
 # prefix "warm cache: " and are counted with them
 CHILD_STAGES = ("loading", "reference", "compiling", "accuracy", "timing", "profiling")
@@ -56,8 +58,17 @@ def export(name: str, directory: Path) -> str:
     return export_bert(path, base=True, seq=128, batch=1)
 
 
-def run_job(model: str, *, measure: bool, zygote: dict | None, pass_fds: tuple[int, ...], job_dir: Path) -> dict:
-    """One job through the stage runner, as the agent runs it; its wall time and what it spent on real work."""
+def run_job(
+    model: str,
+    *,
+    measure: bool,
+    zygote: dict | None,
+    pass_fds: tuple[int, ...],
+    job_dir: Path,
+    timing_over: Any = None,
+) -> dict:
+    """One job through the stage runner, as the agent runs it; its wall time and what it spent on real work.
+    `timing_over`: called once the job's last timed window has ended (the agent then prepares the next sandbox)."""
     from workers.stage_process import StageProcess
 
     timed: list[float] = []
@@ -76,6 +87,10 @@ def run_job(model: str, *, measure: bool, zygote: dict | None, pass_fds: tuple[i
             inspect_at.append(now)
         if event.phase == "starting":
             spans.append([now, now, 0.0])
+        if event.ends_timing:
+            if timing_over is not None:
+                timing_over()
+            return
         if event.phase == "done":
             if spans:
                 spans[-1][1:] = [now, event.timed_s or 0.0]
@@ -122,40 +137,67 @@ def run_job(model: str, *, measure: bool, zygote: dict | None, pass_fds: tuple[i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="mlp,resnet,bert")
-    parser.add_argument("--repeats", type=int, default=2, help="cold/warm pairs per model")
+    parser.add_argument("--repeats", type=int, default=2, help="cold jobs, then prepared jobs back to back, per model")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--from-json", type=Path, help="print the tables of an earlier run's --json")
     args = parser.parse_args()
     if args.from_json:
         print_markdown(json.loads(args.from_json.read_text()))
         return
-    from workers.warm_sandbox import WarmSandbox
+    from workers.job_sandbox import JobSandboxes
 
-    work = Path(tempfile.mkdtemp(prefix="warm-worker-bench-"))
-    warm = WarmSandbox("cpu", work, inductor=True)
+    work = Path(tempfile.mkdtemp(prefix="job-sandbox-bench-"))
+    pool = JobSandboxes("cpu", work, inductor=True)
     started = time.perf_counter()
-    assert warm.start(), "the warm sandbox did not start"
+    pool.prepare()
+    first = pool.take()
+    assert first is not None, "no job sandbox could start"
     start_s = time.perf_counter() - started
+    pool.end_job()
     before = {"load": os.getloadavg()[0], "drift": drift()}
     results: dict[str, list[dict]] = {}
     for name in args.models.split(","):
         print(f"[{name}] exporting ...", file=sys.stderr)
         exported = export(name, work)
-        for repeat in range(args.repeats):
-            for kind in ("cold", "warm"):
-                inbox = warm.job_inbox(f"job-{name}-{repeat}-{kind}")
-                model = str(shutil.copy(exported, inbox / "model"))  # the job's download
-                handle, fds = warm.handle() if kind == "warm" else (None, ())
-                job = run_job(model, measure=name != "mlp", zygote=handle, pass_fds=fds, job_dir=work / "job-dir")
+        pool.prepare()
+        for kind in ("cold", "prepared"):
+            for repeat in range(args.repeats):
+                job_inbox = work / f"inbox-cold-{name}-{repeat}"
+                waited = 0.0
+                if kind == "prepared":  # back to back: the spare was started when the last job's timing ended
+                    claimed = time.perf_counter()
+                    sandbox = pool.take()
+                    waited = time.perf_counter() - claimed
+                    assert sandbox is not None
+                    job_inbox = sandbox.inbox
+                    if name == "mlp":  # a job that times nothing: the agent starts the next sandbox at once
+                        pool.prepare()
+                job_inbox.mkdir(parents=True, exist_ok=True)
+                model = str(shutil.copy(exported, job_inbox / "model"))  # the job's download
+                handle, fds = sandbox.handle() if kind == "prepared" else (None, ())
+                job = run_job(
+                    model,
+                    measure=name != "mlp",
+                    zygote=handle,
+                    pass_fds=fds,
+                    job_dir=work / "job-dir",
+                    timing_over=pool.prepare if kind == "prepared" else None,
+                )
+                job["wait_s"] = waited
+                job["wall_s"] += waited  # the claim-to-result time: a spare still starting is on the critical path
                 job.update(model=name, kind=kind, repeat=repeat)
                 results.setdefault(name, []).append(job)
                 print(f"[{name}] {kind} #{repeat}: {json.dumps(job)}", file=sys.stderr)
-                warm.after_job()
+                if kind == "prepared":
+                    pool.end_job()
+                    pool.prepare()  # as the agent does after a job (a no-op when the spare is already starting)
+                else:
+                    shutil.rmtree(job_inbox, ignore_errors=True)
         if args.json:
             args.json.write_text(json.dumps({"results": results}, indent=1))
     after = {"load": os.getloadavg()[0], "drift": drift()}
-    warm.close()
-    report = {"results": results, "before": before, "after": after, "zygote_start_s": start_s, "starts": warm.starts}
+    pool.close()
+    report = {"results": results, "before": before, "after": after, "zygote_start_s": start_s, "starts": pool.starts}
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     print_markdown(report)
@@ -163,26 +205,28 @@ def main() -> None:
 
 def print_markdown(report: dict) -> None:
     print(
-        f"Warm sandbox started in {report['zygote_start_s']:.1f} s before the first job ({report['starts']} zygote "
-        f"start(s) in the whole run). Load {report['before']['load']:.2f} -> {report['after']['load']:.2f}; "
+        f"A job sandbox starts in {report['zygote_start_s']:.1f} s (import torch, Dynamo, Inductor, the CPU probe; "
+        f"{report['starts']} sandboxes started in the whole run, one per prepared job). "
+        f"Load {report['before']['load']:.2f} -> {report['after']['load']:.2f}; "
         f"half-second drift {report['before']['drift']['min']:.2f}-{report['before']['drift']['max']:.2f} before, "
         f"{report['after']['drift']['min']:.2f}-{report['after']['drift']['max']:.2f} after.\n"
     )
     print(
-        "| model (job) | sandbox | job wall s: median (each) | fixed cost s | inspection s | compile s | timed s "
-        "| other child work s | of which re-measure s | wall / (compile + timed) |"
+        "| model (job) | sandbox | job wall s: median (each) | fixed cost s | of which sandbox wait s | inspection s "
+        "| compile s | timed s | other child work s | of which re-measure s | wall / (compile + timed) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, jobs in report["results"].items():
         medians = {}
-        for kind in ("cold", "warm"):
+        for kind in ("cold", "prepared"):
             mine = [j for j in jobs if j["kind"] == kind]
             medians[kind] = {k: statistics.median(j.get(k, 0.0) for j in mine) for k in KEYS}
             medians[kind]["each"] = ", ".join(f"{j['wall_s']:.1f}" for j in mine)
-        # the inspection's own work: its phase in a warm job (its child and one fork); a cold job's inspection phase
-        # also holds the zygote's start. Fixed cost: everything that is neither the inspection nor a variant's child.
-        inspection = medians["warm"]["inspect_s"]
-        for kind in ("cold", "warm"):
+        # the inspection's own work: its phase in a prepared job (its child and one fork); a cold job's inspection
+        # phase also holds the zygote's start. Fixed cost: everything that is neither the inspection nor a variant's
+        # child (the wait for a spare still starting included).
+        inspection = medians["prepared"]["inspect_s"]
+        for kind in ("cold", "prepared"):
             m = medians[kind]
             m["fixed_s"] = m["wall_s"] - inspection - m["variants_s"]
             work = m["compile_s"] + m["timed_s"]
@@ -191,7 +235,7 @@ def print_markdown(report: dict) -> None:
             what = "inspect" if name == "mlp" else "measure eager + inductor"
             print(
                 f"| {name} ({what}) | {kind} | {m['wall_s']:.1f} ({m['each']}) | {m['fixed_s']:.2f} "
-                f"| {inspection:.1f} | {m['compile_s']:.1f} | {m['timed_s']:.1f} | {other:.1f} "
+                f"| {m['wait_s']:.2f} | {inspection:.1f} | {m['compile_s']:.1f} | {m['timed_s']:.1f} | {other:.1f} "
                 f"| {m['remeasure_s']:.1f} | {ratio} |"
             )
     print(
@@ -202,7 +246,7 @@ def print_markdown(report: dict) -> None:
     print(f"| model | sandbox | {' | '.join(f'{stage} s' for stage in CHILD_STAGES)} |")
     print(f"|---|---|{'---|' * len(CHILD_STAGES)}")
     for name, jobs in report["results"].items():
-        for kind in ("cold", "warm"):
+        for kind in ("cold", "prepared"):
             mine = [j["stage_s"] for j in jobs if j["kind"] == kind and "stage_s" in j]
             if mine and name != "mlp":
                 cells = " | ".join(f"{statistics.median(s[stage] for s in mine):.1f}" for stage in CHILD_STAGES)

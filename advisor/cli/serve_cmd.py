@@ -4,7 +4,8 @@ The worker runs as a separate process (`npu-advisor worker`), started once the A
 /healthz, and is stopped first on shutdown so it can release its job while the API is still up. If serve
 dies without a shutdown (kill -9), the worker notices and stops too (advisor.cli.parent_watch).
 With auth off (loopback, no tokens) it needs no token; otherwise it uses ADVISOR_WORKER_TOKEN or a
-worker token that serve creates once and keeps in <data dir>/embedded-worker.token (app.worker_token).
+worker token that serve creates at each start and passes to the worker by environment, never in a file
+(app.worker_token).
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ def serve(
 ) -> None:
     """Run the npu-advisor service: REST API, web dashboard, queue and (unless --no-worker) a local worker.
 
-    When tokens are required, the local worker uses ADVISOR_WORKER_TOKEN, or else a worker token serve
-    creates once and keeps in <data dir>/embedded-worker.token (mode 0600) for later starts.
+    When tokens are required, the local worker uses ADVISOR_WORKER_TOKEN, or else a worker token serve creates at
+    each start (the previous start's is revoked) and hands over in memory, never in a file.
     """
     from app.settings import Settings, auth_mode
 
@@ -154,7 +155,7 @@ class ServerStoppingWorkerFirst(uvicorn.Server):
 
 
 def _embedded_worker_token(settings) -> str:  # noqa: ANN001 - app.settings.Settings
-    """ADVISOR_WORKER_TOKEN if set, else the worker token serve keeps in the data dir (created once)."""
+    """ADVISOR_WORKER_TOKEN if set, else a new worker token for this start (app.worker_token)."""
     from datetime import UTC, datetime
 
     from app.worker_token import embedded_worker_token
