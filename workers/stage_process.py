@@ -31,7 +31,7 @@ class StageProcess:
     def __init__(
         self, spec: dict[str, Any], job_dir: Path, on_progress: OnProgress, pass_fds: tuple[int, ...] = ()
     ) -> None:
-        """`pass_fds`: descriptors the runner inherits (the warm sandbox's zygote pipes, for `spec["zygote"]`)."""
+        """`pass_fds`: descriptors the runner inherits (the job sandbox's zygote socket, for `spec["zygote"]`)."""
         job_dir.mkdir(parents=True, exist_ok=True)
         self.spec_path = job_dir / "spec.json"
         self.result_path = job_dir / "result.json"

@@ -55,7 +55,7 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
         plan_context=spec.get("context"),  # the analysis's deployment context: the plan follows it
     )
     zygote = None
-    if spec.get("zygote"):  # the worker's warm sandbox (workers.warm_sandbox): fork from it, do not own it
+    if spec.get("zygote"):  # the job sandbox the worker prepared (workers.job_sandbox): fork from it, do not own it
         from advisor.harness.sandbox import Zygote
 
         zygote = Zygote.attach(spec["zygote"])

@@ -81,8 +81,8 @@ def run_analysis(
     """Inspect, measure (unless `request.measure` is off) and - given a DeploymentContext - decide.
 
     `cancel` (an Event or a callable) stops the running child; the outcome is then a "cancelled" failure.
-    `zygote`: a running one to fork every child from (a worker's warm sandbox; the caller closes it), used when its
-    sandbox can read the model and inputs; None: the analysis starts its own."""
+    `zygote`: a running one to fork every child from (the job sandbox the worker prepared; the caller closes it),
+    used when its sandbox can read the model and inputs; None: the analysis starts its own."""
     readable = [request.model, request.inputs]
     on_progress(ProgressEvent("inspect", 0.0))
     # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis

@@ -95,7 +95,7 @@ def inspect_or_measure(spec: dict[str, Any], emit) -> dict[str, Any]:
 
 
 def describe_child(model: str) -> dict[str, Any]:
-    """A sandbox target: what a job's child sees of the warm sandbox it was forked from."""
+    """A sandbox target: what a job's child sees of the job sandbox it was forked from."""
     import hashlib
     import sys
 
@@ -107,7 +107,7 @@ def describe_child(model: str) -> dict[str, Any]:
 
 
 def forked_from_warm(spec: dict[str, Any], emit) -> dict[str, Any]:
-    """Like the real runner with a warm sandbox: fork a child from the worker's zygote (spec["zygote"])."""
+    """Like the real runner with a prepared job sandbox: fork a child from its zygote (spec["zygote"])."""
     from advisor.harness.sandbox import Zygote, run_in_sandbox
 
     emit(ProgressEvent("inspect", 0.0))
