@@ -12,7 +12,9 @@ whatever the upload claims about itself:
   real models have a ratio of about 1); a JSON / pickle / code / version entry (anything that is not tensor
   payload) declaring more than `MAX_METADATA_ENTRY_BYTES`; compression methods torch cannot read; encryption.
 - It only ever decompresses the ExportedProgram's `models/*.json` (no weights), as a bounded stream of at
-  most `MAX_METADATA_ENTRY_BYTES` in all, to find custom-op names. Nothing is unpickled.
+  most `MAX_METADATA_ENTRY_BYTES` in all, to find custom-op names, and a TorchScript archive's code files: both
+  are refused when they call an op that touches files or the process, or nest too deeply (advisor/core/
+  denied_ops.py). Nothing is unpickled.
 """
 
 from __future__ import annotations
@@ -155,6 +157,10 @@ def _sniff_stream(fh: BinaryIO, max_entries: int, max_uncompressed_bytes: int) -
         custom_ops = []
         if fmt == "exported_program":
             custom_ops = _custom_op_names(archive, archive_name, min(max_uncompressed_bytes, MAX_METADATA_ENTRY_BYTES))
+        else:  # refused at the door: code that touches files or the process, or nests deep enough to crash torch
+            from advisor.core.denied_ops import scan_torchscript_code
+
+            scan_torchscript_code(archive, archive_name)
     return ArtifactInfo(fmt, size, len(infos), archive_name, custom_ops)
 
 
@@ -398,6 +404,8 @@ def _custom_op_names(archive: zipfile.ZipFile, archive_name: str, limit: int) ->
 
 
 def _scan_op_targets(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> set[str]:
+    from advisor.core.denied_ops import scan_exported_json  # refuses node targets that touch files or the process
+
     found: set[str] = set()
     carry = b""
     read = 0
@@ -408,6 +416,7 @@ def _scan_op_targets(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int
                 if read > limit:
                     raise ArtifactRejected("zip_bomb", f"Entry {info.filename!r} decompresses past {limit} bytes.")
                 window = carry + chunk
+                scan_exported_json(window, info.filename)
                 for match in _OP_TARGET.finditer(window):
                     namespace, name, overload = (part.decode() for part in match.groups())
                     if namespace not in BUILTIN_OP_NAMESPACES:

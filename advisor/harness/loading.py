@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from advisor.core.artifacts import ArtifactInfo, ArtifactRejected, sniff
+from advisor.core.denied_ops import OpRefused, denied_reason, refusal
 from advisor.core.schema import DynamicDim, InputSpec
 from advisor.core.text import first_line
 from advisor.harness import custom_op_stubs, pytree_outputs
@@ -80,6 +81,8 @@ def load_model(path: str, *, inputs_file: str | None = None, input_shapes: list[
     """Sniff, then load the model; raise `LoadError` with a readable message on any failure."""
     try:
         info = sniff(path)
+    except OpRefused:
+        raise  # a denied op or crashing code: status "rejected", as the upload would have been
     except ArtifactRejected as exc:
         raise LoadError(str(exc)) from exc
     try:
@@ -170,6 +173,7 @@ def _load_exported_program(
                 raise refused from None
             cause = _load_cause(exc, logged)
             raise LoadError(f"torch.export.load could not load this ExportedProgram: {cause}") from exc
+    refuse_denied_ops_in_programs([ep, *named.values()])
     specs = _exported_input_specs(ep)
     names = [spec["name"] for spec in specs]
     keywords = [spec["name"] for spec in specs if spec.get("keyword")]
@@ -402,6 +406,56 @@ def _bound(value: Any) -> int | None:
         return None
 
 
+# ------------------------------------------------------------------ refused at the door, after loading
+def refuse_denied_ops_in_programs(programs: list[Any]) -> None:
+    """Raise `OpRefused` (status "rejected") if any node of any graph of these ExportedPrograms (higher-order
+    ops' subgraphs included) calls an op that touches files or the process (advisor.core.denied_ops)."""
+    for index, ep in enumerate(programs):
+        for module_name, graph_module in ep.graph_module.named_modules():
+            if not isinstance(graph_module, torch.fx.GraphModule):
+                continue
+            for node in graph_module.graph.nodes:
+                if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+                    continue
+                schema = node.target._schema
+                reason = denied_reason(schema.name, _string_arguments(schema))
+                if reason:
+                    graph = f"graph {module_name or 'main'}" + (f" of program {index + 1}" if len(programs) > 1 else "")
+                    raise refusal(
+                        f"{schema.name}.{schema.overload_name or 'default'}", reason, f"node {node.name} ({graph})"
+                    )
+
+
+def refuse_denied_ops_in_script(script_module: Any) -> None:
+    """Raise `OpRefused` if any method of the module or a submodule (`__setstate__`, exported methods and every
+    function or method they call, inlined; `fork` subgraphs too) calls an op that touches files or the process."""
+    for module_name, module in script_module.named_modules():
+        for method_name in module._c._method_names():
+            where = f"{module_name + '.' if module_name else ''}{method_name}"
+            _refuse_in_graph(module._c._get_method(method_name).inlined_graph, where)
+
+
+def _refuse_in_graph(graph: Any, where: str) -> None:
+    for node in graph.nodes():
+        for block in node.blocks():
+            _refuse_in_graph(block, where)
+        if node.hasAttribute("Subgraph") and node.kindOf("Subgraph") == "g":
+            _refuse_in_graph(node.g("Subgraph"), where)
+        try:
+            schema = node.schema()
+        except RuntimeError:
+            schema = None
+        name = node.kind()
+        arguments = _string_arguments(schema) if schema is not None and not isinstance(schema, str) else []
+        reason = denied_reason(name, arguments)
+        if reason:
+            raise refusal(name, reason, f"the TorchScript method {where}")
+
+
+def _string_arguments(schema: Any) -> list[str]:
+    return [argument.name for argument in schema.arguments if "str" in str(argument.type)]
+
+
 # ------------------------------------------------------------------ TorchScript
 def _load_torchscript(path: str, inputs_file: str | None, input_shapes: list[str]) -> LoadedModel:
     try:
@@ -411,6 +465,7 @@ def _load_torchscript(path: str, inputs_file: str | None, input_shapes: list[str
         if refused is not None:
             raise refused from None
         raise LoadError(f"torch.jit.load could not load this TorchScript file: {first_line(exc)}") from exc
+    refuse_denied_ops_in_script(script_module)
     script_module.eval()
     names = [argument.name for argument in script_module.forward.schema.arguments[1:]]
     if inputs_file:

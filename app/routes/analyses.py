@@ -216,6 +216,9 @@ _REFUSAL_STATUS = {
     "compression_ratio": 413,
     "unsafe_path": 422,
     "native_code": 422,
+    "denied_op": 422,  # advisor/core/denied_ops.py: an op that touches files or the process
+    "nested_code": 422,
+    "unreadable_code": 422,
     "forged_directory": 422,
     "truncated": 422,
     "encrypted": 422,
