@@ -10,8 +10,10 @@ importing the user's library (see pytree_outputs); then `torch.export.load`, who
 the error torch only logs. Keyword inputs: the module every caller gets takes the inputs flat, in the order of
 the program's inputs, and calls the model with its keyword arguments by keyword (model_inputs.KeywordCall).
 TorchScript: `torch.jit.load` (TorchScript's own unpickler, which only builds TorchScript types), then
-conversion to an ExportedProgram where the installed torch's TS2EPConverter manages. What TorchScript code does
-when it runs (e.g. `torch.from_file`) only the OS sandbox stops (advisor.harness.isolation).
+conversion to an ExportedProgram where the installed torch's TS2EPConverter manages. Ops that touch files or the
+process (`torch.from_file`, advisor.core.denied_ops) are refused in the archive's text before loading and on every
+loaded graph before anything runs; whatever else TorchScript code does when it runs only the OS sandbox stops
+(advisor.harness.isolation).
 """
 
 from __future__ import annotations
