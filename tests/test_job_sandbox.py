@@ -121,9 +121,13 @@ def _is_socket(fd: str) -> bool:
 
 def plant_symlinks_and_die(secret: str) -> None:
     """Leave links to a host file under every name the parent once read a child's output from, then die."""
-    for directory in (os.getcwd(), os.environ.get("TORCHINDUCTOR_CACHE_DIR", "/tmp"), "/tmp/advisor-job"):
+    directories = [os.getcwd(), os.environ.get("TORCHINDUCTOR_CACHE_DIR", "/tmp"), "/tmp/advisor-job"]
+    if os.environ.get("ADVISOR_SANDBOX_PROGRESS"):  # where versions before issue 26 kept the child's files
+        directories.append(str(Path(os.environ["ADVISOR_SANDBOX_PROGRESS"]).parent))
+    for directory in directories:
         for name in ("output.log", "result.json", "progress.jsonl"):
             with contextlib.suppress(OSError):
+                Path(directory, name).unlink(missing_ok=True)
                 os.symlink(secret, Path(directory, name))
     os.kill(os.getpid(), signal.SIGKILL)
 
