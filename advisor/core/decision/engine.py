@@ -53,8 +53,13 @@ def decide(
     context: DeploymentContext | dict[str, Any],
     inspection: dict[str, Any] | None,
     run: dict[str, Any] | None,
+    *,
+    restate_skips: bool = True,
 ) -> Recommendation:
-    """Recommend a backend and mode for this deployment, with the reasons. Works with partial data."""
+    """Recommend a backend and mode for this deployment, with the reasons. Works with partial data.
+
+    `restate_skips`: say why each variant the plan skipped could not change *this* recommendation (the skip was
+    decided against the rows measured before it; advisor.core.decision.plan_pruning.restate_skip)."""
     if not isinstance(context, DeploymentContext):
         context = parse_context(context)
     facts = InspectionFacts.of(inspection)
@@ -67,6 +72,7 @@ def decide(
         qualified, excluded = _coverage_filter(qualified, excluded, facts)
     path.append(rule_hard_filters(qualified, excluded, context))
     skipped = {o.label: excluded[o.label] for o in options if o.row and o.row.get("status") == "skipped"}
+    skips_at = len(path)
     if skipped:
         path.append(rule_plan_skips(skipped))
 
@@ -103,6 +109,16 @@ def decide(
     if prov.usable and (sweep_step := rule_shape_sweep(run, chosen, qualified)) is not None:
         path.append(sweep_step)
 
+    if skipped and restate_skips and chosen is not None and prov.usable and run:
+        from advisor.core.decision.plan_pruning import restate_skip  # it imports this module
+
+        excluded = dict(excluded)
+        for option in options:
+            if option.label in skipped:
+                skipped[option.label] = excluded[option.label] = restate_skip(
+                    context, inspection, run, option.row or {}, chosen
+                )
+        path[skips_at] = rule_plan_skips(skipped)
     why_not = _why_not(options, excluded, chosen, trade, context, exported)
     caveats = caveats_for(chosen, context, facts, prov, trade, export_blockers, quality)
     confidence = _confidence(chosen, prov, facts, trade, context, quality)

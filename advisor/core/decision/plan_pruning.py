@@ -17,6 +17,7 @@ stays true to the rules as they change. Torch-free.
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 from advisor.core import catalogue
@@ -92,6 +93,42 @@ def best_case_row(floor: dict[str, Any], mode: str) -> dict[str, Any]:
         compile_s_warm=None if floor.get("compile_s_warm") is None else float(floor["compile_s_warm"]) * FLOOR_MARGIN,
     )
     return row
+
+
+def restate_skip(
+    context: DeploymentContext, inspection: dict[str, Any] | None, run: dict[str, Any], row: dict[str, Any], chosen: Any
+) -> str:
+    """A skipped row's why-not against the final recommendation `chosen` (an Option).
+
+    The skip was decided against the rows measured before it; a backend measured after it may have changed the
+    recommendation (a prototype: Inductor default beat eager, max-autotune was skipped, then ONNX Runtime won). The
+    same check is made again on the final rows: still true, the reason names the final recommendation; no longer
+    true, it says so and what to measure."""
+    stored = str(row.get("reason") or "not measured: it could not change the recommendation")
+    backend, mode = str(row.get("backend")), str(row.get("mode"))
+    info = catalogue.BACKENDS.get(backend)
+    floor_mode = info.compile_floor.get(mode) if info else None
+    rows = [r for r in run.get("measurements") or [] if r is not row]
+    floor = next((r for r in rows if (r.get("backend"), r.get("mode")) == (backend, floor_mode)), None)
+    if floor is None or floor.get("status") != "ok" or floor.get("compile_s_cold") is None:
+        return stored
+    final = (chosen.backend, chosen.mode)
+    best = decide(
+        context, inspection, {**run, "measurements": [*rows, best_case_row(floor, mode)]}, restate_skips=False
+    )
+    if (best.get("backend"), best.get("mode")) == final:
+        return _reason(context, floor, final)
+    then = _STORED_CHOICE.search(stored)
+    earlier = f"the options measured before it gave {then.group(1)}" if then else "the options measured before it"
+    label = catalogue.option_label(backend, mode)
+    return (
+        f"not measured: the plan skipped it because {earlier} and even its best result could not have changed "
+        f"that; options measured after it made {chosen.label} the recommendation, and its best result could change "
+        f"this one, so it is unresolved. Measure it: npu-advisor measure MODEL -b {label}."
+    )
+
+
+_STORED_CHOICE = re.compile(r"could not change the recommendation \(([^)]+)\)")
 
 
 def _reason(context: DeploymentContext, floor: dict[str, Any], chosen: tuple[str, str]) -> str:
