@@ -32,6 +32,7 @@ with TestClient(app) as client:
     results = {"inspection": inspection(), "measurements": run(
         measurement("eager", median_ms=10.0, compile_s=None),
         measurement("inductor", median_ms=5.0, compile_s=8.0), device="cpu")}
+    results["inspection"]["artifact_sha256"] = job["artifact_sha256"]
     done = client.post(f"/api/v1/jobs/{job['id']}/complete", headers={"X-Lease-Token": token}, json=results)
     assert done.json()["status"] == "done", done.text
     pages = ["/", f"/analyses/{analysis_id}", "/queue", f"/compare?ids={analysis_id}",

@@ -192,7 +192,7 @@ def _graph_breaks(loaded: LoadedModel) -> GraphBreaks:
             f"the TorchScript graph could not be converted to an ExportedProgram ({loaded.conversion_error}) and "
             "torch.compile cannot trace TorchScript itself; the ops listed are the TorchScript graph's"
         )
-    return find_graph_breaks(loaded.module, loaded.example_inputs)
+    return find_graph_breaks(loaded.module, loaded.example_inputs, script_module=loaded.script_module)
 
 
 @contextlib.contextmanager
