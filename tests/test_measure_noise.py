@@ -23,6 +23,12 @@ class FakeZygote:
     def __init__(self, scratch: Path) -> None:
         self.scratch = str(scratch)
 
+    def new_path(self, kind: str) -> str:
+        return f"{self.scratch}/{kind}"
+
+    def discard(self, path: str) -> None:
+        pass
+
 
 def fake_children(monkeypatch: pytest.MonkeyPatch, timings: dict[str, list[float]]) -> list[tuple[str, str]]:
     """Replace the children: each (backend) call pops its next eager-side median (ms) from `timings`."""

@@ -77,10 +77,12 @@ def _seed(client: TestClient, model_file: Path, users: dict, workers: dict) -> N
     body = {"name": "fuzz-worker", "device_kind": "cpu", "backends": ["eager", "inductor"], "environment": {}}
     worker_id = client.post("/api/v1/workers/register", headers=workers, json=body).json()["worker_id"]
     first = client.post(f"/api/v1/workers/{worker_id}/claim", headers=workers).json()
+    results = cpu_results()
+    results["inspection"]["artifact_sha256"] = first["job"]["artifact_sha256"]
     done = client.post(
         f"/api/v1/jobs/{first['job']['id']}/complete",
         headers={**workers, "X-Lease-Token": first["lease_token"]},
-        json=cpu_results(first["job"]["artifact_sha256"]),
+        json=results,
     )
     assert done.status_code == 200, done.text
     assert client.post(f"/api/v1/workers/{worker_id}/claim", headers=workers).status_code == 200

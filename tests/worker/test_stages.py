@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,11 @@ class RecordingZygote(Zygote):
 
     forked: list[str] = []
 
-    def fork(self, spec_path: str, env, output_path: str):  # type: ignore[no-untyped-def]
-        child = super().fork(spec_path, env, output_path)
+    def fork(self, spec_fd: int, streams, env, workdir: str):  # type: ignore[no-untyped-def]
+        spec = json.loads(os.pread(spec_fd, 1 << 24, 0))  # the memfd the child reads its spec from
+        child = super().fork(spec_fd, streams, env, workdir)
         if child is not None:
-            RecordingZygote.forked.append(json.loads(Path(spec_path).read_text())["target"])
+            RecordingZygote.forked.append(spec["target"])
         return child
 
 
@@ -59,7 +61,8 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
     assert set(RecordingZygote.forked[1:]) == {"advisor.harness.measurement.child:measure_variant"}
     assert len(RecordingZygote.forked) in (2, 3)
     assert started[0]._proc is None  # closed when the job's stages end
-    assert stages[0] == "inspect" and stages[-1] == "measure:eager:default"
+    # the last variant's events, then the measure step's end (the worker prepares the next job's sandbox from there)
+    assert stages[0] == "inspect" and stages[-2:] == ["measure:eager:default", "measure"]
 
 
 def test_a_failed_inspection_carries_the_childs_last_stderr_lines(tmp_path: Path, monkeypatch) -> None:
