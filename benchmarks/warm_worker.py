@@ -4,7 +4,8 @@ Each job runs the way the worker runs it: the stage runner (`python -m workers.s
 process of its own, with the job's files in its sandbox's inbox. "cold": the runner starts the job's own zygote
 (`import torch`, Dynamo, Inductor, Inductor's CPU probe) before its first child. "prepared": the job forks from a
 zygote of its own that workers.job_sandbox started ahead of time - a fresh sandbox per job, never one that ran
-another job's code; the next one starts once the current job's last timed window has ended, as the agent does.
+another job's code; the next one starts as each job starts, and the job's first timed window waits until it is up,
+as the agent does.
 The prepared jobs of a model run back to back, so a spare that is still starting when the next job arrives shows
 as `sandbox wait` on that job's critical path (it is part of its wall time and of its fixed cost).
 
@@ -65,10 +66,10 @@ def run_job(
     zygote: dict | None,
     pass_fds: tuple[int, ...],
     job_dir: Path,
-    timing_over: Any = None,
+    gate_fd: int | None = None,
 ) -> dict:
     """One job through the stage runner, as the agent runs it; its wall time and what it spent on real work.
-    `timing_over`: called once the job's last timed window has ended (the agent then prepares the next sandbox)."""
+    `gate_fd`: the agent's readiness pipe (workers.job_sandbox): the job's first timed window waits on it."""
     from workers.stage_process import StageProcess
 
     timed: list[float] = []
@@ -87,10 +88,6 @@ def run_job(
             inspect_at.append(now)
         if event.phase == "starting":
             spans.append([now, now, 0.0])
-        if event.ends_timing:
-            if timing_over is not None:
-                timing_over()
-            return
         if event.phase == "done":
             if spans:
                 spans[-1][1:] = [now, event.timed_s or 0.0]
@@ -107,9 +104,12 @@ def run_job(
         "context": CONTEXT,
         "measure": measure,
         "zygote": zygote,
+        "measure_gate_fd": gate_fd,
     }
     started = time.perf_counter()
-    process = StageProcess(spec, job_dir, on_progress, pass_fds=pass_fds)
+    process = StageProcess(spec, job_dir, on_progress, pass_fds=(*pass_fds, *([gate_fd] if gate_fd else [])))
+    if gate_fd is not None:
+        os.close(gate_fd)
     process.wait()
     wall = time.perf_counter() - started
     result = process.result()
@@ -170,18 +170,15 @@ def main() -> None:
                     waited = time.perf_counter() - claimed
                     assert sandbox is not None
                     job_inbox = sandbox.inbox
-                    if name == "mlp":  # a job that times nothing: the agent starts the next sandbox at once
-                        pool.prepare()
                 job_inbox.mkdir(parents=True, exist_ok=True)
                 model = str(shutil.copy(exported, job_inbox / "model"))  # the job's download
-                handle, fds = sandbox.handle() if kind == "prepared" else (None, ())
+                handle, fds, gate = None, (), None
+                if kind == "prepared":  # as the agent does: the next job's sandbox starts with this job
+                    handle, fds = sandbox.handle()
+                    pool.prepare()
+                    gate = pool.readiness_fd()
                 job = run_job(
-                    model,
-                    measure=name != "mlp",
-                    zygote=handle,
-                    pass_fds=fds,
-                    job_dir=work / "job-dir",
-                    timing_over=pool.prepare if kind == "prepared" else None,
+                    model, measure=name != "mlp", zygote=handle, pass_fds=fds, job_dir=work / "job-dir", gate_fd=gate
                 )
                 job["wait_s"] = waited
                 job["wall_s"] += waited  # the claim-to-result time: a spare still starting is on the critical path

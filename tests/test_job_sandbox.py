@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import time
 from pathlib import Path
@@ -270,3 +271,21 @@ def test_what_a_child_sends_back_is_capped(sandboxes: JobSandboxes):
     assert loud.stderr_tail is not None and len(loud.stderr_tail) <= 4000 and loud.stderr_tail.endswith("the last line")
     huge = run_job(sandbox, "huge_result", {"megabytes": 80})
     assert huge.status == "crashed" and "larger than the parent accepts" in (huge.reason or "")
+
+
+def test_the_next_jobs_sandbox_is_up_before_the_current_jobs_first_timed_window(sandboxes: JobSandboxes):
+    """The agent starts the next job's sandbox as a job starts and holds the job's first timed window until it is up
+    (workers.agent, workers.stages.wait_for_gate): the next job then starts without waiting, and no sandbox starts
+    while a measurement runs."""
+    assert sandboxes.take() is not None
+    sandboxes.prepare()
+    gate = sandboxes.readiness_fd()
+    try:
+        assert select.select([gate], [], [], 0)[0] == []  # still starting: a job would wait here, before measuring
+        assert select.select([gate], [], [], 120)[0] == [gate]
+    finally:
+        os.close(gate)
+    started = time.monotonic()
+    second = sandboxes.take()
+    assert second is not None and second.zygote.start()
+    assert time.monotonic() - started < 1.0  # the next job finds its sandbox ready

@@ -191,19 +191,6 @@ class WorkerAgent:
         if self.sandboxes is not None:
             self.sandboxes.prepare()
 
-    def _on_progress(self, heartbeat: Heartbeat, measures: bool) -> Callable[[ProgressEvent], None]:
-        """Progress goes to the heartbeat; once the job's last timed window has ended (or at once, for a job that
-        times nothing) the next job's sandbox starts, so that starting it never disturbs a measurement."""
-        if not measures:
-            self._prepare_sandbox()
-
-        def forward(event: ProgressEvent) -> None:
-            heartbeat.update(event)
-            if event.ends_timing:
-                self._prepare_sandbox()
-
-        return forward
-
     def _run_job(self, claim: LeasedJob, registration: Registration, job_dir: Path) -> str:
         job_dir.mkdir(parents=True, exist_ok=True)
         wake = threading.Event()
@@ -220,15 +207,26 @@ class WorkerAgent:
                 spec = self._spec(claim, job_dir)
             except ApiError as exc:
                 return self._report_failure(claim, f"could not download the model: {exc}", retryable=exc.retryable)
-            sandbox = self.sandboxes.current if self.sandboxes is not None else None
-            zygote, pass_fds = sandbox.handle() if sandbox is not None else (None, ())
-            on_progress = self._on_progress(heartbeat, measures=bool(spec["measure"]))
-            process = StageProcess({**spec, "zygote": zygote}, job_dir, on_progress=on_progress, pass_fds=pass_fds)
+            process = self._start_runner(spec, job_dir, heartbeat)
             self._current = process
             outcome = self._supervise(process, heartbeat, wake)
             return self._finish(claim, process, heartbeat, outcome)
         finally:
             heartbeat.stop()
+
+    def _start_runner(self, spec: dict[str, Any], job_dir: Path, heartbeat: Heartbeat) -> StageProcess:
+        """The job's stage runner, forking from the job's sandbox when there is one. The next job's sandbox starts
+        now, while this one downloads and inspects; the runner's first timed window waits until it is up."""
+        if self.sandboxes is None or self.sandboxes.current is None:
+            return StageProcess(spec, job_dir, on_progress=heartbeat.update)
+        zygote, pass_fds = self.sandboxes.current.handle()
+        self._prepare_sandbox()
+        gate = self.sandboxes.readiness_fd()
+        try:
+            runner_spec = {**spec, "zygote": zygote, "measure_gate_fd": gate}
+            return StageProcess(runner_spec, job_dir, on_progress=heartbeat.update, pass_fds=(*pass_fds, gate))
+        finally:
+            os.close(gate)  # the runner holds its own copy
 
     def _supervise(self, process: StageProcess, heartbeat: Heartbeat, wake: threading.Event) -> str:
         """Wait for the runner, a cancel, a lost lease or the end of the shutdown grace period."""

@@ -6,16 +6,18 @@ other job's code ever ran in: its own user, PID, IPC, network and mount namespac
 ends its zygote is stopped: the kernel kills every process in the sandbox and frees its tmpfs memory. Nothing is made
 clean for reuse, so there is no list of things to clean that could miss one.
 
-Starting a zygote (`import torch`, Dynamo, Inductor, the CPU probe: 4-8 s on 2 cores) stays off the job's critical
+Starting a zygote (`import torch`, Dynamo, Inductor, the CPU probe: ~5 s on 2 cores) stays off the job's critical
 path: `prepare()` starts the next job's zygote (a spare) in a thread when the worker starts, while it waits for work,
-and as soon as the current job's last timed window has ended - never while a measurement runs. `take()` hands the
-spare to the job that was just claimed (waiting for it if it is still starting). What outlives a job is only what the
-sandbox sees read-only: the interpreter, the project's code and Inductor's trusted precompiled headers.
+and as each job starts, so that it comes up during that job's download and inspection; the job's first timed window
+waits until it is up (`readiness_fd`), so starting it never disturbs a measurement. `take()` hands the spare to the
+job that was just claimed (waiting for it if it is still starting). What outlives a job is only what the sandbox sees
+read-only: the interpreter, the project's code and Inductor's trusted precompiled headers.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 from dataclasses import dataclass
@@ -87,6 +89,20 @@ class JobSandboxes:
             self._changed.wait_for(lambda: not self._starting)
             self.current, self._spare = self._spare, None
         return self.current
+
+    def readiness_fd(self) -> int:
+        """A pipe's read end that becomes readable once no spare is starting any more (it is up, or could not
+        start): the job's runner waits on it before its first timed window. The caller closes it."""
+        read_fd, write_fd = os.pipe()
+
+        def say_when_ready() -> None:
+            with self._changed:
+                self._changed.wait_for(lambda: not self._starting)
+            os.write(write_fd, b"1")
+            os.close(write_fd)
+
+        threading.Thread(target=say_when_ready, name="spare-readiness", daemon=True).start()
+        return read_fd
 
     def end_job(self) -> None:
         """Stop the current job's sandbox (everything the job started and wrote goes with it)."""

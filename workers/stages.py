@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +31,7 @@ Emit = Callable[[ProgressEvent], None]
 StagesFunction = Callable[[dict[str, Any], Emit], dict[str, Any]]
 
 DEFAULT_STAGES = "workers.stages:run_stages"
+GATE_TIMEOUT_S = 180.0  # a spare that takes longer than this to start does not hold a job back
 STDERR_IN_ERROR_CHARS = 2000  # the error is capped at 8 KiB by the server; keep room for the reason
 
 # Set by SIGTERM from the agent: the sandbox then kills the running stage's process group itself.
@@ -59,10 +63,23 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
         from advisor.harness.sandbox import Zygote
 
         zygote = Zygote.attach(spec["zygote"])
-    outcome = run_analysis(request, emit, cancel=CANCEL, zygote=zygote)
+    gate = spec.get("measure_gate_fd")
+    before_measure = (lambda: wait_for_gate(int(gate))) if gate is not None else None
+    outcome = run_analysis(request, emit, cancel=CANCEL, zygote=zygote, before_measure=before_measure)
     if outcome.failure is not None:
         return failure(job_error(outcome.failure), retryable=outcome.failure.cancelled)
     return {"inspection": outcome.inspection, "measurements": outcome.measurements, "error": None, "retryable": False}
+
+
+def wait_for_gate(fd: int, timeout_s: float = GATE_TIMEOUT_S) -> None:
+    """Until the worker says the next job's sandbox is up (a byte, or its end of the pipe closed), at most `timeout_s`
+    or until the job is cancelled: measuring then never overlaps the start of another sandbox."""
+    deadline = time.monotonic() + timeout_s
+    while not CANCEL.is_set() and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            break
+    os.close(fd)
 
 
 def job_error(stop: StepFailure) -> str:

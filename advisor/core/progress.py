@@ -34,11 +34,6 @@ class ProgressEvent:
             return self.step
         return f"{self.step}:{self.backend}:{self.mode or 'default'}"
 
-    @property
-    def ends_timing(self) -> bool:
-        """Whether this is the measure step's end (`measurement_done`): the job times nothing after it."""
-        return self.step == "measure" and self.phase == "done" and self.backend is None
-
     def wire(self) -> dict[str, Any]:
         """The heartbeat body (the worker protocol's `stage` and `progress`, the latter within [0, 1])."""
         return {"stage": self.label, "progress": max(0.0, min(1.0, self.fraction))}
@@ -57,12 +52,6 @@ class ProgressEvent:
         known = {name: data[name] for name in cls.__dataclass_fields__ if name in data and data[name] is not None}
         known["fraction"] = float(known.get("fraction", 0.0))
         return cls(**known)
-
-    @classmethod
-    def measurement_done(cls, fraction: float) -> ProgressEvent:
-        """The end of the measure step: no timed window of the job follows (the worker prepares the next job's
-        sandbox from here on)."""
-        return cls(step="measure", fraction=fraction, phase="done")
 
     @classmethod
     def from_measurement(cls, event: Mapping[str, Any], fraction: float) -> ProgressEvent:

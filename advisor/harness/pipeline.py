@@ -77,8 +77,12 @@ def run_analysis(
     context: Any = None,
     cancel: Cancel = None,
     zygote: Zygote | None = None,
+    before_measure: Callable[[], None] | None = None,
 ) -> AnalysisOutcome:
     """Inspect, measure (unless `request.measure` is off) and - given a DeploymentContext - decide.
+
+    `before_measure`: called after the inspection, before the first measuring child (a worker waits there until the
+    next job's sandbox, started at this job's start, is up, so that starting it never overlaps a timed window).
 
     `cancel` (an Event or a callable) stops the running child; the outcome is then a "cancelled" failure.
     `zygote`: a running one to fork every child from (the job sandbox the worker prepared; the caller closes it),
@@ -107,9 +111,10 @@ def run_analysis(
         on_progress(ProgressEvent("inspect", MEASURE_START, phase="done"))
         run = None
         if request.measure:
+            if before_measure is not None:
+                before_measure()
             plan = context if context is not None else request.plan_context
             run, failure = _measure(request, zygote, on_progress, cancel, inspection, plan)
-            on_progress(ProgressEvent.measurement_done(1.0))
             if failure is not None:
                 return AnalysisOutcome(inspection=inspection, failure=failure)
     recommendation = None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,12 +18,14 @@ class RecordingZygote(Zygote):
     """A real zygote that records the target of every child it forks."""
 
     forked: list[str] = []
+    forked_at: list[float] = []
 
     def fork(self, spec_fd: int, streams, env, workdir: str):  # type: ignore[no-untyped-def]
         spec = json.loads(os.pread(spec_fd, 1 << 24, 0))  # the memfd the child reads its spec from
         child = super().fork(spec_fd, streams, env, workdir)
         if child is not None:
             RecordingZygote.forked.append(spec["target"])
+            RecordingZygote.forked_at.append(time.monotonic())
         return child
 
 
@@ -40,8 +44,21 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
         return started[-1]
 
     monkeypatch.setattr(advisor.harness.measurement, "measurement_zygote", one_zygote)
-    RecordingZygote.forked = []
+    RecordingZygote.forked, RecordingZygote.forked_at = [], []
     model = export_example("mlp", tmp_path / "mlp.pt2")
+    # the worker's readiness pipe (workers.job_sandbox): opened a second after the inspection started, as if the next
+    # job's sandbox came up then; no measuring child may start before
+    gate_read, gate_write = os.pipe()
+    opened_at: list[float] = []
+
+    def open_gate() -> None:
+        while not RecordingZygote.forked:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        opened_at.append(time.monotonic())
+        os.write(gate_write, b"1")
+
+    threading.Thread(target=open_gate, daemon=True).start()
     spec = {
         "artifact_path": str(model),
         "device": "cpu",
@@ -49,10 +66,13 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
         "workload": "inference",
         "optimizer": "sgd",
         "job": {},
+        "measure_gate_fd": gate_read,
     }
     stages: list[str] = []
     result = run_stages(spec, lambda event: stages.append(event.label))
+    os.close(gate_write)
     assert result["error"] is None, result["error"]
+    assert opened_at and RecordingZygote.forked_at[1] >= opened_at[0]  # measuring waited for the gate
     assert result["inspection"]["format"] == "exported_program"
     assert result["measurements"]["measurements"][0]["status"] == "ok"
     assert len(started) == 1  # one `import torch` for the whole job
@@ -61,8 +81,7 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
     assert set(RecordingZygote.forked[1:]) == {"advisor.harness.measurement.child:measure_variant"}
     assert len(RecordingZygote.forked) in (2, 3)
     assert started[0]._proc is None  # closed when the job's stages end
-    # the last variant's events, then the measure step's end (the worker prepares the next job's sandbox from there)
-    assert stages[0] == "inspect" and stages[-2:] == ["measure:eager:default", "measure"]
+    assert stages[0] == "inspect" and stages[-1] == "measure:eager:default"
 
 
 def test_a_failed_inspection_carries_the_childs_last_stderr_lines(tmp_path: Path, monkeypatch) -> None:
