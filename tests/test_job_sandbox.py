@@ -289,3 +289,27 @@ def test_the_next_jobs_sandbox_is_up_before_the_current_jobs_first_timed_window(
     second = sandboxes.take()
     assert second is not None and second.zygote.start()
     assert time.monotonic() - started < 1.0  # the next job finds its sandbox ready
+
+
+def test_spares_prepared_while_idle_serve_jobs_back_to_back_each_in_its_own_sandbox(tmp_path: Path):
+    try:
+        probe_bubblewrap()
+    except IsolationUnavailable as exc:
+        pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
+    pool = JobSandboxes("cpu", tmp_path / "work", inductor=False, spares=2)
+    try:
+        for _ in range(3):  # the worker's idle polls: one spare started per call, up to two
+            pool.prepare()
+            gate = pool.readiness_fd()
+            select.select([gate], [], [], 120)
+            os.close(gate)
+        assert pool.starts == 2
+        started = time.monotonic()
+        first = pool.take()
+        assert first is not None
+        first_pid = first.zygote.pid
+        second = pool.take()  # ends the first job
+        assert second is not None and time.monotonic() - started < 1.0
+        assert second.zygote.pid != first_pid and not running(first_pid)
+    finally:
+        pool.close()

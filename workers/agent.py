@@ -50,6 +50,7 @@ class AgentConfig:
     # prepare each job's sandbox ahead of time (workers.job_sandbox): no `import torch` on a job's critical path;
     # off, each job's runner starts its own
     prepare_sandboxes: bool = False
+    spare_sandboxes: int = 2  # how many prepared sandboxes wait for the next jobs (each holds torch imported)
 
 
 class ShutdownRequested(BaseException):
@@ -72,7 +73,9 @@ class WorkerAgent:
         self.sandboxes: JobSandboxes | None = None
         if config.prepare_sandboxes:
             inductor = any(name.split(":")[0] == "inductor" for name in config.backends)
-            self.sandboxes = JobSandboxes(config.device, config.work_dir, inductor=inductor)
+            self.sandboxes = JobSandboxes(
+                config.device, config.work_dir, inductor=inductor, spares=config.spare_sandboxes
+            )
 
     # ---------------------------------------------------------------- the loop
     def run(self) -> int:

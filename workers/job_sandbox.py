@@ -50,18 +50,22 @@ class JobSandbox:
 
 
 class JobSandboxes:
-    """The sandboxes of one worker's jobs: at most one spare being prepared, at most one in use.
+    """The sandboxes of one worker's jobs: up to `spares` ready for the next jobs, at most one starting, at most one
+    in use. Two spares (the default) let two short jobs arrive back to back without waiting; each idle spare holds
+    an interpreter with torch imported (a few hundred MB).
 
-    Spares are started by one long-lived thread of this object: bubblewrap's parent-death signal follows the thread
-    that started it, so a sandbox started from a short-lived thread (a job's progress reader) would die with it."""
+    Spares are started one at a time by one long-lived thread of this object: bubblewrap's parent-death signal follows
+    the thread that started it, so a sandbox started from a short-lived thread (a job's progress reader) would die
+    with it."""
 
-    def __init__(self, device: str, work_dir: Path, *, inductor: bool) -> None:
+    def __init__(self, device: str, work_dir: Path, *, inductor: bool, spares: int = 2) -> None:
         self.device = device
         self.work_dir = work_dir
         self.inductor = inductor  # whether jobs may compile C++ with Inductor: the zygote then prepares for it
+        self.spares = max(1, spares)
         self.starts = 0  # sandboxes started so far
         self.current: JobSandbox | None = None
-        self._spare: JobSandbox | None = None
+        self._ready: list[JobSandbox] = []
         self._starting = False
         self._closing = False
         self._unavailable = False  # a zygote could not start here: each analysis starts its own
@@ -70,9 +74,10 @@ class JobSandboxes:
         self._starter: threading.Thread | None = None
 
     def prepare(self) -> None:
-        """Start the next job's sandbox in the background, unless one is ready or starting (or none can start)."""
+        """Start one more spare in the background, unless one is starting, enough are ready (or none can start).
+        The worker calls it when it starts, each time it finds no work, and as each job starts."""
         with self._changed:
-            if self._closing or self._unavailable or self._spare is not None or self._starting:
+            if self._closing or self._unavailable or self._starting or len(self._ready) >= self.spares:
                 return
             self._starting = True
             if self._starter is None:
@@ -81,13 +86,16 @@ class JobSandboxes:
         self._wanted.set()
 
     def take(self) -> JobSandbox | None:
-        """The sandbox for the job just claimed: the spare (waited for if it is still starting), else a new one;
+        """The sandbox for the job just claimed: a ready spare, else the one starting (waited for), else a new one;
         None when none can start here."""
         self.end_job()
-        self.prepare()
         with self._changed:
-            self._changed.wait_for(lambda: not self._starting)
-            self.current, self._spare = self._spare, None
+            ready = bool(self._ready)
+        if not ready:
+            self.prepare()
+        with self._changed:
+            self._changed.wait_for(lambda: bool(self._ready) or not self._starting)
+            self.current = self._ready.pop(0) if self._ready else None
         return self.current
 
     def readiness_fd(self) -> int:
@@ -115,11 +123,11 @@ class JobSandboxes:
         with self._changed:
             self._closing = True
             self._changed.wait_for(lambda: not self._starting)
-            spare, self._spare = self._spare, None
+            spares, self._ready = self._ready, []
         self._wanted.set()
         if self._starter is not None:
             self._starter.join()
-        if spare is not None:
+        for spare in spares:
             spare.close()
 
     def _serve(self) -> None:
@@ -130,7 +138,8 @@ class JobSandboxes:
                 return
             sandbox = self._start_one()
             with self._changed:
-                self._spare = sandbox
+                if sandbox is not None:
+                    self._ready.append(sandbox)
                 self._unavailable = sandbox is None
                 self._starting = False
                 self._changed.notify_all()

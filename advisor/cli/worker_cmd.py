@@ -44,6 +44,13 @@ def worker(
         help="do not prepare each job's sandbox ahead of time: each job's runner starts its own (import torch then "
         "lies on the job's critical path)",
     ),
+    spare_sandboxes: int = typer.Option(
+        2,
+        "--spare-sandboxes",
+        min=1,
+        max=8,
+        help="prepared sandboxes kept ready for the next jobs (each holds an interpreter with torch imported)",
+    ),
 ) -> None:
     """Register with the server, then claim and measure jobs until stopped (Ctrl-C / SIGTERM: graceful)."""
     from advisor.cli.parent_watch import exit_with_parent
@@ -91,6 +98,7 @@ def worker(
         grace_s=grace_s,
         max_jobs=max_jobs,
         prepare_sandboxes=not cold,
+        spare_sandboxes=spare_sandboxes,
         stage_options={key: value for key, value in stage_options.items() if value is not None},
     )
     agent = WorkerAgent(WorkerApi.connect(server, token), config)
