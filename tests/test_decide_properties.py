@@ -188,4 +188,13 @@ def test_a_compiled_option_not_faster_than_eager_side_by_side_never_wins_over_ea
         return  # the export path is chosen for the export, not for speed
     if "eager:default" in rec["path"][1]["evidence"]["qualified"]:
         event("compiled option recommended over a qualified eager")
-        assert row["speedup_ci"][0] > 1.0, "a slower or tied compiled option was recommended over eager"
+        if row["speedup_ci"][0] > 1.0:
+            return
+        # only as the better estimate of a ranking the noise left open (issue 27): said so, at low confidence
+        open_ranking = [
+            s for s in rec["path"] if s["rule"] == "leading_options_paired" and s["outcome"].startswith("Inconclusive")
+        ]
+        assert open_ranking and rec["confidence"] == "low", (
+            "a slower or tied compiled option was recommended over eager"
+        )
+        assert row["speedup_vs_eager"] > 1.0 and "Inconclusive between" in rec["summary"]

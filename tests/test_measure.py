@@ -95,6 +95,11 @@ def test_eager_baseline_row_has_statistics_memory_accuracy_and_environment(mlp_f
     assert "torch.no_grad()" in row["snippet"]
     env = run["environment"]
     assert env["measured_on"] == "cpu" and env["torch_version"] == torch.__version__
+    # the quoted latency's window, and the load the child read at its timed window's ends (issue 27 item 4)
+    assert row["latency_window"] == "first window"
+    assert all(row["timing_load"][when]["cores"] >= 1 for when in ("start", "end"))
+    assert env["torch_threads"] >= 1 and env["load"]["before"]["cores"] >= 1
+    assert env["load"]["during"] in (row["timing_load"]["start"], row["timing_load"]["end"])
     stages = {e["stage"] for e in events}
     assert {"starting", "loading", "reference", "timing", "done"} <= stages
 

@@ -145,3 +145,82 @@ def test_load_injected_mid_run_makes_the_run_noisy_not_confident(mlp_file: str) 
     rec = decide({"target": "cpu", "stage": "production", "expected_calls_per_compile": 10**6}, None, result)
     assert rec["confidence"] != "high"
     assert any("noisy" in caveat["issue"].lower() for caveat in rec["caveats"])
+
+
+def fake_rounds(monkeypatch: pytest.MonkeyPatch, timings: dict[str, list[tuple[float, float]]]) -> list[tuple]:
+    """Children whose every call pops its next (own median ms, relative spread of both sides) for its variant; the
+    eager beside each compiled option runs at 10 ms, and every child reads the load at its timed window's ends."""
+    calls: list[tuple[str, str, str]] = []
+
+    def measure_one(spec: str, mode: str, is_baseline: bool, common: dict, *args: Any, stage: str = "cold", **_: Any):
+        calls.append((spec, mode, stage))
+        median_ms, spread = timings[f"{spec}:{mode}"].pop(0)
+        verdict = "noisy" if spread > 0.1 else "valid"
+        if is_baseline:
+            row = measurement("eager", median_ms=median_ms, device="cpu", spread=spread, verdict=verdict)
+        else:
+            row = measurement(
+                spec, mode=mode, median_ms=median_ms, eager_ms=10.0, spread=spread, verdict=verdict, device="cpu"
+            )
+        row["latency_window"] = noise.FIRST_WINDOW  # as the child's row is filled (variant._fill_from_child)
+        row["timing_load"] = {"start": {"load": 0.4, "cores": 2}, "end": {"load": 1.5, "cores": 2}}
+        return row, {"device": "cpu", "measured_on": "cpu", "torch_threads": 2}
+
+    monkeypatch.setattr(measurement_run, "measure_one", measure_one)
+    monkeypatch.setattr(measurement_run, "check_model_file", lambda path, inputs: None)
+    return calls
+
+
+TWO_OPTIONS = ["inductor:default", "inductor:max-autotune"]
+
+
+def test_a_noisy_run_gets_more_rounds_until_its_leading_options_are_ranked(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    wide, tight = 0.3, 0.02  # a speedup interval spanning ~3.4x (unresolved), then one within +-4 %
+    calls = fake_rounds(
+        monkeypatch,
+        {
+            "eager:default": [(10.0, tight)],
+            "inductor:default": [(5.0, wide), (5.0, wide), (5.0, tight)],
+            "inductor:max-autotune": [(4.5, wide), (4.5, wide), (4.5, tight)],
+        },
+    )
+    result = measure.measure_model("model.pt2", backends=TWO_OPTIONS, zygote=FakeZygote(tmp_path))
+    quality = result["quality"]
+    assert [stage for *_, stage in calls].count("re-measure") == 4  # two rounds of the two unranked options
+    assert quality["rounds"] == 2 and quality["ranking"]["resolved"] and not quality["noisy"]
+    assert quality["ranking"]["leading"] == ["inductor:max-autotune"]
+    assert quality["remeasure_budget_s"] == measurement_run.REMEASURE_BUDGET_S
+    assert quality["remeasure_spent_s"] == sum(r["wall_s"] for r in result["measurements"][1:]) - 2 * 1.0
+    rows = {noise.label(r): r for r in result["measurements"]}
+    assert rows["inductor:max-autotune"]["latency_window"] == noise.REMEASURED_WINDOW
+    assert quality["kept"]["inductor:max-autotune"] == "third"  # the first child's, the second, then this one
+    assert rows["eager:default"]["latency_window"] == noise.FIRST_WINDOW
+    # the environment: the load before the run and the highest reading at a timed window's ends
+    assert result["environment"]["load"] == {"before": QUIET, "during": {"load": 1.5, "cores": 2}}
+
+
+def test_rounds_stop_at_the_time_budget_and_the_report_stays_inconclusive(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    wide = 0.3
+    calls = fake_rounds(
+        monkeypatch,
+        {
+            "eager:default": [(10.0, 0.02)],
+            "inductor:default": [(5.0, wide)] * 4,
+            "inductor:max-autotune": [(4.5, wide)] * 4,
+        },
+    )
+    result = measure.measure_model(
+        "model.pt2", backends=TWO_OPTIONS, zygote=FakeZygote(tmp_path), remeasure_budget_s=3.0
+    )
+    quality = result["quality"]
+    # each re-measuring child took 1 s: the first round (2 s) leaves 1 s, less than another round
+    assert [stage for *_, stage in calls].count("re-measure") == 2 and quality["rounds"] == 1
+    assert quality["remeasure_budget_s"] == 3.0 and quality["remeasure_spent_s"] == 2.0
+    assert not quality["ranking"]["resolved"] and "3 s budget" in quality["ranking"]["stopped"]
+    from advisor.core.decision.engine import decide
+
+    rec = decide({"target": "cpu", "stage": "production"}, None, result)
+    assert "Inconclusive between inductor:max-autotune and inductor:default" in rec["summary"]
+    assert rec["confidence"] == "low"

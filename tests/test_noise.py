@@ -26,17 +26,18 @@ def caveat_text(rec: dict[str, Any]) -> str:
     return " ".join(c["issue"] for c in rec["caveats"])
 
 
-def test_a_speedup_whose_ci_spans_more_than_the_set_ratio_is_not_faster() -> None:
-    # the ResNet seen under load: 100x with a 95% CI of 40.6-178.9x
+def test_a_speedup_whose_ci_spans_more_than_the_set_ratio_is_unresolved_and_never_high_confidence() -> None:
+    # the ResNet seen under load: 100x with a 95% CI of 40.6-178.9x. Its own latency interval lies below eager's, so it
+    # is faster than eager (issue 27: a noisy interval must not erase a clearly faster option), at low confidence
     wide = with_speedup_ci(measurement("inductor", median_ms=0.1, eager_ms=10.0, device="cpu"), 40.6, 178.9)
     rows = run(measurement("eager", median_ms=10.0, device="cpu"), wide, device="cpu")
     rec = decide(PRODUCTION, inspection(), rows)
-    assert rec["backend"] == "eager" and rec["confidence"] != "high"
+    assert rec["backend"] == "inductor" and rec["confidence"] == "low"
     assert step(rec, "compiled_vs_eager_side_by_side")["evidence"]["options"]["inductor:default"]["verdict"] == (
-        "unresolved"
+        "faster"
     )
     assert "40.6-179x" in step(rec, "wide_ci_is_unresolved")["outcome"]
-    assert rec["why_not"]["inductor:default"].startswith("unresolved: its side-by-side speedup 100.00x")
+    assert "too wide an interval to rank it against other options" in rec["summary"]
     assert "tied" not in rec["summary"]  # an unresolved option is not a tie: its CI does not overlap eager's
     assert "inductor:default" in caveat_text(rec)
 

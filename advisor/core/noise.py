@@ -46,6 +46,7 @@ def thresholds() -> dict[str, float]:
         "bracket_drift_max": BRACKET_DRIFT_MAX,
         "load_per_core_max": LOAD_PER_CORE_MAX,
         "high_confidence_max_ci_ratio": HIGH_CONFIDENCE_MAX_CI_RATIO,
+        "shared_load_per_core": SHARED_LOAD_PER_CORE,
     }
 
 
@@ -192,8 +193,9 @@ def busy_now(load_end: Mapping[str, Any] | None) -> bool:
 # ------------------------------------------------------------------------------------------- the verdict
 def assess(run: Mapping[str, Any] | None, *, load: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The run's `quality`: {noisy, whole_run, reasons, run_reasons, noisy_rows, unresolved, eager_drift,
-    eager_medians_ms, load, remeasured, thresholds}. `load` ({"start": read_load(), "end": ...}) defaults to
-    the one stored in the run's own quality; `remeasured` is kept from it."""
+    eager_medians_ms, load, remeasured, shared_reasons, thresholds}. `load` ({"start": read_load(), "end": ...})
+    defaults to the one stored in the run's own quality; `remeasured` and the re-measure rounds' record (rounds,
+    remeasure_budget_s, remeasure_spent_s, kept, not_remeasured, ranking) are kept from it."""
     stored = dict((run or {}).get("quality") or {})
     load = load if load is not None else stored.get("load")
     rows = sorted((row for row in (run or {}).get("measurements") or [] if _timed(row)), key=label)
@@ -225,8 +227,13 @@ def assess(run: Mapping[str, Any] | None, *, load: Mapping[str, Any] | None = No
         "eager_medians_ms": medians,
         "load": dict(load) if load else None,
         "remeasured": list(stored.get("remeasured") or []),
+        "shared_reasons": shared_reasons(run),  # a caveat, not noise: side-by-side ratios survive a steady load
+        **{key: stored[key] for key in _KEPT if key in stored},
         "thresholds": thresholds(),
     }
+
+
+_KEPT = ("rounds", "remeasure_budget_s", "remeasure_spent_s", "kept", "not_remeasured", "ranking")
 
 
 def quality_of(run: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -258,3 +265,59 @@ def is_noisy(measurements: Mapping[str, Any] | None) -> bool:
 
 def _g(value: Any) -> str:
     return "?" if value is None else f"{float(value):.3g}"
+
+
+# ------------------------------------------------------------------------------------------- which window, shared node
+FIRST_WINDOW = "first window"
+REMEASURED_WINDOW = "re-measured window"
+# The node counts as shared when other work kept more than this many runnable threads per core busy (the 1-minute load
+# average per core) before the run or at the start or end of a timed window, after discounting the measuring child's
+# own intra-op threads (torch.get_num_threads(), at most one per core). Below 1.0 on purpose: on a node whose cores are
+# all this run's, 0.7 of a competing thread per core already costs a side-by-side window its steady machine.
+SHARED_LOAD_PER_CORE = 0.7
+
+
+def latency_window(row: Any) -> str:
+    """Which timed window an option's quoted latency (its row's `latency`) comes from: FIRST_WINDOW, or
+    REMEASURED_WINDOW when a re-measure's timing was kept (`latency_window`; rows from before it: the first)."""
+    if isinstance(row, Mapping):
+        value = row.get("latency_window")
+    else:
+        value = getattr(row, "latency_window", None)
+    return str(value or FIRST_WINDOW)
+
+
+def shared_reasons(run: Mapping[str, Any] | None) -> list[str]:
+    """Why the load average says other work shared the node before the run or during its timed windows (empty when
+    it did not, or when the run has no readings): environment.load.before, and each row's `timing_load` (read by
+    the measuring child at the start and the end of its timed window) less the child's own threads
+    (environment.torch_threads)."""
+    env = (run or {}).get("environment") or {}
+    reasons = []
+    before = (env.get("load") or {}).get("before") or {}
+    if before.get("load") is not None and before.get("cores"):
+        per_core = float(before["load"]) / before["cores"]
+        if per_core > SHARED_LOAD_PER_CORE:
+            reasons.append(
+                f"load average {float(before['load']):.2f} on {before['cores']} core(s) before the run "
+                f"({per_core:.2f} per core)"
+            )
+    worst: tuple[float, str, str, float, int, int] | None = None
+    for row in sorted((run or {}).get("measurements") or [], key=label):
+        own_threads = int(env.get("torch_threads") or 1)
+        for when in ("start", "end"):
+            reading = (row.get("timing_load") or {}).get(when) or {}
+            value, cores = reading.get("load"), reading.get("cores")
+            if value is None or not cores:
+                continue
+            own = min(own_threads, int(cores))
+            per_core = max(0.0, float(value) - own) / cores
+            if worst is None or per_core > worst[0]:
+                worst = (per_core, label(row), when, float(value), int(cores), own)
+    if worst is not None and worst[0] > SHARED_LOAD_PER_CORE:
+        per_core, name, when, value, cores, own = worst
+        reasons.append(
+            f"load average {value:.2f} on {cores} core(s) at the {when} of {name}'s timed window, {per_core:.2f} per "
+            f"core besides the measuring child's own {own} thread(s)"
+        )
+    return reasons

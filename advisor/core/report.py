@@ -166,6 +166,8 @@ def measurement_rows(run: MeasurementRun | None) -> list[tuple[str, ...]]:
             median = f"{_num(lat.median_ms, ' ms')} [{_num(lat.ci_low_ms)}-{_num(lat.ci_high_ms)}]"
             if m.label in noisy_rows:
                 median += " noisy"
+            if (window := noise.latency_window(m)) != noise.FIRST_WINDOW:
+                median += f" ({window})"
         else:
             median = "-"
         speedup_text = _speedup_text(m.speedup_vs_eager, m.speedup_ci)
@@ -312,8 +314,22 @@ def environment_line(run: MeasurementRun | None) -> str | None:
     env = run.environment if run else None
     if not env:
         return None
-    keys = ("device", "device_name", "measured_on", "torch_version", "torch_npu_version", "cann_version", "host")
-    return ", ".join(f"{k}={getattr(env, k)}" for k in keys if getattr(env, k))
+    keys = (
+        "device",
+        "device_name",
+        "cpu_model",
+        "torch_threads",
+        "measured_on",
+        "torch_version",
+        "torch_npu_version",
+        "cann_version",
+        "host",
+    )
+    parts = [f"{k}={getattr(env, k)}" for k in keys if getattr(env, k)]
+    for when, reading in (env.load or {}).items():
+        if isinstance(reading, dict) and reading.get("load") is not None and reading.get("cores"):
+            parts.append(f"load {when} timing={reading['load']:.2f} on {reading['cores']} cores")
+    return ", ".join(parts)
 
 
 # ------------------------------------------------------------------------------------------- text

@@ -137,6 +137,11 @@ class Environment(TypedDict, total=False):
     host: str
     # "npu" only when the numbers really came from an Ascend NPU; "test-double" in CI.
     measured_on: str
+    torch_threads: int  # torch.get_num_threads() in the measuring child: the intra-op threads every option ran with
+    cpu_model: str  # /proc/cpuinfo's "model name" (the host CPU, whatever the device)
+    # 1-minute load average readings {"load", "cores"}: "before" the run (the parent, before any child), "during" (the
+    # highest reading at the start or end of any timed window), "after"; advisor.core.noise.shared_reasons
+    load: dict
 
 
 class MeasurementRowDict(TypedDict, total=False):
@@ -166,6 +171,10 @@ class MeasurementRowDict(TypedDict, total=False):
     time_breakdown: dict | None  # torch.profiler pass: results.TimeBreakdown (harness.measurement.time_breakdown)
     sweep: list[dict] | None  # the context's shape sweep, one results.SweepPoint per shape
     generation: dict | None  # workload="generation": results.Generation (prefill and decode phases)
+    # which window `latency` (the number every surface quotes) came from: "first window" or "re-measured window"
+    latency_window: str
+    # the child's 1-minute load average readings at the "start" and "end" of its timed window: {"load", "cores"}
+    timing_load: dict | None
     wall_s: float
     snippet: str
     # workload="training" only: {optimizer, loss, train_mode_note, state_mb: {parameters, gradients,

@@ -124,6 +124,10 @@ class Device:
             host=socket.gethostname(),
             measured_on=self.measured_on,
         )
+        env["torch_threads"] = torch.get_num_threads()  # the intra-op threads every timed call ran with
+        cpu_model = _cpu_model()
+        if cpu_model:
+            env["cpu_model"] = cpu_model
         if self.kind == "npu":
             env.update(_npu_versions())
         if self.kind == "cuda":
@@ -191,6 +195,18 @@ def _safe(fn: Callable[[], Any]) -> Any:
         return fn()
     except Exception:
         return None
+
+
+def _cpu_model() -> str | None:
+    """/proc/cpuinfo's "model name" of the host CPU (None where there is none, e.g. some ARM kernels)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()[:200]
+    except OSError:
+        pass
+    return None
 
 
 def _cpu_name() -> str:

@@ -30,6 +30,7 @@ class LatencyBar:
     ci_high_ms: float
     p99_ms: float
     highlighted: bool = False  # the recommended backend
+    window: str = "first window"  # which timed window the median came from (advisor.core.noise.latency_window)
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,7 @@ def latency_chart(
     right = _PAD * 3 + (_CLIP_LABEL_W if clipped_any else 0)
     height = _PAD + len(bars) * _ROW_H + _AXIS_H
     desc = "; ".join(
-        f"{b.label}: median {format_quantity(b.median_ms)} ms (95% CI {format_quantity(b.ci_low_ms)}–"
+        f"{b.label}: median {format_quantity(b.median_ms)} ms of its {b.window} (95% CI {format_quantity(b.ci_low_ms)}–"
         f"{format_quantity(b.ci_high_ms)}), p99 {format_quantity(b.p99_ms)} ms"
         for b in bars
     )
@@ -269,7 +270,8 @@ def latency_chart(
         parts.append(
             f'<rect class="bar latency-bar{state}" data-backend="{_text(bar.label)}" x="{x0}" y="{_num(y + 4)}" '
             f'width="{_num(max(min(bar.median_ms, axis_end) * scale, 1))}" height="{_ROW_H - 14}">'
-            f"<title>{_text(bar.label)}: median {format_quantity(bar.median_ms)} ms</title></rect>"
+            f"<title>{_text(bar.label)}: median {format_quantity(bar.median_ms)} ms of its {_text(bar.window)}"
+            "</title></rect>"
         )
         lo = x0 + min(bar.ci_low_ms, axis_end) * scale
         ci_clipped = bar.ci_high_ms > axis_end

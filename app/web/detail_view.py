@@ -75,6 +75,7 @@ class MeasurementRow:
     recommended: bool
     noise: str | None = None  # why advisor.core.noise calls this row's timings noisy; None when they are not
     unresolved: bool = False  # its CI is too wide for its speed to be called faster than anything
+    window: str = "first window"  # which timed window `median_ms` came from (advisor.core.noise.latency_window)
 
 
 @dataclass
@@ -190,6 +191,7 @@ def measurement_rows(
                 recommended=label == chosen,
                 noise=noisy_rows.get(noise.label(m)),
                 unresolved=noise.label(m) in unresolved,
+                window=noise.latency_window(m),
             )
         )
     return rows
@@ -204,7 +206,7 @@ def latency_bars(rows: list[MeasurementRow]) -> list[LatencyBar]:
     for row in filter(_has_latency, rows):
         low, high = row.ci or (row.median_ms, row.median_ms)
         p99 = row.p99_ms if row.p99_ms is not None else row.median_ms
-        bars.append(LatencyBar(row.label, row.median_ms, low, high, p99, row.recommended))
+        bars.append(LatencyBar(row.label, row.median_ms, low, high, p99, row.recommended, row.window))
     return bars
 
 
@@ -396,7 +398,7 @@ def answer(recommendation: Mapping[str, Any], rows: list[MeasurementRow], qualit
 _USE_SENTENCE = re.compile(r"^Use .+? on [A-Za-z0-9_-]+\.\s*")
 _SPEEDUP_CLAUSE = re.compile(
     r"It ran \d+(?:\.\d+)?x as fast as eager side by side in the same process \(95% CI [\d.]+-[\d.]+x"
-    r"(?:; too wide an interval to call it faster)?\), "
+    r"(?:; too wide an interval to (?:call it faster|rank it against other options))?\), "
 )
 _WHOLE_RUN_NOISY = (
     "The measurement run was noisy (the machine's speed changed or it was loaded): treat the speeds as rough and "

@@ -12,7 +12,14 @@ from advisor.core import snippets
 from advisor.core.context import DeploymentContext
 from advisor.core.decision.break_even import format_calls
 from advisor.core.decision.candidates import TORCHAIR_EXPORT_MODE, Option, Provenance, beats
-from advisor.core.decision.rules import InspectionFacts, TradeOff, calls_to_repay, short_list, unresolved_phrase
+from advisor.core.decision.rules import (
+    InspectionFacts,
+    TradeOff,
+    calls_to_repay,
+    paired_phrase,
+    short_list,
+    unresolved_phrase,
+)
 from advisor.core.schema import Caveat
 
 LONG_COMPILE_S = 5.0  # above this a shipped compile cache is worth suggesting
@@ -55,6 +62,16 @@ def measured_why_not(other: Option, chosen: Option, trade: TradeOff, context: De
     ms = speed_comparison(other, chosen)
     if beats(chosen, other):
         return f"slower than {chosen.label}: {ms}"
+    if trade.inconclusive is not None and other in trade.inconclusive and chosen in trade.inconclusive:
+        return (
+            f"inconclusive against {chosen.label}: {paired_phrase(other, chosen)}; {chosen.label} is the better "
+            "estimate, re-measure on a quiet node to rank them"
+        )
+    if other.is_baseline and chosen.unresolved and not beats(chosen, other):
+        return (
+            f"not ranked against {chosen.label} beyond the noise ({ms}); {chosen.label} is the better estimate, "
+            "re-measure on a quiet node to settle it"
+        )
     if other.unresolved:
         return f"unresolved: {unresolved_phrase(other)}; re-measure on a quiet machine to rank it"
     eager = trade.eager
@@ -104,7 +121,10 @@ def noise_caveats(quality: dict[str, Any] | None) -> list[Caveat]:
     if not quality or not quality.get("noisy"):
         return []
     remeasured = quality.get("remeasured") or []
-    again = f" (re-measured once: {', '.join(remeasured)}; still noisy)" if remeasured else ""
+    rounds = quality.get("rounds") or 1
+    budget = quality.get("remeasure_budget_s")
+    within = f" within a {budget:g} s budget" if isinstance(budget, int | float) else ""
+    again = f" (re-measured in {rounds} round(s){within}: {', '.join(remeasured)}; still noisy)" if remeasured else ""
     fix = (
         "Re-measure on a quiet node (no other jobs on the machine; on a shared VM, pin the worker to dedicated "
         "cores); treat these speeds as rough until then."
@@ -117,6 +137,22 @@ def noise_caveats(quality: dict[str, Any] | None) -> list[Caveat]:
     rows = quality.get("noisy_rows") or {}
     listed = "; ".join(f"{name} ({why})" for name, why in rows.items())
     return [Caveat(issue=f"Noisy timings for {', '.join(rows)}{again}: {listed}.", fix=fix)]
+
+
+def shared_node_caveats(quality: dict[str, Any] | None) -> list[Caveat]:
+    """The load average says other work shared the node before or while the options were timed (noise.shared_reasons,
+    threshold noise.SHARED_LOAD_PER_CORE per core)."""
+    reasons = (quality or {}).get("shared_reasons") or []
+    if not reasons:
+        return []
+    return [
+        Caveat(
+            issue=f"The node was shared while measuring: {'; '.join(reasons)}. Absolute latencies are the shared "
+            "node's; the side-by-side speedups hold only as long as the load stayed steady.",
+            fix="Measure on a node with no other jobs (or pin the worker to dedicated cores) before relying on the "
+            "latencies.",
+        )
+    ]
 
 
 # ------------------------------------------------------------------------------------------- caveats
@@ -227,6 +263,7 @@ def caveats_for(
     caveats += _cache_caveats(chosen, context)
     if prov.usable:
         caveats += noise_caveats(quality)
+        caveats += shared_node_caveats(quality)
     if context.resource_constrained and context.memory_budget_mb is None:
         caveats.append(
             Caveat(

@@ -156,19 +156,78 @@ def beats(fast: Option, slow: Option) -> bool:
     """`fast` runs faster than `slow` beyond the measured noise.
 
     Against eager, for an option timed side by side with it: its speedup CI lies entirely above 1.0 (or, for
-    eager to beat it, entirely below). Otherwise: their CIs on the common scale (`latency_ci_ms`) do not overlap.
-    Each option has one interval, and eager's contains the reference, so "beats" has no cycles.
-    An unresolved option (its interval spans more than noise.SPEEDUP_CI_MAX_RATIO) beats nothing: so wide an
-    interval cannot be the basis of "faster", although it can still be beaten.
+    eager to beat it, entirely below). Two options timed side by side with eager: their paired ratio
+    (`paired_ratio`) lies entirely above 1.0. Otherwise: their CIs on the common scale (`latency_ci_ms`) do not
+    overlap. Each of these implies a lower point estimate on the common scale (`latency_ms`), so "beats" has no
+    cycles. An unresolved option (its interval spans more than noise.SPEEDUP_CI_MAX_RATIO) does not beat eager
+    unless its own latency interval lies entirely below every eager interval of the run (`clearly_below_eager`: a
+    noisy eager widens the speedup's interval but cannot make a clearly faster option slower), and beats another
+    option only through a paired ratio whose whole interval is above 1.0.
     """
-    if fast.unresolved:
-        return False
     for option, other, faster in ((fast, slow, True), (slow, fast, False)):
         if other.is_baseline and option.side_by_side and not option.is_baseline:
             low, high = option.speedup_ci  # type: ignore[misc]
-            return low > 1.0 if faster else high < 1.0
+            if not faster:
+                return high < 1.0
+            return low > 1.0 and (not option.unresolved or clearly_below_eager(option, other))
+    if fast.is_baseline and slow.is_baseline:
+        return False
+    paired = paired_ratio(slow, fast)
+    if paired is not None:
+        return paired[1][0] > 1.0
+    if slow.is_baseline and not fast.is_baseline and clearly_below_eager(fast, slow):
+        return True
+    if fast.unresolved:
+        return False
     fast_ci, slow_ci = fast.latency_ci_ms, slow.latency_ci_ms
     return fast_ci is not None and slow_ci is not None and fast_ci[1] < slow_ci[0]
+
+
+def clearly_below_eager(option: Option, eager: Option) -> bool:
+    """Whether `option`'s own latency interval (its window's 95% CI of the median) lies entirely below every eager
+    interval the run has for it: the eager timed side by side in its own process and the eager row's own window.
+    A noisy eager then cannot turn it into "not faster"."""
+    own = option.ci_ms
+    lows = [interval[0] for interval in (eager.ci_ms, _side_by_side_eager_ci(option)) if interval is not None]
+    return own is not None and bool(lows) and own[1] < min(lows)
+
+
+def _side_by_side_eager_ci(option: Option) -> tuple[float, float] | None:
+    eager = (option.row or {}).get("eager_latency") or {}
+    low, high = eager.get("ci_low_ms"), eager.get("ci_high_ms")
+    return None if low is None or high is None else (float(low), float(high))
+
+
+def _log_halves(value: float, interval: tuple[float, float]) -> tuple[float, float]:
+    """How far below and above `value` its interval reaches, in log space (inf for an open end)."""
+    low, high = interval
+    down = math.log(value / low) if low > 0 else math.inf
+    up = math.log(high / value) if math.isfinite(high) and high > 0 else math.inf
+    return max(down, 0.0), max(up, 0.0)
+
+
+def paired_ratio(a: Option, b: Option) -> tuple[float, tuple[float, float]] | None:
+    """How many times as fast `b` runs as `a`, from their own side-by-side comparisons: speedup_b / speedup_a, with a
+    95% interval. None unless both were timed side by side with eager (eager itself: 1.0 exactly).
+
+    Each speedup is a ratio taken inside one process, eager's blocks interleaved with the option's, so what slowed
+    that process slowed both sides and cancels; the two speedups come from independent processes, so their log-space
+    half-widths add in quadrature (lower end: b's lower half with a's upper half, and vice versa). The measuring
+    children compile one option each (one sandbox, one compile cache and one Dynamo state per variant), so A and B
+    are not interleaved in one process: that would need two compiled models in one child, sharing its memory limit
+    and Inductor's global state. Against eager this is the option's own speedup interval."""
+    if a is b or not (a.side_by_side and b.side_by_side):
+        return None
+    speed_a, speed_b, ci_a, ci_b = a.speedup, b.speedup, a.speedup_ci, b.speedup_ci
+    if not speed_a or not speed_b or ci_a is None or ci_b is None:
+        return None
+    down_a, up_a = _log_halves(speed_a, ci_a)
+    down_b, up_b = _log_halves(speed_b, ci_b)
+    ratio = speed_b / speed_a
+    low = ratio * math.exp(-math.hypot(down_b, up_a))
+    spread_up = math.hypot(up_b, down_a)
+    high = ratio * math.exp(spread_up) if spread_up < 700 else math.inf  # exp overflows past ~709
+    return ratio, (low, high)
 
 
 def both_side_by_side(*options: Option) -> bool:

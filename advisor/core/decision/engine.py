@@ -254,7 +254,7 @@ def _confidence(
         return "low"
     quality = quality or {}
     deciding = [chosen] if trade is None else [trade.chosen, trade.fast_compile, trade.fast_run]
-    if quality.get("whole_run") or chosen.unresolved:
+    if quality.get("whole_run") or chosen.unresolved or (trade is not None and trade.inconclusive is not None):
         return "low"
     ratios = [o.interval_ratio for o in deciding if o.row is not None and o.interval_ratio is not None]
     wide = any(ratio > noise.HIGH_CONFIDENCE_MAX_CI_RATIO for ratio in ratios)
@@ -268,17 +268,19 @@ def _confidence(
 
 
 def _speed_sentence(chosen: Option, per: str = "call") -> str:
-    """Its speed as measured: side by side with eager where the row has it (robust to the machine's load)."""
-    if chosen.is_baseline and chosen.side_by_side:
-        return f"Eager ran at {chosen.reference_ms:.3g} ms per {per} (median of the eager timings of all processes)"
+    """Its speed as measured: side by side with eager where the row has it (robust to the machine's load), and the
+    one latency every surface quotes for it (the row's kept window, named: noise.latency_window)."""
+    quoted = f"{chosen.median_ms:.3g} ms per {per} (median of its {noise.latency_window(chosen.row)})"
+    if chosen.is_baseline:
+        return f"Eager ran at {quoted}"
     if chosen.side_by_side:
         low, high = chosen.speedup_ci  # type: ignore[misc]
-        unresolved = "; too wide an interval to call it faster" if chosen.unresolved else ""
+        unresolved = "; too wide an interval to rank it against other options" if chosen.unresolved else ""
         return (
             f"It ran {chosen.speedup:.2f}x as fast as eager side by side in the same process (95% CI "
-            f"{low:.2f}-{high:.2f}x{unresolved}), {chosen.median_ms:.3g} ms per {per} (median)"
+            f"{low:.2f}-{high:.2f}x{unresolved}), {quoted}"
         )
-    return f"It ran at {chosen.median_ms:.3g} ms per {per} (median)"
+    return f"It ran at {quoted}"
 
 
 def _summary(
@@ -297,7 +299,13 @@ def _summary(
             "listed, loosen the latency or memory limits, or measure on another node, then analyse again."
         )
     parts = [f"Use {chosen.display} on {context.target.upper()}."]
-    if chosen.is_baseline:
+    if trade is not None and trade.inconclusive is not None:
+        leader, runner = trade.inconclusive
+        parts.append(
+            f"Inconclusive between {leader.label} and {runner.label}: the measurements cannot rank them beyond the "
+            f"noise; {leader.label} is the better estimate."
+        )
+    elif chosen.is_baseline:
         parts.append("No compiled option ran measurably faster than plain PyTorch here, so compiling does not pay off.")
     deciding = next((s for s in reversed(rec["path"]) if s["rule"] not in ("mixed_fleet_layered",)), None)
     if deciding is not None:

@@ -22,6 +22,7 @@ from advisor.core.decision.candidates import (
     Provenance,
     beats,
     both_side_by_side,
+    paired_ratio,
     simplicity_key,
 )
 from advisor.core.schema import RuleStep
@@ -275,9 +276,13 @@ class TradeOff:
     decided_by: str  # "single" | "dominates" | "break_even" | "objective" | "eager_repays" (compile not repaid)
     steps: list[RuleStep]
     eager: Option | None = None  # the qualified eager option, the baseline every compiled option must beat
+    # the two leading options when their ranking is unresolved (the better estimate first): "inconclusive between"
+    inconclusive: tuple[Option, Option] | None = None
 
     @property
     def tie(self) -> bool:
+        if self.inconclusive is not None:
+            return False
         return self.chosen in self.unbeaten and len([o for o in self.unbeaten if not o.unresolved]) > 1
 
     @property
@@ -300,10 +305,17 @@ def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> T
     warm = context.ships_compile_cache
     eager = next((o for o in qualified if o.is_baseline), None)
     faster_than_eager = [o for o in qualified if eager is not None and o is not eager and beats(o, eager)]
-    pool = faster_than_eager or qualified  # no cycles in "beats": eager is unbeaten in `qualified` when empty
+    # nothing resolved beats eager, but an unresolved option's estimate is faster: the ranking is open, not "eager"
+    hopeful = [] if faster_than_eager or eager is None else _better_estimates_than(eager, qualified)
+    pool = faster_than_eager or hopeful or qualified  # no cycles in "beats": eager is unbeaten in `qualified`
     unbeaten = [o for o in pool if not any(beats(other, o) for other in pool if other is not o)]
     resolved = [o for o in unbeaten if not o.unresolved]  # an unresolved option is unbeaten for want of evidence
-    fast_run = min(resolved or unbeaten, key=lambda o: simplicity_key(o, warm))
+    leading = _leading_pair(unbeaten, eager if hopeful else None)
+    inconclusive = leading if leading is not None and _inconclusive(*leading) else None
+    if inconclusive is not None:
+        fast_run = inconclusive[0]  # the better estimate
+    else:
+        fast_run = min(resolved or unbeaten, key=lambda o: simplicity_key(o, warm))
     fast_compile = fast_run if fast_run.is_baseline else min(pool, key=lambda o: simplicity_key(o, warm))
     compiled = [o for o in qualified if not o.is_baseline]
 
@@ -313,7 +325,12 @@ def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> T
     unresolved = [o for o in qualified if o.unresolved]
     if unresolved:
         steps.append(rule_unresolved(unresolved))
-    if len(resolved) > 1:
+    ranked = _leading_pair(pool, None)
+    if ranked is not None and not (ranked[0].is_baseline or ranked[1].is_baseline) and paired_ratio(*ranked[::-1]):
+        steps.append(rule_leading_paired(*ranked, inconclusive is not None))
+    elif inconclusive is not None:
+        steps.append(rule_leading_paired(*inconclusive, True))
+    if len(resolved) > 1 and inconclusive is None:
         steps.append(rule_noise_tie(resolved, fast_run, warm))
     a, b = fast_compile, fast_run
     compile_a, compile_b = a.compile_s(warm), b.compile_s(warm)
@@ -338,7 +355,98 @@ def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> T
         # the cheaper of A and B in total, and eager (no compile) is cheaper still over the expected calls
         steps.append(rule_compile_not_repaid(context, eager, chosen))
         chosen, decided_by = eager, "eager_repays"
-    return TradeOff(chosen, a, b, unbeaten, n_star, decided_by, steps, eager)
+    return TradeOff(chosen, a, b, unbeaten, n_star, decided_by, steps, eager, inconclusive)
+
+
+PAIRED_TIE_MAX_RATIO = noise.HIGH_CONFIDENCE_MAX_CI_RATIO  # a paired interval around 1.0 this tight: equally fast
+
+
+def _better_estimates_than(eager: Option, qualified: list[Option]) -> list[Option]:
+    """Unresolved compiled options that eager does not beat and whose point estimate is faster than eager's."""
+    ref = eager.latency_ms
+    return [
+        o
+        for o in qualified
+        if not o.is_baseline
+        and o.unresolved
+        and not beats(eager, o)
+        and ref is not None
+        and o.latency_ms is not None
+        and o.latency_ms < ref
+    ]
+
+
+def _leading_pair(options: list[Option], runner_up: Option | None) -> tuple[Option, Option] | None:
+    """The best point estimate on the common scale and the next one (`runner_up` when there is no next one)."""
+    ranked = sorted((o for o in options if o.latency_ms is not None), key=lambda o: (o.latency_ms, o.label))
+    if not ranked:
+        return None
+    second = ranked[1] if len(ranked) > 1 else runner_up
+    return None if second is None or second is ranked[0] else (ranked[0], second)
+
+
+def _inconclusive(leader: Option, runner: Option) -> bool:
+    """Whether the two leading (mutually unbeaten) options are unranked for want of evidence, not equally fast: one
+    of them is unresolved, or their paired interval straddles 1.0 wider than PAIRED_TIE_MAX_RATIO. Two rows without
+    side-by-side data keep the overlap rule (a tie)."""
+    if beats(leader, runner):
+        return False
+    if runner.is_baseline:
+        return leader.unresolved  # a resolved tie with eager is not worth a compile
+    paired = paired_ratio(runner, leader)
+    if paired is None:
+        return False
+    low, high = paired[1]
+    return leader.unresolved or runner.unresolved or not (low > 0 and high / low <= PAIRED_TIE_MAX_RATIO)
+
+
+def paired_phrase(slower: Option, faster: Option) -> str:
+    """`faster` against `slower` from their paired comparison (speedups side by side with eager, combined)."""
+    paired = paired_ratio(slower, faster)
+    if paired is None:
+        return f"{faster.label} vs {slower.label}: no paired comparison (not both timed side by side with eager)"
+    ratio, (low, high) = paired
+    return (
+        f"{faster.label} ran {ratio:.2f}x as fast as {slower.label} [95% CI {low:.2f}-{_g_inf(high)}x] (paired: its "
+        f"side-by-side speedup {faster.speedup:.2f}x over {slower.label}'s {slower.speedup:.2f}x)"
+    )
+
+
+def _g_inf(value: float) -> str:
+    return "inf" if not math.isfinite(value) else f"{value:.2f}"
+
+
+def rule_leading_paired(leader: Option, runner: Option, inconclusive: bool) -> RuleStep:
+    """The two leading options compared with each other, not only with eager."""
+    paired = paired_ratio(runner, leader)
+    evidence: dict[str, Any] = {
+        "leader": leader.label,
+        "runner_up": runner.label,
+        "basis": "speedup_leader / speedup_runner_up, each timed side by side with eager in its own process; "
+        "log-space 95% half-widths combined in quadrature",
+        "tie_max_ratio": PAIRED_TIE_MAX_RATIO,
+    }
+    if paired is not None:
+        low, high = paired[1]
+        evidence["ratio"], evidence["ci"] = paired[0], [low, high if math.isfinite(high) else None]  # None: open
+    what = paired_phrase(runner, leader)
+    if runner.is_baseline and paired is None:
+        what = f"{leader.label}'s estimate is faster than {runner.label}'s, {unresolved_phrase(leader)}"
+    if inconclusive:
+        outcome = (
+            f"Inconclusive between {leader.label} and {runner.label}: {what}. Recommending {leader.label}, the better "
+            "estimate, at low confidence; re-measure on a quiet node to settle it."
+        )
+    elif beats(leader, runner):
+        outcome = f"{leader.label} leads beyond the noise: {what}."
+    else:
+        outcome = f"Equally fast within the noise: {what}."
+    return step(
+        "leading_options_paired",
+        "How do the leading options compare with each other (paired), not only with eager?",
+        evidence,
+        outcome,
+    )
 
 
 def repays_compile(option: Option, eager: Option | None, context: DeploymentContext) -> bool:
@@ -579,3 +687,27 @@ def rule_layered(context: DeploymentContext, production: Option | None) -> tuple
     return step(
         "mixed_fleet_layered", "Is the model developed on CPU/GPU and served on NPU?", evidence, outcome
     ), layered
+
+
+def leading_ranking(run: dict[str, Any], context: DeploymentContext | None = None) -> dict[str, Any]:
+    """Whether the run ranks its leading options beyond the noise, as the measured trade-off reads it (for the
+    re-measure rounds: advisor.harness.measurement.run). `context`: the deployment's, else the run's device and
+    workload with the defaults. {"resolved": bool, "leading": [labels], "text": str}."""
+    from advisor.core.context import parse_context
+    from advisor.core.decision.candidates import measured_options, split_by_filters
+
+    if context is None:
+        device = (run.get("environment") or {}).get("device") or "cpu"
+        context = parse_context({"target": device, "workload": run.get("workload") or "inference"})
+    qualified, _ = split_by_filters(measured_options(run), context)
+    if not qualified:
+        return {"resolved": True, "leading": [], "text": "no option qualifies"}
+    trade = measured_trade_off(context, qualified)
+    if trade.inconclusive is not None:
+        leader, runner = trade.inconclusive
+        return {
+            "resolved": False,
+            "leading": [leader.label, runner.label],
+            "text": f"inconclusive between {leader.label} and {runner.label}",
+        }
+    return {"resolved": True, "leading": [trade.fast_run.label], "text": f"{trade.fast_run.label} leads"}

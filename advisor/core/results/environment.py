@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from advisor.core.results._base import DeviceLabel, Int, Label, Name, Open
+from typing import Any
+
+from advisor.core.results._base import Count, DeviceLabel, Int, Label, Name, Open
 
 
 class Environment(Open):
@@ -16,3 +18,6 @@ class Environment(Open):
     python_version: Label | None = None
     host: Name | None = None
     measured_on: Label | None = None  # "npu" only when the numbers came from an Ascend NPU; "test-double" in CI
+    torch_threads: Count | None = None  # torch.get_num_threads() in the measuring child
+    cpu_model: Name | None = None  # /proc/cpuinfo's "model name"
+    load: dict[str, Any] | None = None  # {"before", "during", "after"}: {"load", "cores"} (advisor.core.noise)

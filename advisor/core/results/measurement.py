@@ -61,6 +61,8 @@ class MeasurementRow(Open):
     time_breakdown: TimeBreakdown | None = None  # where the time goes: a profiled pass after the timed window
     sweep: list[SweepPoint] | None = Field(default=None, max_length=MAX_ITEMS)  # the context's shape sweep
     generation: Generation | None = None  # workload="generation": prefill and decode phases
+    latency_window: Label | None = None  # which window `latency` came from: "first window" | "re-measured window"
+    timing_load: dict[str, Any] | None = None  # the child's load average at the "start" and "end" of its timed window
     wall_s: float | None = None
     snippet: str | None = None
     training: dict[str, Any] | None = None

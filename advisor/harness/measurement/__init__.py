@@ -1,7 +1,7 @@
 """Measuring a model, split by concept:
 
 - `plan`: which variants, and the checks before any child starts;
-- `run`: the whole measurement (eager first, then each variant; a noisy run re-measured once);
+- `run`: the whole measurement (eager first, then each variant; a noisy run re-measured in bounded rounds);
 - `variant`: one variant from the parent's side (its child, its row);
 - `child`: what runs in one sandboxed child (load, compile, check, time);
 - `timing`: side-by-side timing; `training`: training steps; `dynamic`: extra input sizes and recompiles.

@@ -18,6 +18,7 @@ import copy
 import os
 from typing import Any
 
+from advisor.core.noise import read_load
 from advisor.core.text import first_line
 from advisor.harness import devices
 from advisor.harness.measurement.compiling import compile_breakdown, compile_variant
@@ -195,7 +196,9 @@ def measure_variant(
         progress("timing")
         # eager is the very same callable the backend compiled (ep.module() has its own call overhead)
         fns = {"backend": compiled} if is_baseline else {"backend": compiled, "eager": steps.eager if steps else module}
+        load_start = read_load()  # was the node shared while this window ran (advisor.core.noise.shared_reasons)
         window = time_side_by_side(fns, inputs, dev, timing, lambda n: progress("timing", n))
+        result["timing_load"] = {"start": load_start, "end": read_load()}
         result["timed_s"] = window.seconds
         result.update(summaries(window, is_baseline))
         result["peak_memory_mb"], result["memory_kind"] = dev.peak_memory_mb()

@@ -1,5 +1,5 @@
 """Measuring a model: eager first (baseline and reference), then every variant, each in its own sandboxed child
-forked from one zygote; a noisy run is re-measured once. Torch-free on this (parent) side.
+forked from one zygote; a noisy run is re-measured in bounded rounds (a time budget). Torch-free on this (parent) side.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ def measure_model(
     zygote: Zygote | None = None,
     accuracy_tolerance: dict | None = None,
     remeasure: bool = True,
+    remeasure_budget_s: float | None = None,
     keyword_inputs: Sequence[str] = (),
     plan_context: DeploymentContext | dict | None = None,
     inspection: dict | None = None,
@@ -101,9 +102,11 @@ def measure_model(
     shapes (inference only; advisor.harness.measurement.sweep), its row's `sweep`.
 
     The run carries its `quality` (advisor.core.noise): when its timings say the machine was unquiet (eager drifting
-    between processes, interleaved blocks disagreeing, a too-wide speedup CI), the noisy rows are timed once more
-    (`remeasure`; at most once, and not while the load average says the machine is still busy) and the quieter of
-    the two timings is kept; what is still noisy then is reported, and the whole analysis is marked `noisy`.
+    between processes, interleaved blocks disagreeing, a too-wide speedup CI), the noisy rows are timed again
+    (`remeasure`) in rounds until the leading options are ranked, REMEASURE_MAX_ROUNDS are done or another round
+    would exceed `remeasure_budget_s` (default REMEASURE_BUDGET_S; not while the load average says the machine is
+    still busy), keeping each row's quietest timing; what is still noisy then is reported, and the whole analysis is
+    marked `noisy`. The environment records the load before the run and during its timed windows.
     """
     load_start = noise.read_load()  # before any child of this run adds to it
     check_model_file(path, inputs_file)
@@ -162,9 +165,14 @@ def measure_model(
             if index == 0 and row["status"] != "ok":
                 baseline_failed = f"not measured: the eager baseline failed ({row['status']}: {row['reason']})"
         run = MeasurementRun(environment=environment or _host_environment(device), workload=workload, measurements=rows)
+        _stamp_load(run, load_start)
         quality = noise.assess(run, load={"start": load_start, "end": noise.read_load()})
         if remeasure and quality["noisy"] and not baseline_failed:
-            quality = _remeasure_noisy(run, quality, variants, common, sandbox, workdir, policy, load_start)
+            budget = REMEASURE_BUDGET_S if remeasure_budget_s is None else remeasure_budget_s
+            ranking_context = _ranking_context(plan_context)
+            quality = _remeasure_noisy(
+                run, quality, variants, common, sandbox, workdir, policy, load_start, budget, ranking_context
+            )
         run["quality"] = quality  # type: ignore[typeddict-unknown-key]  # schema: MeasurementRun.quality
         return run
     finally:
@@ -214,6 +222,11 @@ _TIMING_FIELDS = (
 )
 
 
+REMEASURE_BUDGET_S = 120.0  # seconds of re-measuring children a noisy run may spend on more rounds (quality records it)
+REMEASURE_MAX_ROUNDS = 3
+_ORDINALS = ("first", "second", "third", "fourth", "later")  # which timing of a row was kept
+
+
 def _remeasure_noisy(
     run: MeasurementRun,
     quality: dict,
@@ -223,47 +236,111 @@ def _remeasure_noisy(
     workdir: Path,
     policy: dict,
     load_start: dict | None,
+    budget_s: float = REMEASURE_BUDGET_S,
+    ranking_context: DeploymentContext | None = None,
 ) -> dict:
-    """Time the noisy rows (and those whose eager saw a different machine) once more, each in a fresh child with
-    its own warm compile cache; keep the quieter timing of the two (`_noise_score`). Compile times, accuracy and
-    memory stay the first child's (a second compile would be a warm one). Returns the quality after."""
+    """Rounds of re-measuring: each times the rows still noisy (and those whose eager saw a different machine) once
+    more, each in a fresh child with its own warm compile cache, and keeps the quieter timing of each row
+    (`_noise_score`); the kept window is named in the row's `latency_window`. Compile times, accuracy and memory
+    stay the first child's (a second compile would be a warm one). Another round follows while the run is still
+    noisy and its leading options are unranked (advisor.core.decision.rules.leading_ranking: "inconclusive between X
+    and Y"), at most REMEASURE_MAX_ROUNDS, only while the load average says the machine is not still busy, and only
+    when the round just done fits once more into what is left of `budget_s` (seconds of re-measuring children, wall
+    time). The quality records rounds, remeasure_budget_s, remeasure_spent_s, the ranking and why it stopped."""
+    from advisor.core.decision.rules import leading_ranking
+
+    quality["remeasure_budget_s"] = budget_s
     if noise.busy_now((quality.get("load") or {}).get("end")):
-        quality["remeasured"] = []
+        quality["remeasured"], quality["rounds"], quality["remeasure_spent_s"] = [], 0, 0.0
         quality["not_remeasured"] = "the load average says the machine is still busy: timing again now would not help"
         return quality
     rows = run["measurements"]
-    middle = _middle_eager_ms(run)
-    wanted = set(quality["noisy_rows"]) | set(noise.eager_outliers(run))
+    remeasured: list[str] = []
+    kept: dict[str, str] = {}
+    spent, rounds, stopped = 0.0, 0, None
     again_policy = {**policy, "warm_cache": False, "dynamic_sizes": 0}
-    remeasured, kept = [], {}
-    for index, (spec, mode) in enumerate(variants):
-        row = rows[index]
-        name = noise.label(row)
-        if name not in wanted or row["status"] not in ("ok", "fail_accuracy"):
-            continue
-        again, _ = measure_one(
-            spec,
-            mode,
-            index == 0,
-            {**common, "reference_exists": True},  # the baseline's first child wrote it: it is not computed again
-            sandbox,
-            workdir / f"cache-{index}",
-            again_policy,
-            stage="re-measure",
-        )
-        remeasured.append(name)
-        if again["status"] == row["status"] and _noise_score(again, middle) < _noise_score(row, middle):
-            for key in _TIMING_FIELDS:
-                row[key] = again.get(key)  # type: ignore[literal-required]
+    while True:
+        middle = _middle_eager_ms(run)
+        wanted = set(quality["noisy_rows"]) | set(noise.eager_outliers(run))
+        round_s = 0.0
+        for index, (spec, mode) in enumerate(variants):
+            row = rows[index]
+            name = noise.label(row)
+            if name not in wanted or row["status"] not in ("ok", "fail_accuracy"):
+                continue
+            again, _ = measure_one(
+                spec,
+                mode,
+                index == 0,
+                {**common, "reference_exists": True},  # the baseline's first child wrote it: it is not computed again
+                sandbox,
+                workdir / f"cache-{index}",
+                again_policy,
+                stage="re-measure",
+            )
+            if name not in remeasured:
+                remeasured.append(name)
             row["wall_s"] += again["wall_s"]
-            kept[name] = "second"
-        else:
-            row["wall_s"] += again["wall_s"]
-            kept[name] = "first"
-    after = noise.assess(run, load={"start": load_start, "end": noise.read_load()})
-    after["remeasured"] = remeasured
-    after["kept"] = kept
-    return after
+            round_s += again["wall_s"]
+            if again["status"] == row["status"] and _noise_score(again, middle) < _noise_score(row, middle):
+                for key in _TIMING_FIELDS:
+                    row[key] = again.get(key)  # type: ignore[literal-required]
+                row["latency_window"] = noise.REMEASURED_WINDOW
+                kept[name] = _ORDINALS[min(rounds + 1, len(_ORDINALS) - 1)]  # "second": the first re-measure
+            else:
+                kept.setdefault(name, "first")
+        rounds += 1
+        spent += round_s
+        _stamp_load(run, load_start)
+        quality = noise.assess(run, load={"start": load_start, "end": noise.read_load()})
+        ranking = leading_ranking(dict(run), ranking_context)  # type: ignore[arg-type]
+        if not quality["noisy"]:
+            stopped = "the run is no longer noisy"
+        elif ranking["resolved"]:
+            stopped = f"the leading options are ranked ({ranking['text']})"
+        elif rounds >= REMEASURE_MAX_ROUNDS:
+            stopped = f"{REMEASURE_MAX_ROUNDS} rounds done, still {ranking['text']}"
+        elif spent + round_s > budget_s:
+            stopped = (
+                f"another round would exceed the {budget_s:g} s budget ({spent:.3g} s spent), still {ranking['text']}"
+            )
+        elif noise.busy_now((quality.get("load") or {}).get("end")):
+            stopped = f"the load average says the machine is busy, still {ranking['text']}"
+        if stopped:
+            break
+    quality.update(
+        remeasured=remeasured,
+        kept=kept,
+        rounds=rounds,
+        remeasure_budget_s=budget_s,
+        remeasure_spent_s=round(spent, 3),
+        ranking={**ranking, "stopped": stopped},
+    )
+    return quality
+
+
+def _ranking_context(plan_context: DeploymentContext | dict | None) -> DeploymentContext | None:
+    """The deployment context the leading options are ranked for (None: the run's device with the defaults)."""
+    if plan_context is None or isinstance(plan_context, DeploymentContext):
+        return plan_context
+    from advisor.core.context import ContextError, parse_context
+
+    try:
+        return parse_context(plan_context)
+    except ContextError:
+        return None
+
+
+def _stamp_load(run: MeasurementRun, load_start: dict | None) -> None:
+    """environment.load: before the run, the highest reading at the start or end of any timed window (`during`)."""
+    readings = [
+        reading
+        for row in run["measurements"]
+        for reading in ((row.get("timing_load") or {}).get("start"), (row.get("timing_load") or {}).get("end"))
+        if reading and reading.get("load") is not None and reading.get("cores")
+    ]
+    during = max(readings, key=lambda r: r["load"] / r["cores"]) if readings else None
+    run["environment"]["load"] = {"before": load_start, "during": during}
 
 
 def _middle_eager_ms(run: MeasurementRun) -> float | None:

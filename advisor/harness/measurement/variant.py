@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from advisor.core.noise import FIRST_WINDOW
 from advisor.core.schema import Environment, MeasurementRowDict
 from advisor.core.snippets import POSITIONAL_CALL
 from advisor.harness.measurement.plan import CHILD, MeasureError, MeasurementCancelled
@@ -109,6 +110,8 @@ def _fill_from_child(row: MeasurementRowDict, value: dict, is_baseline: bool) ->
         time_breakdown=value.get("time_breakdown"),
         sweep=value.get("sweep"),
         generation=value.get("generation"),
+        latency_window=FIRST_WINDOW,
+        timing_load=value.get("timing_load"),
     )
     if value.get("training"):
         row["training"] = value["training"]  # type: ignore[typeddict-unknown-key]
