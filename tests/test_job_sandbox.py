@@ -40,7 +40,14 @@ def _attempt(action) -> str:  # noqa: ANN001 - a zero-argument callable
 
 def leave_traces(marker: str) -> dict:
     """Write the marker everywhere, start a daemon in a session of its own, leave IPC objects behind."""
+    import sys
+
+    import advisor
+
     written = {}
+    # what every job sees and so could carry something from one job to the next: the project's code, the venv
+    for name, place in (("project", os.path.dirname(advisor.__file__)), ("venv", sys.prefix)):
+        written[name] = _attempt(lambda place=place: Path(place, marker).write_text("left by the last job"))
     for place in PLACES:
         target = Path(place, "ld.so.preload" if place == "/etc" else marker)
         written[place] = _attempt(lambda target=target: target.write_text("left by the last job"))
@@ -183,7 +190,7 @@ def test_a_later_job_sees_nothing_an_earlier_job_left_and_system_paths_are_read_
     left = run_job(first, "leave_traces", {"marker": "planted-by-x"})
     assert left.status == "ok", left
     written = left.value["written"]
-    for place in ("/", "/etc", "/root", "/dev", "/usr"):
+    for place in ("/", "/etc", "/root", "/dev", "/usr", "project", "venv"):
         assert written[place] != "allowed", f"a job could write {place}"
     assert {written[p] for p in ("/tmp", "/dev/shm", "/tmp/advisor-job")} == {"allowed"}  # its own places
     assert left.value["segment"] >= 0
@@ -313,3 +320,15 @@ def test_spares_prepared_while_idle_serve_jobs_back_to_back_each_in_its_own_sand
         assert second.zygote.pid != first_pid and not running(first_pid)
     finally:
         pool.close()
+
+
+def overwrite_trusted_headers(directory: str) -> dict:
+    """Try to poison the trusted precompiled header every job's sandbox copies in (read-only to jobs), and the
+    sandbox's own copy of it."""
+    from tests.test_job_sandbox_headers import installed_headers
+
+    tried = {}
+    for name, root in (("trusted", Path(directory)), ("own copy", installed_headers())):
+        files = [p for p in root.rglob("*") if p.is_file()]
+        tried[name] = [_attempt(lambda p=p: p.write_bytes(b"poisoned by the last job")) for p in files] or ["none"]
+    return tried
