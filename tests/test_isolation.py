@@ -111,3 +111,13 @@ def test_isolation_required_but_missing_is_an_error_not_a_silent_fallback(monkey
         resolve_isolation("bubblewrap")
     auto = resolve_isolation("auto")
     assert auto.kind == "none" and "not installed" in (auto.note or "")
+
+
+def test_bubblewrap_older_than_0_8_still_isolates_without_the_flags_it_lacks() -> None:
+    """Ubuntu 22.04 ships bubblewrap 0.6: `--size` and `--disable-userns` would make every sandbox fail to start."""
+    from advisor.harness.isolation import Isolation
+
+    old = Isolation("bubblewrap", "/usr/bin/bwrap", "0.6.1").command(["true"], writable=[])
+    new = Isolation("bubblewrap", "/usr/bin/bwrap", "0.8.0").command(["true"], writable=[])
+    assert "--size" not in old and "--disable-userns" not in old and "--remount-ro" in old
+    assert new.count("--size") == 2 and "--disable-userns" in new

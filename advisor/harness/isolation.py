@@ -82,6 +82,15 @@ class Isolation:
     def isolated(self) -> bool:
         return self.kind == "bubblewrap"
 
+    @property
+    def has_0_8(self) -> bool:
+        """bubblewrap 0.8 or newer: size caps for its tmpfs (`--size`) and no nested user namespaces
+        (`--disable-userns`). Older ones (Ubuntu 22.04's 0.6) still isolate, without those two; the note says so."""
+        try:
+            return tuple(int(part) for part in (self.version or "0").split(".")[:2]) >= (0, 8)
+        except ValueError:
+            return False
+
     def describe(self) -> dict[str, str | None]:
         """What a worker registers and the dashboard shows."""
         return {"kind": self.kind, "version": self.version, "note": self.note}
@@ -109,7 +118,7 @@ class Isolation:
             str(SANDBOX_UID),
             "--gid",
             str(SANDBOX_UID),
-            "--disable-userns",
+            *(["--disable-userns"] if self.has_0_8 else []),
             "--unshare-pid",
             "--unshare-ipc",
             "--unshare-uts",
@@ -125,12 +134,10 @@ class Isolation:
             "/proc",
             "--dev",
             "/dev",
-            "--size",
-            str(_size_mb(SHM_MB_ENV, DEFAULT_SHM_MB) << 20),
+            *(["--size", str(_size_mb(SHM_MB_ENV, DEFAULT_SHM_MB) << 20)] if self.has_0_8 else []),
             "--tmpfs",
             "/dev/shm",
-            "--size",
-            str(_size_mb(TMP_MB_ENV, DEFAULT_TMP_MB) << 20),
+            *(["--size", str(_size_mb(TMP_MB_ENV, DEFAULT_TMP_MB) << 20)] if self.has_0_8 else []),
             "--tmpfs",
             "/tmp",
         ]
@@ -217,13 +224,18 @@ def _probe_cached(bwrap: str) -> Isolation:
             "(e.g. docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined, or a seccomp "
             "profile that allows clone/unshare of user namespaces)"
         )
-    note = None
+    notes = []
+    if not candidate.has_0_8:
+        notes.append(
+            f"bubblewrap {candidate.version} is older than 0.8: /tmp and /dev/shm are not size-capped and nested user "
+            "namespaces are not refused; install bubblewrap 0.8 or newer"
+        )
     if os.geteuid() == 0:
-        note = (
+        notes.append(
             "worker runs as root: the sandbox is uid 65534 without capabilities, but the kernel does not "
             "apply the process-count limit to it; run the worker as a dedicated user for that"
         )
-    return Isolation("bubblewrap", bwrap, candidate.version, note)
+    return Isolation("bubblewrap", bwrap, candidate.version, "; ".join(notes) or None)
 
 
 def probe_bubblewrap() -> Isolation:
