@@ -99,6 +99,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
         max_concurrent=settings.max_concurrent_uploads,
         per_client=settings.max_uploads_per_client,
         retry_after_s=settings.retry_after_s,
+        linger_bytes=int(settings.refused_upload_linger_mb * 1024 * 1024),
+        linger_s=settings.refused_upload_linger_s,
     )
     return app
 

@@ -39,7 +39,11 @@ _FLAG_FIELDS = {
 
 
 def analyze(
-    model: Path = typer.Argument(..., help="a TorchScript (.pt) or ExportedProgram (.pt2) file"),
+    model: Path = typer.Argument(
+        ...,
+        help="a TorchScript (.pt) or ExportedProgram (.pt2) file, or your code: path/to/file.py:factory or "
+        "package.module:factory (exported here, then analysed; graph breaks, recompiles and export problems too)",
+    ),
     local: bool = typer.Option(True, "--local/--no-local", help="run everything on this machine (the default)"),
     server: str | None = typer.Option(None, "--server", help="a team server URL: analyse there instead"),
     token_file: Path | None = typer.Option(
@@ -82,6 +86,11 @@ def analyze(
     input_shape: list[str] | None = typer.Option(None, "--input-shape", help="NAME=1x3x224x224:float32, per input"),
     fmt: str = typer.Option("text", "--format", help=f"report format: {' | '.join(FORMATS)}"),
     out: Path | None = typer.Option(None, "--out", help="write the report to this file instead of stdout"),
+    export_to: Path | None = typer.Option(
+        None,
+        "--export-to",
+        help="with file.py:factory: where the ExportedProgram is written (default ./<file>-<factory>.pt2)",
+    ),
 ) -> None:
     """Recommend Inductor or TorchAir (or another backend) for MODEL in your deployment, by measuring."""
     flags = {
@@ -100,9 +109,18 @@ def analyze(
     }
     if fmt not in FORMATS:
         _fail(f"unknown --format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if not model.is_file():
+    from advisor.cli.source_front import decide_with_source, export_for_analysis, is_source_spec
+
+    source = is_source_spec(model)
+    if not source and not model.is_file():
         _fail(f"{model} does not exist or is not a file")
+    if source and (inputs or input_shape):
+        _fail("--inputs and --input-shape do not apply to file.py:factory (the factory returns the inputs)")
+    if not source and export_to is not None:
+        _fail("--export-to applies to path/to/file.py:factory only")
     context = _context(context_file, flags)
+    if source and server:
+        _fail("file.py:factory with --server is not supported yet: export here with --export-to, then analyse the file")
     if server:
         local_only = {"--device": device, "--skip-measure": skip_measure or None, "--input-shape": input_shape or None}
         if given := [flag for flag, value in local_only.items() if value is not None]:
@@ -129,6 +147,9 @@ def analyze(
         _fail("--tag applies to --server only (suites live on a team server)")
     if not local:
         _fail("choose --local or --server URL")
+    source_report = None
+    if source:
+        model, source_report = export_for_analysis(str(model), context, export_to)
     analysis = analyze_locally(
         model,
         context,
@@ -138,6 +159,8 @@ def analyze(
         inputs=inputs,
         input_shapes=input_shape,
     )
+    if source_report is not None:
+        analysis = decide_with_source(analysis, source_report)
     from advisor.core.report import render
 
     report = render(analysis, fmt)  # type: ignore[arg-type]

@@ -31,7 +31,11 @@ VIA_SHOWN = 3  # ops of a decomposition shown in a cell; the rest are counted
 
 
 def inspect(
-    model: Path = typer.Argument(..., help="a TorchScript (.pt) or ExportedProgram (.pt2) file"),
+    model: Path = typer.Argument(
+        ...,
+        help="a TorchScript (.pt) or ExportedProgram (.pt2) file, or your code: path/to/file.py:factory or "
+        "package.module:factory (graph breaks, recompiles and torch.export, run in a child process)",
+    ),
     inputs: Path | None = typer.Option(
         None, "--inputs", help="example inputs: a torch.save'd tensor, tuple or dict name->tensor"
     ),
@@ -42,12 +46,28 @@ def inspect(
     timeout_s: float = typer.Option(
         INSPECT_TIMEOUT_S, "--timeout", help="wall-clock limit of the inspection, in seconds"
     ),
-    memory_limit_mb: int = typer.Option(
-        INSPECT_MEMORY_LIMIT_MB, "--memory-limit-mb", help="address-space limit of the inspection"
+    memory_limit_mb: int | None = typer.Option(
+        None,
+        "--memory-limit-mb",
+        help=f"address-space limit of the inspection (default {INSPECT_MEMORY_LIMIT_MB} for a file, none for your "
+        "code)",
+    ),
+    export_to: Path | None = typer.Option(
+        None, "--export-to", help="with file.py:factory: write the ExportedProgram here when torch.export succeeds"
     ),
 ) -> None:
     """Show a model's ops with their Inductor/TorchAir coverage, graph breaks, inputs and size."""
+    from advisor.cli.source_front import inspect_source, is_source_spec
     from advisor.core.artifacts import ArtifactRejected, sniff
+
+    if is_source_spec(model):
+        inspect_source(
+            str(model), as_json=as_json, export_to=export_to, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb
+        )
+        return
+    if export_to is not None:
+        typer.echo("error: --export-to applies to path/to/file.py:factory only", err=True)
+        raise typer.Exit(2)
 
     if not model.is_file():
         typer.echo(f"error: {model} does not exist or is not a file", err=True)

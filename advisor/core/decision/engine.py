@@ -44,6 +44,7 @@ from advisor.core.decision.rules import (
     rule_shape_sweep,
     short_list,
 )
+from advisor.core.decision.source_rules import source_caveats
 from advisor.core.schema import Recommendation, RuleStep
 
 ENGINE_VERSION = "1.1.0"  # 1.1: noise-aware (advisor.core.noise): unresolved wide CIs, noisy runs, confidence
@@ -121,6 +122,7 @@ def decide(
         path[skips_at] = rule_plan_skips(skipped)
     why_not = _why_not(options, excluded, chosen, trade, context, exported)
     caveats = caveats_for(chosen, context, facts, prov, trade, export_blockers, quality)
+    caveats += source_caveats(inspection, chosen, context)  # from the user's own code, when it was analysed
     confidence = _confidence(chosen, prov, facts, trade, context, quality)
     recommendation = Recommendation(
         backend=chosen.backend if chosen else None,

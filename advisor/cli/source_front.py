@@ -1,0 +1,199 @@
+"""`npu-advisor inspect|analyze path/to/file.py:factory` (or `package.module:factory`): start from the user's code.
+
+The factory runs in a child process of its own (advisor.harness.source_probe through advisor.harness.sandbox's
+`run_in_sandbox`, unconfined: it is the user's own code on the user's own machine), so a factory that raises,
+hangs or crashes is reported in one line, never a traceback of this process. The child reports graph breaks,
+recompiles and torch.export's outcome (advisor.core.source_report) and, when an export succeeded and a path was
+given, writes the ExportedProgram there (completely or not at all). `analyze --local` then runs the usual analysis
+on that file and decides with the source-side report (advisor.core.decision.source_rules). Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from advisor.core.source_report import SOURCE_LABEL, SourceReport, parse_source_report
+
+SOURCE_TIMEOUT_S = 600.0
+_TARGET = "advisor.harness.source_probe:probe_source"
+_SPEC = re.compile(r"^(?:(?P<file>.+\.py)|(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)):(?P<factory>[A-Za-z_]\w*)$")
+# what run_in_sandbox sets for every child; the user's environment must not override it
+_SANDBOX_KEYS = {"PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "ADVISOR_COMPILE_CACHE_DIR"}
+
+
+def is_source_spec(model: Path | str) -> bool:
+    """`file.py:factory` or `package.module:factory`, and not the name of an existing file."""
+    text = str(model)
+    return _SPEC.match(text) is not None and not os.path.isfile(text)
+
+
+def default_export_path(spec: str) -> Path:
+    """`<file or module>-<factory>.pt2` in the current directory."""
+    found = _SPEC.match(spec)
+    assert found is not None
+    stem = Path(found["file"]).stem if found["file"] else found["module"].rsplit(".", 1)[-1]
+    return Path(f"{stem}-{found['factory']}.pt2")
+
+
+def probe(
+    spec: str,
+    *,
+    sweep: dict[str, Any] | None = None,
+    export_to: Path | None = None,
+    timeout_s: float | None = None,
+    memory_limit_mb: int | None = None,
+) -> dict[str, Any]:
+    """The source-side report of the factory's model, from a child process; exits (1, or 2 for a spec that does not
+    name a loadable factory) with one line when the child fails, hangs or crashes."""
+    from advisor.harness.isolation import NO_ISOLATION
+    from advisor.harness.sandbox import run_in_sandbox, scrubbed_environment
+
+    if export_to is not None and not export_to.parent.resolve().is_dir():
+        fail(f"cannot write {export_to}: {export_to.parent} is not a directory", 2)
+    environment = {k: v for k, v in scrubbed_environment(allow_list=False).items() if k not in _SANDBOX_KEYS}
+    done = run_in_sandbox(
+        _TARGET,
+        {"spec": spec, "sweep": sweep, "export_to": str(export_to.resolve()) if export_to else None},
+        timeout_s=timeout_s or SOURCE_TIMEOUT_S,
+        memory_limit_mb=memory_limit_mb,
+        stage="your model code",
+        extra_env=environment,
+        isolation=NO_ISOLATION,  # the user's own code on the user's own machine: their trust
+    )
+    if done.status != "ok":
+        reason = done.reason or f"the source analysis failed ({done.status})"
+        fail(reason, 2 if done.status == "load_error" else 1)
+    try:
+        return parse_source_report(done.value).model_dump(mode="json")
+    except Exception as exc:  # noqa: BLE001 - a child that returned something else is a failure, said in one line
+        fail(f"the source analysis returned an invalid report: {str(exc).splitlines()[0]}", 1)
+    raise AssertionError("unreachable")
+
+
+def fail(message: str, code: int) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+# ---------------------------------------------------------------------------------------------- printing
+def print_source_report(data: dict[str, Any], console: Console) -> None:
+    """The readable form; every text from the user's code or torch is escaped (never read as markup)."""
+    report = SourceReport.model_validate(data)
+    console.print(
+        f"[bold]Your code[/bold]: {escape(report.factory)} (torch {escape(report.torch_version or '?')}; "
+        f"{SOURCE_LABEL})"
+    )
+    for line in source_lines(report):
+        console.print(escape(line), highlight=False)
+
+
+def source_lines(report: SourceReport) -> list[str]:
+    """The report as plain lines (also what the server's pages and reports show)."""
+    lines: list[str] = []
+    breaks = report.graph_breaks
+    if not breaks.analysed:
+        lines.append(f"Graph breaks: not analysed - {breaks.note or ''}")
+    else:
+        lines.append(f"Graph breaks: {breaks.break_count} ({breaks.graph_count} graph(s))")
+        for number, item in enumerate(breaks.breaks, 1):
+            times = f" (x{item.count})" if item.count > 1 else ""
+            where = f"{item.where} in {item.function}" if item.function else item.where
+            lines.append(f"  {number}. {where}: {item.kind}{times}")
+            if item.code:
+                lines.append(f"       {item.code}")
+            if item.explanation:
+                lines.append(f"       why: {item.explanation}")
+            lines += [f"       hint: {hint}" for hint in item.hints]
+    recompiles = report.recompiles
+    if not recompiles.analysed:
+        lines.append(f"Recompiles: not analysed - {recompiles.note or ''}")
+    else:
+        lines.append(f"Recompiles: {recompiles.recompiles} of {len(recompiles.points)} other shape(s)")
+        lines.append(f"  example shapes: {shapes_text(recompiles.base_shapes)}")
+        for point in recompiles.points:
+            state = "recompiled" if point.recompiled else "no recompile"
+            lines.append(
+                f"  at {shapes_text(point.shapes)}: {state}" + (f" - error: {point.error}" if point.error else "")
+            )
+            lines += [f"       guard failed: {guard}" for guard in point.guard_failures]
+        if (marked := recompiles.marked_dynamic) is not None:
+            dims = ", ".join(f"{d.input}[{d.dim}]" for d in marked.dims)
+            if marked.recompiles is None:
+                lines.append(f"  marked dynamic ({dims}): could not run - {marked.error}")
+            elif marked.recompiles == 0:
+                lines.append(f"  marked dynamic ({dims}): no recompiles")
+            else:
+                lines.append(f"  marked dynamic ({dims}): still {marked.recompiles} recompile(s)")
+                lines += [f"       guard failed: {guard}" for guard in marked.guard_failures]
+    export = report.export
+    if export.attempts:
+        for attempt in export.attempts:
+            name = "strict" if attempt.strict else "non-strict"
+            error = "\n       ".join((attempt.error or "").splitlines()[:4])
+            outcome = "ok" if attempt.ok else f"failed: {error}"
+            lines.append(f"torch.export ({name}): {outcome}")
+        if export.draft is not None:
+            draft = export.draft
+            if draft.error:
+                lines.append(f"draft_export: failed too: {draft.error}")
+            else:
+                lines.append(f"draft_export: {len(draft.problems)} problem(s) to fix before torch.export succeeds")
+                for problem in draft.problems:
+                    at = f" at {problem.location}" if problem.location else ""
+                    said = " ".join(problem.message.splitlines()[:2])
+                    lines.append(f"  - {problem.kind}{at}: {said}")
+        if export.written:
+            lines.append(f"ExportedProgram written to {export.written}")
+        if export.save_error:
+            lines.append(f"not written: {export.save_error}")
+    return lines
+
+
+def shapes_text(shapes: dict[str, list[int]]) -> str:
+    return ", ".join(f"{name}={'x'.join(map(str, shape)) or 'scalar'}" for name, shape in shapes.items())
+
+
+# ---------------------------------------------------------------------------------------------- the commands
+def inspect_source(
+    spec: str, *, as_json: bool, export_to: Path | None, timeout_s: float, memory_limit_mb: int | None
+) -> None:
+    """`npu-advisor inspect file.py:factory`: the source-side report (and the ExportedProgram with --export-to)."""
+    import json
+
+    report = probe(spec, export_to=export_to, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        print_source_report(report, Console())
+
+
+def export_for_analysis(spec: str, context: Any, export_to: Path | None) -> tuple[Path, dict[str, Any]]:
+    """Probe the factory at the context's shapes and export it; the written file and the report. No exported
+    program (every export failed, or saving it did): the report on stderr and exit 1."""
+    from advisor.core.shape_sweep import sweep_spec
+
+    path = export_to or default_export_path(spec)
+    report = probe(spec, sweep=sweep_spec(context), export_to=path)
+    print_source_report(report, Console(stderr=True))
+    if not SourceReport.model_validate(report).export.written:
+        fail("the model could not be exported, so there is no program to measure; fix the problems above", 1)
+    return path, report
+
+
+def decide_with_source(analysis: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
+    """The analysis re-decided with the source-side report in its inspection (advisor.core.decision.source_rules)."""
+    from advisor.core.decision.engine import decide
+
+    inspection = dict(analysis.get("inspection") or {})
+    inspection["source_report"] = report
+    analysis = {**analysis, "inspection": inspection}
+    if analysis.get("recommendation") is not None:
+        analysis["recommendation"] = dict(decide(analysis["context"], inspection, analysis.get("measurements")))
+    return analysis

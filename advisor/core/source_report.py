@@ -1,0 +1,172 @@
+"""The source-side report: what `npu-advisor inspect|analyze path/file.py:factory` found by running the user's own
+Python code on the user's own machine (graph breaks, recompiles, torch.export).
+
+It is data the submitting machine produced, never measured by a worker, so everything in it is bounded and
+validated here (`SourceReport.model_validate`) before anything else reads it: the decision engine
+(advisor.core.decision.source_rules) and, when it is uploaded, the server. Texts are capped (a longer one is
+refused, not truncated: the child truncates its own texts with `clip` before it builds the report), lists are
+capped, numbers are bounded. Torch-free.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+SOURCE_LABEL = "from the submitting machine, not measured by a worker"
+
+MAX_TEXT = 2000  # a reason, an error, a draft_export problem
+MAX_SHORT = 300  # a file path, a function name, a kind, the factory spec
+MAX_CODE = 500  # one source line's text
+MAX_BREAKS = 200
+MAX_HINTS = 8
+MAX_POINTS = 16
+MAX_GUARDS = 20
+MAX_PROBLEMS = 50
+MAX_INPUTS = 64
+MAX_DIMS = 64
+MAX_COUNT = 10**9
+MAX_DIM_SIZE = 2**31 - 1
+
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
+Short = Annotated[str, Field(max_length=MAX_SHORT)]
+Code = Annotated[str, Field(max_length=MAX_CODE)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+Shape = Annotated[list[Annotated[int, Field(ge=0, le=MAX_DIM_SIZE)]], Field(max_length=MAX_DIMS)]
+Shapes = Annotated[dict[Short, Shape], Field(max_length=MAX_INPUTS)]
+Seconds = Annotated[float, Field(ge=0, le=10**7, allow_inf_nan=False)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class SourceBreak(_Strict):
+    """One distinct graph break: Dynamo's kind (the first line of its message), where in the user's code, the
+    source line's text, Dynamo's own explanation and hints, and how often it was hit."""
+
+    kind: Short
+    reason: Text
+    file: Short | None = None
+    line: Annotated[int, Field(ge=0, le=10**7)] | None = None
+    function: Short | None = None
+    code: Code | None = None
+    explanation: Text | None = None
+    hints: Annotated[list[Text], Field(max_length=MAX_HINTS)] = []
+    count: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
+
+    @property
+    def where(self) -> str:
+        if self.file is None:
+            return "an unknown location"
+        return f"{self.file}:{self.line}" if self.line is not None else self.file
+
+
+class GraphBreakReport(_Strict):
+    analysed: bool
+    note: Text | None = None
+    graph_count: Count | None = None
+    break_count: Count | None = None
+    breaks: Annotated[list[SourceBreak], Field(max_length=MAX_BREAKS)] = []
+
+
+class RecompilePoint(_Strict):
+    """One call at another shape: did Dynamo compile again, and which guards failed."""
+
+    shapes: Shapes
+    recompiled: bool
+    graphs_compiled: Count = 0
+    guard_failures: Annotated[list[Text], Field(max_length=MAX_GUARDS)] = []
+    error: Text | None = None
+
+
+class DynamicDim(_Strict):
+    input: Short
+    dim: Annotated[int, Field(ge=0, le=MAX_DIMS)]
+
+
+class MarkedDynamic(_Strict):
+    """The same calls again with the varying dims marked dynamic (torch._dynamo.mark_dynamic)."""
+
+    dims: Annotated[list[DynamicDim], Field(max_length=MAX_INPUTS)]
+    recompiles: Count | None = None  # calls after the first that compiled again; None when it could not run
+    guard_failures: Annotated[list[Text], Field(max_length=MAX_GUARDS)] = []
+    error: Text | None = None
+
+
+class RecompileReport(_Strict):
+    analysed: bool
+    note: Text | None = None
+    base_shapes: Shapes = {}
+    points: Annotated[list[RecompilePoint], Field(max_length=MAX_POINTS)] = []
+    marked_dynamic: MarkedDynamic | None = None
+
+    @property
+    def recompiles(self) -> int:
+        return sum(1 for point in self.points if point.recompiled)
+
+
+class ExportAttempt(_Strict):
+    strict: bool
+    ok: bool
+    error: Text | None = None
+    seconds: Seconds | None = None
+
+
+class DraftProblem(_Strict):
+    kind: Short
+    message: Text
+    location: Short | None = None
+
+
+class DraftReport(_Strict):
+    ran: bool
+    ok: bool = False  # draft_export produced a program (with the problems below worked around)
+    problems: Annotated[list[DraftProblem], Field(max_length=MAX_PROBLEMS)] = []
+    error: Text | None = None
+
+
+class ExportReport(_Strict):
+    attempts: Annotated[list[ExportAttempt], Field(max_length=2)] = []
+    draft: DraftReport | None = None
+    written: Short | None = None  # the ExportedProgram file's name, when one was written
+    save_error: Text | None = None
+
+    @property
+    def ok(self) -> bool:
+        return any(attempt.ok for attempt in self.attempts) and self.save_error is None
+
+
+class SourceReport(_Strict):
+    version: Literal[1] = 1
+    factory: Short
+    torch_version: Annotated[str, Field(max_length=64)] | None = None
+    graph_breaks: GraphBreakReport
+    recompiles: RecompileReport
+    export: ExportReport
+
+
+def parse_source_report(data: Any) -> SourceReport:
+    """Validate `data` (a dict, e.g. decoded JSON); raises pydantic's ValidationError with every bad field."""
+    return SourceReport.model_validate(data)
+
+
+def source_report_or_none(data: Any) -> SourceReport | None:
+    """The report when `data` is a valid one, else None (the decision engine never fails on a bad report)."""
+    if data is None:
+        return None
+    if isinstance(data, SourceReport):
+        return data
+    try:
+        return SourceReport.model_validate(data)
+    except ValidationError:
+        return None
+
+
+def clip(text: str | None, limit: int = MAX_TEXT) -> str | None:
+    """`text` cut to `limit` characters with a marker of how much was left out."""
+    if text is None or len(text) <= limit:
+        return text
+    keep = max(limit - 40, 0)
+    return f"{text[:keep]} ... [{len(text) - keep} more characters]"

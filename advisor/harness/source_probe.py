@@ -1,0 +1,579 @@
+"""Child side of `npu-advisor inspect|analyze path/file.py:factory`: the user's own model, from their own code.
+
+Runs in a child process of its own (advisor.cli.source_front starts it with advisor.harness.sandbox, unconfined:
+it is the user's code on the user's machine), so a factory that raises, hangs or crashes the interpreter is a
+status, never the CLI's end. `probe_source` builds the model with the factory, then:
+
+- graph breaks: `torch._dynamo.explain` on the real Python code; each break's kind, Dynamo's explanation and hints
+  (the lines of its own message), the user's file:line and the source line's text, deduplicated, in the order of
+  the files' first break and then by line;
+- recompiles: the model compiled by Dynamo (a counting backend, nothing lowered) and called at the example shapes,
+  then at each other shape (the context's shape sweep or shape ranges, else a second batch size), with the guard
+  failures Dynamo logs (`TORCH_LOGS=recompiles`'s records); then the same calls with the varying dims marked
+  dynamic (`torch._dynamo.mark_dynamic`), to tell whether that removes them;
+- export: `torch.export.export` strict and non-strict; when both fail, `torch.export.draft_export`'s report of
+  every problem with its location. A program that exported is written with `torch.export.save` to a temporary
+  file next to `export_to` and renamed onto it only once complete, so a failed save never leaves a partial file.
+
+The report is plain JSON, validated against advisor.core.source_report.SourceReport before it is returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import logging
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from advisor.core.source_report import (
+    MAX_BREAKS,
+    MAX_CODE,
+    MAX_GUARDS,
+    MAX_HINTS,
+    MAX_PROBLEMS,
+    MAX_SHORT,
+    clip,
+    parse_source_report,
+)
+from advisor.harness.sandbox import StageError
+
+FACTORY_FORM = (
+    "a factory returns the model and its example inputs: (model, args), (model, args, kwargs), "
+    "(model, args, kwargs, dynamic_shapes), or a dict with the keys model, args, kwargs, dynamic_shapes"
+)
+
+
+# ------------------------------------------------------------------------------------------------ the factory
+def load_factory(spec: str) -> Callable[[], Any]:
+    """`path/to/file.py:factory` (the file is run as a module, its directory first on the import path, as
+    `python file.py` would have it) or `package.module:factory` (imported from the current directory or the
+    import path)."""
+    target, sep, name = spec.rpartition(":")
+    if not sep or not target or not name.isidentifier():
+        raise StageError("load_error", f"{spec!r} is not path/file.py:factory or package.module:factory")
+    try:
+        if target.endswith(".py"):
+            path = os.path.abspath(target)
+            if not os.path.isfile(path):
+                raise StageError("load_error", f"{target} does not exist or is not a file")
+            directory = os.path.dirname(path)
+            if directory not in sys.path:
+                sys.path.insert(0, directory)
+            module_name = f"_advisor_user_{os.path.splitext(os.path.basename(path))[0]}"
+            loader_spec = importlib.util.spec_from_file_location(module_name, path)
+            if loader_spec is None or loader_spec.loader is None:
+                raise StageError("load_error", f"cannot load {target} as a Python module")
+            module = importlib.util.module_from_spec(loader_spec)
+            sys.modules[module_name] = module
+            loader_spec.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(target)
+    except StageError:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the user's module failed to import: say where
+        raise StageError("runtime_error", f"importing {target} failed: {_user_error(exc)}") from None
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        raise StageError("load_error", f"{target} has no function {name!r}")
+    return factory
+
+
+def build(spec: str) -> tuple[Any, tuple, dict, Any]:
+    """(model, args, kwargs, dynamic_shapes) from the factory; a factory that raises is a readable StageError."""
+    factory = load_factory(spec)
+    try:
+        made = factory()
+    except BaseException as exc:  # noqa: BLE001 - the user's code: reported, never fatal
+        raise StageError("runtime_error", f"the factory {spec} raised {_user_error(exc)}") from None
+    import torch  # after the factory: one that fails early is reported without the cost of importing torch
+
+    if isinstance(made, dict):
+        unknown = set(made) - {"model", "args", "kwargs", "dynamic_shapes"}
+        if "model" not in made or unknown:
+            raise StageError("load_error", f"the factory returned a dict with keys {sorted(made)}; {FACTORY_FORM}")
+        parts = (made["model"], made.get("args", ()), made.get("kwargs") or {}, made.get("dynamic_shapes"))
+    elif isinstance(made, tuple) and 2 <= len(made) <= 4:
+        parts = (*made, *([{}, None][len(made) - 2 :]))
+    else:
+        raise StageError("load_error", f"the factory returned {type(made).__name__}; {FACTORY_FORM}")
+    model, args, kwargs, dynamic_shapes = parts
+    if not isinstance(model, torch.nn.Module):
+        raise StageError("load_error", f"the factory's model is a {type(model).__name__}, not a torch.nn.Module")
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    if not isinstance(args, tuple | list) or not isinstance(kwargs, dict):
+        raise StageError("load_error", f"the factory's args must be a tuple and kwargs a dict; {FACTORY_FORM}")
+    return model, tuple(args), dict(kwargs), dynamic_shapes
+
+
+def _user_error(exc: BaseException) -> str:
+    """`Type: message (at file.py:12 in f)`: the exception and the innermost frame outside this package and torch."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _is_user_file(f.filename)]
+    where = f" (at {_display_path(frames[-1].filename)}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    message = str(exc).strip().splitlines()
+    return clip(f"{type(exc).__name__}: {message[0] if message else ''}{where}", 1000) or ""
+
+
+# ------------------------------------------------------------------------------------------------ the probe
+def probe_source(
+    spec: str,
+    *,
+    sweep: dict[str, Any] | None = None,
+    export_to: str | None = None,
+    export: bool = True,
+) -> dict[str, Any]:
+    """The source-side report (advisor.core.source_report.SourceReport, as JSON) of the factory's model; writes the
+    ExportedProgram to `export_to` when given and the export succeeded. `sweep`: advisor.core.shape_sweep's spec
+    (`{"points": [...]}` or `{"ranges": [...]}`), None for a second batch size."""
+    model, args, kwargs, dynamic_shapes = build(spec)
+    import torch
+
+    names = input_names(model, args, kwargs)
+    recompile_report, break_messages = recompiles(model, args, kwargs, names, sweep)
+    report: dict[str, Any] = {
+        "version": 1,
+        "factory": clip(spec, MAX_SHORT),
+        "torch_version": torch.__version__[:64],
+        "recompiles": recompile_report,
+        "graph_breaks": graph_breaks(model, args, kwargs, logged_break_reasons(break_messages)),
+        "export": export_report(model, args, kwargs, dynamic_shapes, export_to) if export else {"attempts": []},
+    }
+    return parse_source_report(report).model_dump(mode="json")
+
+
+def input_names(model: Any, args: tuple, kwargs: dict) -> list[str]:
+    """Each positional input's name as `forward` declares it (`arg0`, ... where it cannot be bound)."""
+    try:
+        params = [
+            p.name
+            for p in inspect.signature(model.forward).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"arg{i}" for i in range(len(args))]
+
+
+# ------------------------------------------------------------------------------------------------ graph breaks
+def graph_breaks(
+    model: Any, args: tuple, kwargs: dict, logged: dict[tuple[str, int], str] | None = None
+) -> dict[str, Any]:
+    """`torch._dynamo.explain`'s breaks, deduplicated and ordered; `logged`: Dynamo's whole message per (file, line)
+    from its graph-break log (logged_break_reasons), used where explain's reason is only a short one
+    (a data-dependent branch reads "generic_jump TensorVariable()" there)."""
+    import torch
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            result = torch._dynamo.explain(model)(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - a hard Dynamo error is a finding
+        return {
+            "analysed": False,
+            "note": clip(f"torch.compile fails on this model (a hard error, not a graph break): {_first_lines(exc)}"),
+        }
+    finally:
+        torch._dynamo.reset()
+    found: dict[tuple, dict[str, Any]] = {}
+    for reason in result.break_reasons:
+        item = describe_break(reason.reason, reason.user_stack, logged or {})
+        key = (item["kind"], item["file"], item["line"])
+        if key in found:
+            found[key]["count"] += 1
+        else:
+            found[key] = item
+    files: list[str | None] = []
+    for item in found.values():
+        if item["file"] not in files:
+            files.append(item["file"])
+    ordered = sorted(found.values(), key=lambda b: (files.index(b["file"]), b["line"] if b["line"] is not None else 0))
+    return {
+        "analysed": True,
+        "graph_count": result.graph_count,
+        "break_count": result.graph_break_count,
+        "breaks": ordered[:MAX_BREAKS],
+    }
+
+
+def describe_break(
+    reason: str, user_stack: list[Any] | None, logged: dict[tuple[str, int], str] | None = None
+) -> dict[str, Any]:
+    """One break: Dynamo's message split into its kind (its first line), explanation and hints; the innermost frame
+    of the user's code (outside torch) with its source text."""
+    frames = list(user_stack or [])
+    user = [f for f in frames if _is_user_file(f.filename)] or frames
+    frame = user[-1] if user else None
+    if "Hint:" not in str(reason) and frames:
+        innermost = frames[-1]
+        reason = (logged or {}).get((os.path.abspath(innermost.filename), innermost.lineno)) or reason
+    lines = [line.strip() for line in str(reason).splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(_WRAPPER)] or lines
+    kind = lines[0] if lines else "graph break"
+    explanation = next((ln.removeprefix("Explanation:").strip() for ln in lines if ln.startswith("Explanation:")), None)
+    hints = [ln.removeprefix("Hint:").strip() for ln in lines if ln.startswith("Hint:")]
+    code = (getattr(frame, "line", None) or "").strip() if frame is not None else ""
+    return {
+        "kind": clip(kind, MAX_SHORT),
+        "reason": clip("\n".join(ln for ln in lines if not ln.startswith(("Explanation:", "Hint:")))),
+        "file": clip(_display_path(frame.filename), MAX_SHORT) if frame is not None else None,
+        "line": frame.lineno if frame is not None else None,
+        "function": clip(frame.name, MAX_SHORT) if frame is not None else None,
+        "code": clip(code, MAX_CODE) or None,
+        "explanation": clip(explanation),
+        "hints": [clip(h) for h in dict.fromkeys(hints)][:MAX_HINTS],
+        "count": 1,
+    }
+
+
+_WRAPPER = "Encountered graph break when attempting to trace"  # the line Dynamo's log puts before the kind
+_SKIPPED_DIRS: tuple[str, ...] = ()
+
+
+def _is_user_file(filename: str) -> bool:
+    """Not torch's own code, not this package's, not the interpreter's frozen or generated modules."""
+    global _SKIPPED_DIRS
+    if not _SKIPPED_DIRS:
+        found = importlib.util.find_spec("torch")  # where torch lives, without importing it
+        torch_dir = os.path.dirname(os.path.abspath(found.origin)) if found and found.origin else None
+        advisor_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        _SKIPPED_DIRS = tuple(d + os.sep for d in (torch_dir, advisor_dir) if d)
+    if filename.startswith("<"):
+        return False
+    return not os.path.abspath(filename).startswith(_SKIPPED_DIRS)
+
+
+def _display_path(filename: str) -> str:
+    """Relative to the current directory when inside it; else relative to the import path entry that holds it (e.g.
+    `transformers/models/gpt2/modeling_gpt2.py`); else the base name."""
+    if filename.startswith("<"):
+        return filename
+    path = os.path.abspath(filename)
+    roots = [os.getcwd(), *sorted((p for p in sys.path if p and os.path.isdir(p)), key=len, reverse=True)]
+    for root in roots:
+        root = os.path.abspath(root)
+        if path.startswith(root + os.sep):
+            return os.path.relpath(path, root)
+    return os.path.basename(path)
+
+
+def _first_lines(exc: BaseException, count: int = 3, sep: str = " ") -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {sep.join(lines[:count])}" if lines else type(exc).__name__
+
+
+# ------------------------------------------------------------------------------------------------ recompiles
+class _RecordHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            self.records.append(record.getMessage())
+
+
+# torch._logging's artifact loggers: what TORCH_LOGS=recompiles and TORCH_LOGS=graph_breaks print
+RECOMPILES_LOGGER = "torch._dynamo.guards.__recompiles"
+GRAPH_BREAKS_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
+
+
+@contextlib.contextmanager
+def dynamo_records() -> Iterator[tuple[_RecordHandler, _RecordHandler]]:
+    """(recompile records, graph-break records): what `TORCH_LOGS=recompiles,graph_breaks` prints, as records."""
+    import torch._logging
+
+    handlers = (_RecordHandler(), _RecordHandler())
+    loggers = (logging.getLogger(RECOMPILES_LOGGER), logging.getLogger(GRAPH_BREAKS_LOGGER))
+    torch._logging.set_logs(recompiles=True, graph_breaks=True)
+    for logger, handler in zip(loggers, handlers, strict=True):
+        logger.addHandler(handler)
+    try:
+        yield handlers
+    finally:
+        for logger, handler in zip(loggers, handlers, strict=True):
+            logger.removeHandler(handler)
+        torch._logging.set_logs()
+
+
+_BREAK_AT = re.compile(r"^Graph break .*in user code at (?P<file>.+):(?P<line>\d+)$")
+
+
+def logged_break_reasons(messages: list[str]) -> dict[tuple[str, int], str]:
+    """(absolute file, line) -> Dynamo's whole message for the graph break logged there ("Graph break in user code at
+    FILE:LINE / Graph Break Reason: ... / User code traceback: ..."), explanation and hints included."""
+    found: dict[tuple[str, int], str] = {}
+    for message in messages:
+        lines = message.splitlines()
+        at = _BREAK_AT.match(lines[0].strip()) if lines else None
+        if at is None or len(lines) < 2 or not lines[1].startswith("Graph Break Reason:"):
+            continue
+        body = [lines[1].removeprefix("Graph Break Reason:").strip()]
+        for line in lines[2:]:
+            if line.startswith("User code traceback:"):
+                break
+            body.append(line)
+        found.setdefault((os.path.abspath(at["file"]), int(at["line"])), "\n".join(body))
+    return found
+
+
+def guard_failures(messages: list[str]) -> list[str]:
+    """The failed guards of Dynamo's "Recompiling function ... triggered by the following guard failure(s)" records."""
+    failures: list[str] = []
+    for message in messages:
+        for line in message.splitlines():
+            line = line.strip()
+            if line.startswith("- "):
+                text = line[2:].strip()
+                if text and text not in failures:
+                    failures.append(clip(text) or "")
+    return failures[:MAX_GUARDS]
+
+
+def sweep_shapes(
+    base: dict[str, list[int]], names: list[str], sweep: dict[str, Any] | None
+) -> list[dict[str, list[int]]]:
+    """The shapes to call the model at besides the example's: the sweep's points (inputs not named keep their shape),
+    the ranges' ends and middle, or else the batch dim (dim 0 of every input) at twice its size (2 for a batch of 1)."""
+    from advisor.core.shape_sweep import range_sizes
+
+    points: list[dict[str, list[int]]] = []
+    if sweep and sweep.get("points"):
+        for point in sweep["points"]:
+            shapes = {name: list(base[name]) for name in base}
+            shapes.update({name: list(shape) for name, shape in point.items() if name in base})
+            points.append(shapes)
+    elif sweep and sweep.get("ranges"):
+        ranges = [r for r in sweep["ranges"] if r["input"] in base and r["dim"] < len(base[r["input"]])]
+        sizes = {(r["input"], r["dim"]): range_sizes(r["min"], r["max"]) for r in ranges}
+        count = max((len(v) for v in sizes.values()), default=0)
+        for index in range(count):
+            shapes = {name: list(shape) for name, shape in base.items()}
+            for (name, dim), values in sizes.items():
+                shapes[name][dim] = values[min(index, len(values) - 1)]
+            points.append(shapes)
+    else:
+        shapes = {name: list(shape) for name, shape in base.items()}
+        for shape in shapes.values():
+            if shape:
+                shape[0] = shape[0] * 2 if shape[0] > 1 else 2
+        points.append(shapes)
+    return [p for p in points if p != base][:8]
+
+
+def resized(tensor: Any, shape: list[int]) -> Any:
+    """`tensor` tiled and cut to `shape`: the same values (token ids stay valid ids), another size."""
+    if list(tensor.shape) == list(shape):
+        return tensor.clone()
+    reps = [-(-new // old) if old else 1 for new, old in zip(shape, tensor.shape, strict=True)]
+    tiled = tensor.repeat(*reps) if reps else tensor
+    return tiled[tuple(slice(0, n) for n in shape)].clone()
+
+
+def recompiles(
+    model: Any, args: tuple, kwargs: dict, names: list[str], sweep: dict[str, Any] | None
+) -> tuple[dict[str, Any], list[str]]:
+    """The recompile report, and the graph-break messages Dynamo logged on the way (with its explanation and hints,
+    which `explain`'s reasons lack for some kinds of break)."""
+    import torch
+    import torch._dynamo
+
+    named = {**dict(zip(names, args, strict=True)), **kwargs}
+    base = {name: list(value.shape) for name, value in named.items() if isinstance(value, torch.Tensor)}
+    if not base:
+        return {"analysed": False, "note": "the example inputs hold no tensor at the top level"}, []
+    shapes = sweep_shapes(base, names, sweep)
+
+    def inputs_at(point: dict[str, list[int]], dims: list[tuple[str, int]] = ()) -> tuple[tuple, dict]:
+        values = {name: resized(value, point[name]) if name in point else value for name, value in named.items()}
+        for name, dim in dims:
+            torch._dynamo.mark_dynamic(values[name], dim)
+        return tuple(values[n] for n in names), {k: values[k] for k in kwargs}
+
+    calls, break_messages = _calls(model, [base, *shapes], inputs_at, [])
+    if not shapes:
+        return {"analysed": False, "note": "no other shape to call the model at", "base_shapes": base}, break_messages
+    points = [
+        {
+            "shapes": point,
+            "recompiled": compiled > 0,
+            "graphs_compiled": compiled,
+            "guard_failures": failures,
+            "error": error,
+        }
+        for point, (compiled, failures, error) in zip(shapes, calls[1:], strict=True)
+    ]
+    varying = [
+        (name, dim)
+        for name, shape in base.items()
+        for dim in range(len(shape))
+        if any(point[name][dim] != shape[dim] for point in shapes)
+    ]
+    marked = None
+    if varying and any(p["recompiled"] for p in points):
+        again, _ = _calls(model, [base, *shapes], inputs_at, varying)
+        first_error = next((error for _, _, error in again if error), None)
+        marked = {
+            "dims": [{"input": name, "dim": dim} for name, dim in varying],
+            "recompiles": None if first_error else sum(1 for compiled, _, _ in again[1:] if compiled > 0),
+            "guard_failures": [f for _, failures, _ in again[1:] for f in failures][:MAX_GUARDS],
+            "error": first_error,
+        }
+    return {"analysed": True, "base_shapes": base, "points": points, "marked_dynamic": marked}, break_messages
+
+
+def _calls(
+    model: Any, shapes: list[dict[str, list[int]]], inputs_at: Callable, dims: list[tuple[str, int]]
+) -> tuple[list[tuple[int, list[str], str | None]], list[str]]:
+    """(graphs compiled, guard failures, error) per call of one fresh compiled model, in order; and the graph-break
+    messages Dynamo logged."""
+    import torch
+    import torch._dynamo
+
+    compiled_graphs = 0
+
+    def counting_backend(gm: Any, example_inputs: Any) -> Any:
+        nonlocal compiled_graphs
+        compiled_graphs += 1
+        return gm.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=counting_backend)
+    results = []
+    try:
+        with dynamo_records() as (records, breaks), torch.no_grad():
+            for point in shapes:
+                before, seen = compiled_graphs, len(records.records)
+                error = None
+                try:
+                    args, kwargs = inputs_at(point, dims)
+                    compiled(*args, **kwargs)
+                except Exception as exc:  # noqa: BLE001 - e.g. a dim marked dynamic that the model specializes
+                    error = clip(_first_lines(exc, 6))
+                results.append((compiled_graphs - before, guard_failures(records.records[seen:]), error))
+    finally:
+        torch._dynamo.reset()
+    return results, breaks.records
+
+
+# ------------------------------------------------------------------------------------------------ export
+def export_report(model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any, export_to: str | None) -> dict[str, Any]:
+    import torch
+
+    attempts = []
+    programs = {}
+    for strict in (False, True):
+        started = time.perf_counter()
+        try:
+            programs[strict] = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+            error = None
+        except Exception as exc:  # noqa: BLE001 - a failed export is a finding
+            error = clip(_first_lines(exc, 8, "\n"))
+        attempts.append(
+            {"strict": strict, "ok": error is None, "error": error, "seconds": round(time.perf_counter() - started, 3)}
+        )
+    report: dict[str, Any] = {"attempts": attempts}
+    if not programs:
+        report["draft"] = draft_report(model, args, kwargs, dynamic_shapes)
+        return report
+    if export_to:
+        errors = []
+        for strict in (False, True):  # non-strict first: what torch.export does by default
+            if strict not in programs:
+                continue
+            try:
+                save_atomically(programs[strict], export_to)
+            except Exception as exc:  # noqa: BLE001 - e.g. SerializeError: Failed serializing node flat_apply
+                errors.append(f"{'strict' if strict else 'non-strict'}: {_first_lines(exc, 4)}")
+                continue
+            report["written"] = clip(os.path.basename(export_to), MAX_SHORT)
+            break
+        else:
+            report["save_error"] = clip("torch.export.save failed (no file was left): " + "; ".join(errors))
+    return report
+
+
+def save_atomically(program: Any, path: str) -> None:
+    """torch.export.save to a temporary file in the same directory, renamed onto `path` once complete; the temporary
+    file is removed whatever happens, so a failed save leaves nothing (and an older `path` as it was)."""
+    import torch
+
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    handle, temporary = tempfile.mkstemp(prefix=".npu-advisor-export-", suffix=".pt2", dir=directory)
+    os.close(handle)
+    try:
+        torch.export.save(program, temporary)
+        os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+
+
+def draft_report(model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> dict[str, Any]:
+    """`torch.export.draft_export`'s report: every problem it worked around, with its location."""
+    import torch
+
+    try:
+        program = torch.export.draft_export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
+    except Exception as exc:  # noqa: BLE001
+        return {"ran": True, "ok": False, "error": clip(_first_lines(exc, 8, "\n"))}
+    report = getattr(program, "_report", None)
+    failures = list(getattr(report, "failures", None) or [])
+    problems = [_draft_problem(failure, report) for failure in failures[:MAX_PROBLEMS]]
+    return {"ran": True, "ok": True, "problems": problems}
+
+
+def _draft_problem(failure: Any, report: Any) -> dict[str, Any]:
+    """One of draft_export's problems: its kind, its own words (without the stack traces) and the innermost frame of
+    the user's code in its user stack."""
+    kind = getattr(getattr(failure, "failure_type", None), "name", None) or type(failure).__name__
+    filenames = dict(getattr(report, "str_to_filename", None) or {})
+    with contextlib.suppress(Exception):  # a file name torch's structured log interned earlier (explain, compile)
+        from torch._logging.structured import INTERN_TABLE
+
+        filenames = {number: name for name, number in INTERN_TABLE.items()} | filenames
+    try:
+        text = failure.print(filenames)
+    except Exception:  # noqa: BLE001 - the report's own formatting, best effort
+        text = str(getattr(failure, "data", "") or failure)
+    return {
+        "kind": clip(kind.lower(), MAX_SHORT),
+        "message": clip(_without_stacks(str(text))) or kind,
+        "location": clip(_user_frame(failure, filenames), MAX_SHORT),
+    }
+
+
+def _without_stacks(text: str) -> str:
+    """draft_export's words for a problem: its lines up to the stack traces, then from "As a result" on."""
+    kept, skipping = [], False
+    for line in (line.strip() for line in text.splitlines()):
+        if not line:
+            continue
+        if "stacktrace" in line:
+            skipping = True
+        elif line.startswith(("As a result", "Because of this", "Please add", "Please refer")):
+            skipping = False
+        if not skipping and not line.startswith("Please refer"):
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def _user_frame(failure: Any, filenames: dict) -> str | None:
+    """'model.py:14 in forward': the innermost frame of the failure's user stack that is the user's code."""
+    data = getattr(failure, "data", None) or {}
+    for frame in reversed(list(data.get("user_stack") or []) if isinstance(data, dict) else []):
+        name = filenames.get(frame.get("filename")) if isinstance(frame, dict) else None
+        if isinstance(name, str) and _is_user_file(name):
+            return f"{_display_path(name)}:{frame.get('line')} in {frame.get('name')}"
+    return None
