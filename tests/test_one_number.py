@@ -132,3 +132,28 @@ def test_latency_helper_reads_typed_and_plain_rows() -> None:
     typed = read(MeasurementRun, rows).measurements
     assert [noise.latency_window(r) for r in typed] == [noise.latency_window(r) for r in rows["measurements"]]
     assert noise.latency_window(typed[0]) == "re-measured window" and noise.latency_window(typed[1]) == "first window"
+
+
+def test_why_not_and_break_even_quote_no_second_latency_for_an_option() -> None:
+    # raw medians 4.0 and 4.2 ms (the table's); side by side 2x and 3x eager's 10 ms: 5 and 3.33 ms on that scale
+    rows = run(
+        measurement("eager", median_ms=10.0),
+        measurement("inductor", median_ms=4.0, compile_s=3.0, eager_ms=8.0),
+        measurement("torchair", mode="max-autotune", median_ms=4.2, compile_s=30.0, eager_ms=12.6),
+    )
+    context = {"stage": "production", "expected_calls_per_compile": 10**5}
+    insp = inspection()
+    rec = decide(context, insp, rows)
+    assert (rec["backend"], rec["mode"]) == ("torchair", "max-autotune") and rec["break_even"]["decided"]
+    analysis = {"model_name": "m", "context": context, "inspection": insp, "measurements": rows, "recommendation": rec}
+    normalised = {label: rec["break_even"][key] for label, key in (("a", "latency_a_ms"), ("b", "latency_b_ms"))}
+    for fmt in ("text", "markdown"):
+        report = render(analysis, fmt)
+        for value in normalised.values():
+            assert f"{value:.3g} ms" not in report  # the side-by-side scale ranks, it is not an option's latency
+        for row in rows["measurements"]:
+            quoted = f"{row['latency']['median_ms']:.3g} ms"
+            assert (quoted + " [" if fmt == "markdown" else quoted) in report  # the one quoted latency: the table
+    saving = normalised["a"] - normalised["b"]
+    assert f"saves {saving:.3g} ms per call over inductor:default" in render(analysis, "text")
+    assert "ran 1.50x as fast as inductor:default" in rec["why_not"]["inductor:default"]

@@ -262,16 +262,25 @@ def _speedup_text(speedup: float | None, interval: list[float] | None) -> str:
 
 
 def break_even_sentence(be: BreakEven | None) -> str | None:
+    """The break-even in words. On the side-by-side scale the per-call saving is said, not the two normalised
+    latencies: an option's one quoted latency is its row's (the table's, advisor.core.noise.latency_window)."""
     if not be or not (be.fast_compile and be.fast_run):  # none, or an older shape without the two options
         return None
     unit = be.unit or "calls"
-    text = (
-        f"{be.fast_compile} compiles in {_num(be.compile_a_s, ' s')} and runs at "
-        f"{_num(be.latency_a_ms, ' ms')}; {be.fast_run} compiles in {_num(be.compile_b_s, ' s')} "
-        f"and runs at {_num(be.latency_b_ms, ' ms')} ({be.compile_kind or 'cold'} compile times"
-    )
-    if be.latency_basis == "side_by_side":
-        text += "; latencies are eager's median divided by each option's side-by-side speedup"
+    kind = be.compile_kind or "cold"
+    if be.latency_basis == "side_by_side" and be.latency_a_ms is not None and be.latency_b_ms is not None:
+        text = (
+            f"{be.fast_compile} compiles in {_num(be.compile_a_s, ' s')} and {be.fast_run} in "
+            f"{_num(be.compile_b_s, ' s')} ({kind} compile times); side by side with eager, {be.fast_run} saves "
+            f"{_num(be.latency_a_ms - be.latency_b_ms, ' ms')} per {unit.removesuffix('s')} over {be.fast_compile} "
+            "(eager's median divided by each option's side-by-side speedup"
+        )
+    else:
+        text = (
+            f"{be.fast_compile} compiles in {_num(be.compile_a_s, ' s')} and runs at "
+            f"{_num(be.latency_a_ms, ' ms')}; {be.fast_run} compiles in {_num(be.compile_b_s, ' s')} "
+            f"and runs at {_num(be.latency_b_ms, ' ms')} ({kind} compile times"
+        )
     text += f"). N* = {format_calls(be.n_star)} {unit} per compile"
     text += f"; you expect {be.expected:,}." if be.expected else f"; expected {unit} per compile were not given."
     return text

@@ -45,11 +45,9 @@ def speed_comparison(other: Option, chosen: Option) -> str:
             return (
                 f"{compiled.label} ran {compiled.speedup:.2f}x eager's speed side by side [95% CI {low:.2f}-{high:.2f}]"
             )
-        return (
-            f"{other.latency_ms:.3g} ms vs {chosen.latency_ms:.3g} ms, both normalised to eager's "
-            f"{chosen.reference_ms:.3g} ms by their side-by-side speedups "
-            f"({other.speedup:.2f}x vs {chosen.speedup:.2f}x)"
-        )
+        # the paired ratio, not two latencies normalised to eager: each option's one quoted latency is its row's
+        slower, faster = (other, chosen) if (chosen.latency_ms or 0) <= (other.latency_ms or 0) else (chosen, other)
+        return paired_phrase(slower, faster)
     raw = [o.label for o in (other, chosen) if not o.side_by_side]
     return (
         f"{other.latency_ms:.3g} ms vs {chosen.latency_ms:.3g} ms median; {' and '.join(raw)} without a side-by-side "

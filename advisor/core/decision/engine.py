@@ -47,7 +47,7 @@ from advisor.core.decision.rules import (
 from advisor.core.decision.source_rules import source_caveats
 from advisor.core.schema import Recommendation, RuleStep
 
-ENGINE_VERSION = "1.1.0"  # 1.1: noise-aware (advisor.core.noise): unresolved wide CIs, noisy runs, confidence
+ENGINE_VERSION = "1.2.0"  # 1.2: options ranked by paired comparison, "inconclusive between"; 1.1: noise-aware
 
 
 def decide(
