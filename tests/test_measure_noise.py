@@ -224,3 +224,24 @@ def test_rounds_stop_at_the_time_budget_and_the_report_stays_inconclusive(monkey
     rec = decide({"target": "cpu", "stage": "production"}, None, result)
     assert "Inconclusive between inductor:max-autotune and inductor:default" in rec["summary"]
     assert rec["confidence"] == "low"
+
+
+def test_later_rounds_re_measure_only_the_leading_options(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    wide, tight = 0.3, 0.02
+    calls = fake_rounds(
+        monkeypatch,
+        {
+            "eager:default": [(10.0, tight)],
+            "inductor:default": [(5.0, wide), (5.0, wide), (5.0, tight)],
+            "inductor:max-autotune": [(4.5, wide), (4.5, wide), (4.5, tight)],
+            "onnxruntime:default": [(9.0, wide), (9.0, wide)],  # noisy too, but no contender for the lead
+        },
+    )
+    result = measure.measure_model(
+        "model.pt2", backends=[*TWO_OPTIONS, "onnxruntime:default"], zygote=FakeZygote(tmp_path)
+    )
+    remeasured = [(spec, mode) for spec, mode, stage in calls if stage == "re-measure"]
+    assert remeasured.count(("onnxruntime", "default")) == 1  # the first round times every noisy row
+    assert remeasured.count(("inductor", "max-autotune")) == 2 and result["quality"]["rounds"] == 2
+    assert result["quality"]["ranking"]["resolved"]
