@@ -89,6 +89,7 @@ def test_a_decode_program_alone_is_measured_from_its_example_token(gpt2_file, tm
     [row] = run["measurements"]
     assert row["status"] == "ok" and row["generation"]["prefill"] is None and row["generation"]["prompt_tokens"] == 0
     assert row["generation"]["decode_tokens"] == 4 and row["generation"]["decode"]["latency"]["median_ms"] > 0
+    assert all(row["timing_load"][when]["cores"] >= 1 for when in ("start", "end"))  # the load while timing
 
 
 def test_an_archive_of_several_programs_without_a_decode_one_is_refused_by_name(gpt2_file, tmp_path):

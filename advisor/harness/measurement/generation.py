@@ -17,6 +17,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from advisor.core.noise import read_load
 from advisor.harness import devices
 from advisor.harness.measurement.compiling import compile_variant
 from advisor.harness.measurement.dynamic import graph_stats, reset_dynamo_counters
@@ -96,6 +97,7 @@ def measure_generation(
     if mismatch is None and len(tokens) != len(expected):
         mismatch = min(len(tokens), len(expected))
     progress("timing")
+    load_start = read_load()  # was the node shared while the phases were timed (advisor.core.noise.shared_reasons)
     phases = {}
     positions = prompt["positions"]
     if eager["prefill"] is not None:
@@ -105,6 +107,7 @@ def measure_generation(
     at = dev.to_device(torch.tensor([prompt["next_position"]], dtype=positions.dtype))
     phases["decode"] = _phase(mine["decode"], eager["decode"], {"ids": token}, at, dev, timing, is_baseline)
     phases["decode"]["compile_s"] = _compile_s(first["decode"], phases["decode"], is_baseline)
+    result["timing_load"] = {"start": load_start, "end": read_load()}
     generate_s, step_s, eager_steps = None, [], []
     if not warm_run:  # the warm-cache child is for the warm compile: one timed window per phase is enough there
         generate_s, (_, _, step_s) = dev.timer()(lambda: _greedy(mine, prompt, steps, dev))
