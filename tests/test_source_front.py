@@ -152,6 +152,9 @@ def test_exported_program_written_on_success(batch: tuple[dict, Path]) -> None:
     report, out = batch
     assert report["export"]["written"] == "mlp.pt2"
     assert sorted(p.name for p in out.parent.iterdir()) == ["mlp.pt2"]
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # as a plain torch.export.save leaves it
     program = torch.export.load(out)
     assert program.module()(torch.ones(2, 8)).shape == (2, 4)
 

@@ -514,6 +514,9 @@ def save_atomically(program: Any, path: str) -> None:
     os.close(handle)
     try:
         torch.export.save(program, temporary)
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # as a plain save would leave it, not mkstemp's 0600
         os.replace(temporary, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
