@@ -225,3 +225,11 @@ def test_analyze_local_without_an_exported_program_exits_1(tmp_path: Path) -> No
     assert "could not be exported" in result.output
     assert "draft_export" in result.output
     assert not list(tmp_path.iterdir())
+
+
+def test_a_crash_in_the_middle_of_the_save_leaves_no_partial_file(tmp_path: Path) -> None:
+    out = tmp_path / "linear.pt2"
+    result = runner.invoke(app, ["inspect", _spec("crash_on_save.py", "make"), "--export-to", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "SIGSEGV" in result.output
+    assert not list(tmp_path.iterdir())  # the half-written temporary file was removed by the parent

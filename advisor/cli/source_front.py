@@ -10,8 +10,11 @@ on that file and decides with the source-side report (advisor.core.decision.sour
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -58,15 +61,21 @@ def probe(
     if export_to is not None and not export_to.parent.resolve().is_dir():
         fail(f"cannot write {export_to}: {export_to.parent} is not a directory", 2)
     environment = {k: v for k, v in scrubbed_environment(allow_list=False).items() if k not in _SANDBOX_KEYS}
-    done = run_in_sandbox(
-        _TARGET,
-        {"spec": spec, "sweep": sweep, "export_to": str(export_to.resolve()) if export_to else None},
-        timeout_s=timeout_s or SOURCE_TIMEOUT_S,
-        memory_limit_mb=memory_limit_mb,
-        stage="your model code",
-        extra_env=environment,
-        isolation=NO_ISOLATION,  # the user's own code on the user's own machine: their trust
-    )
+    target = str(export_to.resolve()) if export_to else None
+    tag = f"npu-advisor-{uuid.uuid4().hex[:12]}"
+    try:
+        done = run_in_sandbox(
+            _TARGET,
+            {"spec": spec, "sweep": sweep, "export_to": target, "temp_tag": tag},
+            timeout_s=timeout_s or SOURCE_TIMEOUT_S,
+            memory_limit_mb=memory_limit_mb,
+            stage="your model code",
+            extra_env=environment,
+            isolation=NO_ISOLATION,  # the user's own code on the user's own machine: their trust
+        )
+    finally:
+        if target is not None:
+            remove_leftovers(target, tag)
     if done.status != "ok":
         reason = done.reason or f"the source analysis failed ({done.status})"
         fail(reason, 2 if done.status == "load_error" else 1)
@@ -75,6 +84,16 @@ def probe(
     except Exception as exc:  # noqa: BLE001 - a child that returned something else is a failure, said in one line
         fail(f"the source analysis returned an invalid report: {str(exc).splitlines()[0]}", 1)
     raise AssertionError("unreachable")
+
+
+def remove_leftovers(target: str, tag: str) -> None:
+    """The temporary files of a save the child did not finish (killed, crashed, timed out): never a partial file."""
+    from advisor.harness.source_probe import temporary_prefix
+
+    prefix = temporary_prefix(target, tag)
+    for leftover in glob.glob(glob.escape(prefix) + "*"):
+        with contextlib.suppress(OSError):
+            os.unlink(leftover)
 
 
 def fail(message: str, code: int) -> None:

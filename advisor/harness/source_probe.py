@@ -132,6 +132,7 @@ def probe_source(
     sweep: dict[str, Any] | None = None,
     export_to: str | None = None,
     export: bool = True,
+    temp_tag: str = "npu-advisor",
 ) -> dict[str, Any]:
     """The source-side report (advisor.core.source_report.SourceReport, as JSON) of the factory's model; writes the
     ExportedProgram to `export_to` when given and the export succeeded. `sweep`: advisor.core.shape_sweep's spec
@@ -147,7 +148,9 @@ def probe_source(
         "torch_version": torch.__version__[:64],
         "recompiles": recompile_report,
         "graph_breaks": graph_breaks(model, args, kwargs, logged_break_reasons(break_messages)),
-        "export": export_report(model, args, kwargs, dynamic_shapes, export_to) if export else {"attempts": []},
+        "export": export_report(model, args, kwargs, dynamic_shapes, export_to, temp_tag)
+        if export
+        else {"attempts": []},
     }
     return parse_source_report(report).model_dump(mode="json")
 
@@ -468,7 +471,9 @@ def _calls(
 
 
 # ------------------------------------------------------------------------------------------------ export
-def export_report(model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any, export_to: str | None) -> dict[str, Any]:
+def export_report(
+    model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any, export_to: str | None, temp_tag: str = "npu-advisor"
+) -> dict[str, Any]:
     import torch
 
     attempts = []
@@ -493,7 +498,7 @@ def export_report(model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any, ex
             if strict not in programs:
                 continue
             try:
-                save_atomically(programs[strict], export_to)
+                save_atomically(programs[strict], export_to, temp_tag)
             except Exception as exc:  # noqa: BLE001 - e.g. SerializeError: Failed serializing node flat_apply
                 errors.append(f"{'strict' if strict else 'non-strict'}: {_first_lines(exc, 4)}")
                 continue
@@ -504,13 +509,20 @@ def export_report(model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any, ex
     return report
 
 
-def save_atomically(program: Any, path: str) -> None:
+def temporary_prefix(path: str, tag: str) -> str:
+    """Where the temporary files of one run's save of `path` start: the parent removes whatever is left under it
+    when the child was killed during the save (advisor.cli.source_front)."""
+    absolute = os.path.abspath(path)
+    return os.path.join(os.path.dirname(absolute), f".{os.path.basename(absolute)}.{tag}.")
+
+
+def save_atomically(program: Any, path: str, tag: str = "npu-advisor") -> None:
     """torch.export.save to a temporary file in the same directory, renamed onto `path` once complete; the temporary
     file is removed whatever happens, so a failed save leaves nothing (and an older `path` as it was)."""
     import torch
 
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    handle, temporary = tempfile.mkstemp(prefix=".npu-advisor-export-", suffix=".pt2", dir=directory)
+    prefix = temporary_prefix(path, tag)
+    handle, temporary = tempfile.mkstemp(prefix=os.path.basename(prefix), suffix=".pt2", dir=os.path.dirname(prefix))
     os.close(handle)
     try:
         torch.export.save(program, temporary)
