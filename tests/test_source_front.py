@@ -233,3 +233,22 @@ def test_a_crash_in_the_middle_of_the_save_leaves_no_partial_file(tmp_path: Path
     assert result.exit_code == 1, result.output
     assert "SIGSEGV" in result.output
     assert not list(tmp_path.iterdir())  # the half-written temporary file was removed by the parent
+
+
+def test_analyze_server_uploads_the_exported_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from advisor.cli import analyze_cmd
+
+    sent: dict = {}
+
+    def on_server(**remote: object) -> int:
+        sent.update(remote)
+        return 0
+
+    monkeypatch.setattr(analyze_cmd, "_analyze_on_server", on_server)
+    out = tmp_path / "mlp.pt2"
+    spec = _spec("dynamic_batch.py", "make")
+    args = ["analyze", spec, "--server", "http://advisor.example:8000", "--target", "cpu", "--export-to", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert Path(sent["model"]) == out and out.is_file()  # the exported file is what is uploaded
+    assert "the server does not store it yet" in result.output

@@ -119,13 +119,14 @@ def analyze(
     if not source and export_to is not None:
         _fail("--export-to applies to path/to/file.py:factory only")
     context = _context(context_file, flags)
-    if source and server:
-        _fail("file.py:factory with --server is not supported yet: export here with --export-to, then analyse the file")
     if server:
         local_only = {"--device": device, "--skip-measure": skip_measure or None, "--input-shape": input_shape or None}
         if given := [flag for flag, value in local_only.items() if value is not None]:
             _fail(f"{', '.join(given)} apply to --local only (the server's worker measures on its own device)")
         token = read_token(token_file)
+        if source:  # exported here; the server measures the file (its source-side report is not uploaded yet)
+            model, _ = export_for_analysis(str(model), context, export_to)
+            typer.echo("the report above stays on this machine: the server does not store it yet", err=True)
         raise typer.Exit(
             _analyze_on_server(
                 model=model,
