@@ -146,3 +146,32 @@ def test_schema_refuses_hostile_reports(spoil: object) -> None:
     spoil(hostile)  # type: ignore[operator]
     with pytest.raises(ValidationError):
         parse_source_report(hostile)
+
+
+# ------------------------------------------------------------------------------------------ in the reports
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_the_reports_show_the_source_report_labelled_and_verbatim(fmt: str) -> None:
+    from advisor.core.report import render
+
+    report = copy.deepcopy(REPORT)
+    report["graph_breaks"]["breaks"][0]["code"] = "if x.sum() > 0:  # [bold]<script>alert(1)</script>"
+    inspection = {"source_report": report}
+    analysis = {
+        "model_name": "model.pt2",
+        "context": {"target": "npu"},
+        "inspection": inspection,
+        "measurements": None,
+        "recommendation": dict(decide({"target": "npu"}, inspection, None)),
+    }
+    text = render(analysis, fmt)  # type: ignore[arg-type]
+    assert f"Your code model.py:make ({SOURCE_LABEL}; torch 2.13.0):" in text
+    assert "1. model.py:41 in forward: Data-dependent branching (x2)" in text
+    assert "# [bold]<script>alert(1)</script>" in text  # user text as it is: no markup read, nothing dropped
+    assert "draft_export: 1 problem(s)" in text
+
+
+def test_the_reports_without_a_source_report_are_unchanged() -> None:
+    from advisor.core.report import inspection_lines
+    from advisor.core.results import Inspection
+
+    assert inspection_lines(Inspection.model_validate({"format": "exported_program"}))[-1].startswith("Graph breaks")

@@ -22,7 +22,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from advisor.core.source_report import SOURCE_LABEL, SourceReport, parse_source_report
+from advisor.core.source_report import SOURCE_LABEL, SourceReport, parse_source_report, report_lines
 
 SOURCE_TIMEOUT_S = 600.0
 _TARGET = "advisor.harness.source_probe:probe_source"
@@ -109,74 +109,8 @@ def print_source_report(data: dict[str, Any], console: Console) -> None:
         f"[bold]Your code[/bold]: {escape(report.factory)} (torch {escape(report.torch_version or '?')}; "
         f"{SOURCE_LABEL})"
     )
-    for line in source_lines(report):
+    for line in report_lines(report):
         console.print(escape(line), highlight=False)
-
-
-def source_lines(report: SourceReport) -> list[str]:
-    """The report as plain lines (also what the server's pages and reports show)."""
-    lines: list[str] = []
-    breaks = report.graph_breaks
-    if not breaks.analysed:
-        lines.append(f"Graph breaks: not analysed - {breaks.note or ''}")
-    else:
-        lines.append(f"Graph breaks: {breaks.break_count} ({breaks.graph_count} graph(s))")
-        for number, item in enumerate(breaks.breaks, 1):
-            times = f" (x{item.count})" if item.count > 1 else ""
-            where = f"{item.where} in {item.function}" if item.function else item.where
-            lines.append(f"  {number}. {where}: {item.kind}{times}")
-            if item.code:
-                lines.append(f"       {item.code}")
-            if item.explanation:
-                lines.append(f"       why: {item.explanation}")
-            lines += [f"       hint: {hint}" for hint in item.hints]
-    recompiles = report.recompiles
-    if not recompiles.analysed:
-        lines.append(f"Recompiles: not analysed - {recompiles.note or ''}")
-    else:
-        lines.append(f"Recompiles: {recompiles.recompiles} of {len(recompiles.points)} other shape(s)")
-        lines.append(f"  example shapes: {shapes_text(recompiles.base_shapes)}")
-        for point in recompiles.points:
-            state = "recompiled" if point.recompiled else "no recompile"
-            lines.append(
-                f"  at {shapes_text(point.shapes)}: {state}" + (f" - error: {point.error}" if point.error else "")
-            )
-            lines += [f"       guard failed: {guard}" for guard in point.guard_failures]
-        if (marked := recompiles.marked_dynamic) is not None:
-            dims = ", ".join(f"{d.input}[{d.dim}]" for d in marked.dims)
-            if marked.recompiles is None:
-                lines.append(f"  marked dynamic ({dims}): could not run - {marked.error}")
-            elif marked.recompiles == 0:
-                lines.append(f"  marked dynamic ({dims}): no recompiles")
-            else:
-                lines.append(f"  marked dynamic ({dims}): still {marked.recompiles} recompile(s)")
-                lines += [f"       guard failed: {guard}" for guard in marked.guard_failures]
-    export = report.export
-    if export.attempts:
-        for attempt in export.attempts:
-            name = "strict" if attempt.strict else "non-strict"
-            error = "\n       ".join((attempt.error or "").splitlines()[:4])
-            outcome = "ok" if attempt.ok else f"failed: {error}"
-            lines.append(f"torch.export ({name}): {outcome}")
-        if export.draft is not None:
-            draft = export.draft
-            if draft.error:
-                lines.append(f"draft_export: failed too: {draft.error}")
-            else:
-                lines.append(f"draft_export: {len(draft.problems)} problem(s) to fix before torch.export succeeds")
-                for problem in draft.problems:
-                    at = f" at {problem.location}" if problem.location else ""
-                    said = " ".join(problem.message.splitlines()[:2])
-                    lines.append(f"  - {problem.kind}{at}: {said}")
-        if export.written:
-            lines.append(f"ExportedProgram written to {export.written}")
-        if export.save_error:
-            lines.append(f"not written: {export.save_error}")
-    return lines
-
-
-def shapes_text(shapes: dict[str, list[int]]) -> str:
-    return ", ".join(f"{name}={'x'.join(map(str, shape)) or 'scalar'}" for name, shape in shapes.items())
 
 
 # ---------------------------------------------------------------------------------------------- the commands

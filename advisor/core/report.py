@@ -32,6 +32,7 @@ from advisor.core.results import (
     read,
 )
 from advisor.core.shape_sweep import speedups_by_shape
+from advisor.core.source_report import inspection_source_lines
 from advisor.core.time_breakdown import breakdown_heading, breakdown_line, shown_breakdowns
 
 Format = Literal["text", "markdown", "json"]
@@ -312,7 +313,7 @@ def inspection_lines(inspection: Inspection | None) -> list[str]:
         lines.append(
             "Dynamic dims: " + ", ".join(f"{d.input}[{d.dim}] {d.min}..{d.max}" for d in inspection.dynamic_dims)
         )
-    return lines
+    return lines + inspection_source_lines(inspection)  # from FILE.py:factory, when the analysis started there
 
 
 def _coverage(op: OpInfo, compiler: str) -> str | None:

@@ -170,3 +170,82 @@ def clip(text: str | None, limit: int = MAX_TEXT) -> str | None:
         return text
     keep = max(limit - 40, 0)
     return f"{text[:keep]} ... [{len(text) - keep} more characters]"
+
+
+# ---------------------------------------------------------------------------------------------- as text
+def inspection_source_lines(inspection: Any) -> list[str]:
+    """The lines of the source-side report an inspection carries (`inspection["source_report"]`, also an extra field
+    of advisor.core.results.Inspection), headed with where it comes from; none when it carries no valid one."""
+    data = inspection.get("source_report") if isinstance(inspection, dict) else None
+    if data is None and isinstance(inspection, BaseModel):
+        data = (inspection.model_extra or {}).get("source_report")
+    report = source_report_or_none(data)
+    if report is None:
+        return []
+    return [f"Your code {report.factory} ({SOURCE_LABEL}; torch {report.torch_version or '?'}):", *report_lines(report)]
+
+
+def report_lines(report: SourceReport) -> list[str]:
+    """The report as plain lines: `inspect FILE.py:factory` prints them, the analysis reports list them."""
+    lines: list[str] = []
+    breaks = report.graph_breaks
+    if not breaks.analysed:
+        lines.append(f"Graph breaks: not analysed - {breaks.note or ''}")
+    else:
+        lines.append(f"Graph breaks: {breaks.break_count} ({breaks.graph_count} graph(s))")
+        for number, item in enumerate(breaks.breaks, 1):
+            times = f" (x{item.count})" if item.count > 1 else ""
+            where = f"{item.where} in {item.function}" if item.function else item.where
+            lines.append(f"  {number}. {where}: {item.kind}{times}")
+            if item.code:
+                lines.append(f"       {item.code}")
+            if item.explanation:
+                lines.append(f"       why: {item.explanation}")
+            lines += [f"       hint: {hint}" for hint in item.hints]
+    recompiles = report.recompiles
+    if not recompiles.analysed:
+        lines.append(f"Recompiles: not analysed - {recompiles.note or ''}")
+    else:
+        lines.append(f"Recompiles: {recompiles.recompiles} of {len(recompiles.points)} other shape(s)")
+        lines.append(f"  example shapes: {shapes_text(recompiles.base_shapes)}")
+        for point in recompiles.points:
+            state = "recompiled" if point.recompiled else "no recompile"
+            lines.append(
+                f"  at {shapes_text(point.shapes)}: {state}" + (f" - error: {point.error}" if point.error else "")
+            )
+            lines += [f"       guard failed: {guard}" for guard in point.guard_failures]
+        if (marked := recompiles.marked_dynamic) is not None:
+            dims = ", ".join(f"{d.input}[{d.dim}]" for d in marked.dims)
+            if marked.recompiles is None:
+                lines.append(f"  marked dynamic ({dims}): could not run - {marked.error}")
+            elif marked.recompiles == 0:
+                lines.append(f"  marked dynamic ({dims}): no recompiles")
+            else:
+                lines.append(f"  marked dynamic ({dims}): still {marked.recompiles} recompile(s)")
+                lines += [f"       guard failed: {guard}" for guard in marked.guard_failures]
+    export = report.export
+    if export.attempts:
+        for attempt in export.attempts:
+            name = "strict" if attempt.strict else "non-strict"
+            error = "\n       ".join((attempt.error or "").splitlines()[:4])
+            outcome = "ok" if attempt.ok else f"failed: {error}"
+            lines.append(f"torch.export ({name}): {outcome}")
+        if export.draft is not None:
+            draft = export.draft
+            if draft.error:
+                lines.append(f"draft_export: failed too: {draft.error}")
+            else:
+                lines.append(f"draft_export: {len(draft.problems)} problem(s) to fix before torch.export succeeds")
+                for problem in draft.problems:
+                    at = f" at {problem.location}" if problem.location else ""
+                    said = " ".join(problem.message.splitlines()[:2])
+                    lines.append(f"  - {problem.kind}{at}: {said}")
+        if export.written:
+            lines.append(f"ExportedProgram written to {export.written}")
+        if export.save_error:
+            lines.append(f"not written: {export.save_error}")
+    return lines
+
+
+def shapes_text(shapes: dict[str, list[int]]) -> str:
+    return ", ".join(f"{name}={'x'.join(map(str, shape)) or 'scalar'}" for name, shape in shapes.items())
