@@ -39,7 +39,9 @@ def test_every_backend_class_agrees_with_its_catalogue_entry(name: str) -> None:
 def test_cuda_graphs_are_an_inductor_mode_on_cuda_only() -> None:
     inductor = catalogue.info("inductor")
     assert inductor.modes_for("cuda") == ("default", "max-autotune", "reduce-overhead")
-    assert inductor.modes_for("cpu") == inductor.modes_for("npu") == ("default", "max-autotune")
+    assert inductor.modes_for("npu") == ("default", "max-autotune")
+    assert inductor.modes_for("cpu") == ("default", "max-autotune", "pt2e-int8")  # the int8 mode is CPU-only
+    assert inductor.unnamed_modes_for("cpu") == ("default", "max-autotune")  # and measured only when named
 
 
 def test_unknown_backends_get_no_assumed_facts() -> None:

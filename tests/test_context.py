@@ -40,7 +40,11 @@ def test_full_context_round_trips() -> None:
         "shape_ranges": [{"input": "x", "dim": 0, "min": 1, "max": 64}],
         "shape_sweep": [{"x": [1, 64]}, {"x": [64, 64]}],
         "decode_tokens": 64,
-        "accuracy_tolerance": {"atol": 1e-3, "rtol": 1e-3},
+        "accuracy_tolerance": {
+            "atol": 1e-3,
+            "rtol": 1e-3,
+            "quantized": {"min_cosine": 0.98, "min_top1_agreement": 0.8},
+        },
     }
     context = parse_context(data)
     assert context.model_dump() == data

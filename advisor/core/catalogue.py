@@ -16,6 +16,8 @@ Device = Literal["cpu", "cuda", "npu"]
 
 TORCHAIR_GE_MODE = "max-autotune"
 TORCHAIR_NPUGRAPH_EX_MODE = "npugraph_ex"
+INDUCTOR_INT8_MODE = "pt2e-int8"  # torchao PT2E int8 static, X86InductorQuantizer, compiled by Inductor (CPU)
+ORT_INT8_MODE = "int8"  # onnxruntime.quantization: static QDQ for convolutional graphs, dynamic otherwise (CPU)
 TORCHAIR_EXPORT_MODE = "dynamo_export"  # torchair.dynamo_export -> .air -> atc -> .om; recommended, never measured
 EXPORT_DISPLAY_NAME = "TorchAir's offline export (torchair.dynamo_export, then atc)"
 UNKNOWN_SIMPLICITY_RANK = 5  # a backend the catalogue does not know ranks after every known one
@@ -40,11 +42,19 @@ class BackendInfo:
     # the measured compile of the latter as a floor for the former (advisor.core.decision.plan_pruning)
     compile_floor: Mapping[str, str] = field(default_factory=dict, hash=False)
     builds_inductor_cpp: bool = False  # compiles C++ kernels with Inductor on CPU (its zygote prepares for that)
+    # int8 modes: measured only when named with the mode (`-b onnxruntime:int8`), inference only, and judged by
+    # their drift from the float model (advisor.harness.accuracy.quantized_drift), not by allclose alone
+    quantized_modes: tuple[str, ...] = ()
 
     def modes_for(self, device: str) -> tuple[str, ...]:
         """The modes that mean something on `device`: all but those `mode_devices` keeps to other devices
         (whether the backend runs on `device` at all is `devices`' question)."""
         return tuple(mode for mode in self.modes if device in self.mode_devices.get(mode, (device,)))
+
+    def unnamed_modes_for(self, device: str) -> tuple[str, ...]:
+        """The modes measured when only the backend is named (`-b inductor`): `modes_for` less the opt-in
+        quantized ones, which change the model's numbers and are measured only when asked for by name."""
+        return tuple(mode for mode in self.modes_for(device) if mode not in self.quantized_modes)
 
 
 BACKENDS: dict[str, BackendInfo] = {
@@ -63,10 +73,12 @@ BACKENDS: dict[str, BackendInfo] = {
             display_name="torch.compile with Inductor",
             family="generic",
             devices=("cpu", "cuda", "npu"),
-            modes=("default", "max-autotune", "reduce-overhead"),
+            modes=("default", "max-autotune", "reduce-overhead", INDUCTOR_INT8_MODE),
             simplicity_rank=1,
-            # reduce-overhead means CUDA graphs; on other devices it silently runs like default.
-            mode_devices={"reduce-overhead": ("cuda",)},
+            # reduce-overhead means CUDA graphs; on other devices it silently runs like default. The X86 Inductor
+            # quantizer's int8 kernels are CPU ones.
+            mode_devices={"reduce-overhead": ("cuda",), INDUCTOR_INT8_MODE: ("cpu",)},
+            quantized_modes=(INDUCTOR_INT8_MODE,),
             # max-autotune lowers the graph as default does, then benchmarks kernel choices; reduce-overhead
             # compiles as default does, then records CUDA graphs
             compile_floor={"max-autotune": "default", "reduce-overhead": "default"},
@@ -87,10 +99,12 @@ BACKENDS: dict[str, BackendInfo] = {
             display_name="ONNX export + ONNX Runtime",
             family="export",
             devices=("cpu", "cuda"),
-            modes=("default",),
+            modes=("default", ORT_INT8_MODE),
             simplicity_rank=2,
             packages=("onnxruntime", "onnx", "onnxscript"),
             workloads=("inference",),
+            mode_devices={ORT_INT8_MODE: ("cpu",)},
+            quantized_modes=(ORT_INT8_MODE,),
         ),
         BackendInfo(
             name="openvino",
@@ -150,6 +164,12 @@ def may_build_inductor_cpp(backend: str) -> bool:
     """Whether `backend` may compile C++ kernels with Inductor; True for a backend the catalogue does not know."""
     entry = BACKENDS.get(backend)
     return entry.builds_inductor_cpp if entry else True
+
+
+def is_quantized(backend: str | None, mode: str | None) -> bool:
+    """Whether (backend, mode) is one of the catalogue's int8 options."""
+    entry = BACKENDS.get(backend or "")
+    return entry is not None and (mode or entry.default_mode) in entry.quantized_modes
 
 
 def devices_of(backend: str) -> tuple[str, ...] | None:

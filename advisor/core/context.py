@@ -62,6 +62,33 @@ Shape = Annotated[list[Annotated[int, Field(ge=1, le=MAX_DIM_SIZE)]], Field(max_
 SweepPoint = Annotated[dict[InputName, Shape], Field(min_length=1, max_length=MAX_SWEEP_INPUTS)]
 
 
+DEFAULT_MIN_COSINE = 0.99  # an int8 model whose outputs point elsewhere than the float model's is not the model
+DEFAULT_MIN_TOP1_AGREEMENT = 0.9  # of the float model's top-1 classes kept, for classifier-shaped outputs
+
+
+class QuantizedTolerance(BaseModel):
+    """How far an int8 option's outputs may drift from the float model's (allclose fails int8 by design)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_cosine: float = Field(
+        default=DEFAULT_MIN_COSINE,
+        ge=-1,
+        le=1,
+        allow_inf_nan=False,
+        description="Lowest cosine similarity of the int8 outputs to the float model's (all float outputs "
+        "flattened together).",
+    )
+    min_top1_agreement: float = Field(
+        default=DEFAULT_MIN_TOP1_AGREEMENT,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="Lowest share of rows whose top-1 class matches the float model's, for classifier-shaped "
+        "outputs ([batch, classes]); not applied to other outputs.",
+    )
+
+
 class AccuracyTolerance(BaseModel):
     """Overrides the dtype-aware default tolerances of the accuracy check."""
 
@@ -80,6 +107,11 @@ class AccuracyTolerance(BaseModel):
         le=MAX_TOLERANCE,
         allow_inf_nan=False,
         description="Relative tolerance; empty = dtype default.",
+    )
+    quantized: QuantizedTolerance | None = Field(
+        default=None,
+        description="The drift tolerated from an int8 option (inductor:pt2e-int8, onnxruntime:int8): "
+        f"{{min_cosine, min_top1_agreement}}; empty = {DEFAULT_MIN_COSINE} and {DEFAULT_MIN_TOP1_AGREEMENT}.",
     )
 
 

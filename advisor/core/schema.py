@@ -123,6 +123,9 @@ class Accuracy(TypedDict):
     atol: float
     rtol: float
     reason: NotRequired[str]
+    # int8 options only (advisor.harness.accuracy.judge_quantized): cosine, max_abs_err, mean_abs_err,
+    # top1_agreement, top1_rows, allclose, and the limits applied (min_cosine, min_top1_agreement)
+    quantized: NotRequired[dict]
 
 
 class Environment(TypedDict, total=False):

@@ -221,6 +221,10 @@ def snippet(
     ValueError for a TorchAir mode it does not have."""
     if backend not in BACKENDS:
         raise KeyError(f"no snippet for unknown backend '{backend}'")
+    if mode in BACKENDS[backend].quantized_modes:  # int8: the quantization calls, calibration included
+        from advisor.core import quant_snippets
+
+        return quant_snippets.quantized_snippet(backend, call)
     if backend == "eager":
         return eager_snippet(workload, call)
     if backend == "inductor":
@@ -239,6 +243,8 @@ def recommendation_snippet(backend: str, mode: str, workload: str = "inference",
     measured variant's snippet otherwise; KeyError / ValueError as `snippet` for what it cannot write."""
     if mode == TORCHAIR_EXPORT_MODE:
         return TORCHAIR_EXPORT_SNIPPET
+    if backend in BACKENDS and mode in BACKENDS[backend].quantized_modes:
+        return snippet(backend, mode, None, workload, call)
     if backend == "onnxruntime":
         return ONNX_SNIPPET if call == POSITIONAL_CALL else ONNX_KEYWORD_SNIPPET
     return snippet(backend, mode, None, workload, call)

@@ -7,6 +7,11 @@
 3. without a float64 reference: cosine similarity >= 0.99.
 
 Inputs are lists of output leaves (tensors, or other values compared for equality).
+
+An int8 option (catalogue `quantized_modes`) fails allclose by design: `judge_quantized` keeps that check's
+numbers, records whether allclose held, and decides on the drift from the float model (eager float32) that a user
+can judge instead - cosine similarity of the outputs, top-1 agreement for classifier-shaped outputs, max and mean
+absolute error - against the context's `accuracy_tolerance.quantized` (or its defaults).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from advisor.core import quantized
 from advisor.core.schema import Accuracy
 
 # (atol, rtol) per output dtype. float32 is loose enough for reordered reductions, tight enough to
@@ -156,3 +162,70 @@ def _structural_failure(reason: str) -> Accuracy:
         rtol=0.0,
         reason=reason,
     )
+
+
+# ------------------------------------------------------------------ quantized options
+def quantized_drift(result: Sequence[Any], eager: Sequence[Any]) -> dict[str, Any] | None:
+    """How far an int8 option's float outputs are from the float model's: {"cosine", "max_abs_err",
+    "mean_abs_err", "top1_agreement" (None without a [batch, classes] output), "top1_rows", "allclose"}.
+    None when the outputs do not line up (count, shapes), which `compare_outputs` already failed."""
+    import torch
+
+    if len(result) != len(eager):
+        return None
+    res_parts, exp_parts = [], []
+    agree = rows = 0
+    all_close = True
+    for res, exp in zip(result, eager, strict=True):
+        if not (isinstance(exp, torch.Tensor) and exp.is_floating_point()):
+            continue
+        if not isinstance(res, torch.Tensor) or tuple(res.shape) != tuple(exp.shape):
+            return None
+        res, exp = res.detach().cpu().double(), exp.detach().cpu().double()
+        atol, rtol = tolerance_for(torch.float32)
+        all_close &= bool(torch.allclose(res, exp, atol=atol, rtol=rtol, equal_nan=True))
+        if exp.dim() == 2 and exp.shape[0] > 0 and exp.shape[1] >= 2:  # classifier-shaped: [batch, classes]
+            agree += int((res.argmax(dim=1) == exp.argmax(dim=1)).sum())
+            rows += exp.shape[0]
+        res_parts.append(res.flatten())
+        exp_parts.append(exp.flatten())
+    if not res_parts:
+        return {
+            "cosine": 1.0,
+            "max_abs_err": 0.0,
+            "mean_abs_err": 0.0,
+            "top1_agreement": None,
+            "top1_rows": 0,
+            "allclose": True,
+        }
+    res_all, exp_all = torch.cat(res_parts), torch.cat(exp_parts)
+    diff = (res_all - exp_all).abs().nan_to_num(nan=math.inf)
+    finite = bool(torch.isfinite(res_all).all()) or not bool(torch.isfinite(exp_all).all())
+    cosine = float(torch.nn.functional.cosine_similarity(res_all.nan_to_num(), exp_all.nan_to_num(), dim=0))
+    return {
+        "cosine": cosine if finite else -1.0,
+        "max_abs_err": _finite(float(diff.max())),
+        "mean_abs_err": _finite(float(diff.mean())),
+        "top1_agreement": agree / rows if rows else None,
+        "top1_rows": rows,
+        "allclose": all_close,
+    }
+
+
+def judge_quantized(
+    accuracy: Accuracy, result: Sequence[Any], eager: Sequence[Any], tolerance: Mapping[str, Any] | None = None
+) -> Accuracy:
+    """`accuracy` (from `compare_outputs`) judged as an int8 option's: passed when the drift from the float model
+    is within the tolerated one, whatever allclose said; `accuracy["quantized"]` holds the drift and the limits.
+    Outputs that do not line up keep `compare_outputs`' failure."""
+    drift = quantized_drift(result, eager)
+    if drift is None:
+        return accuracy
+    min_cosine, min_top1 = quantized.limits(tolerance)
+    failure = quantized.drift_failure(drift, min_cosine, min_top1)
+    judged = Accuracy(**{k: v for k, v in accuracy.items() if k != "reason"})  # type: ignore[typeddict-item]
+    judged["passed"] = failure is None
+    judged["quantized"] = {**drift, "min_cosine": min_cosine, "min_top1_agreement": min_top1}
+    if failure:
+        judged["reason"] = failure
+    return judged

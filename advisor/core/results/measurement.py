@@ -30,6 +30,7 @@ class Accuracy(Open):
     atol: float | None = None
     rtol: float | None = None
     reason: str | None = None
+    quantized: dict[str, Any] | None = None  # int8 options: their drift from the float model and the limits applied
 
 
 class MeasurementRow(Open):

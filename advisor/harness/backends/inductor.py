@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from advisor.core import snippets
+from advisor.core import catalogue, quant_snippets, snippets
 from advisor.core.snippets import POSITIONAL_CALL
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, device_usable, run_for_workload
 
@@ -28,6 +28,19 @@ class InductorBackend(Backend, catalogue_name="inductor"):
             return False, "Inductor on NPU needs the triton-ascend package (not installed)"
         return True, ""
 
+    def check_request(self, request: CompileRequest) -> None:
+        super().check_request(request)
+        if request.mode == catalogue.INDUCTOR_INT8_MODE:
+            from advisor.harness.backends.quantize import torchao_missing
+
+            if request.workload != "inference":
+                raise UnsupportedRequest("PT2E int8 (inductor:pt2e-int8) is measured for inference only")
+            if request.options:
+                raise UnsupportedRequest("inductor:pt2e-int8 takes no options here")
+            missing = torchao_missing()
+            if missing:
+                raise UnsupportedRequest(missing)
+
     def environment(self, request: CompileRequest) -> dict[str, str]:
         return {CACHE_ENV: request.cache_dir} if request.cache_dir else {}
 
@@ -40,13 +53,37 @@ class InductorBackend(Backend, catalogue_name="inductor"):
         import torch
 
         kwargs: dict[str, Any] = {"dynamic": True if request.dynamic else None}
+        if request.mode == catalogue.INDUCTOR_INT8_MODE:
+            return self._compile_pt2e_int8(module, example_inputs, request)
         if request.options:
             kwargs["options"] = dict(request.options)
         elif request.mode != "default":
             kwargs["mode"] = request.mode
         return run_for_workload(torch.compile(module, **kwargs), request.workload)
 
+    def _compile_pt2e_int8(self, module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> Callable:
+        """Export, prepare with the X86 Inductor quantizer, calibrate on the example inputs, convert (all in
+        `compile()`, so in the cold compile), then `torch.compile` with freezing as the PT2E X86 recipe does, except
+        for a graph with convolutions: with torch 2.13 and torchao 0.18 freezing fails there (`InductorError:
+        UnsupportedOperatorException: onednn.qconv_prepack.default`, an op with no fake kernel), so it compiles the
+        Q/DQ graph without freezing and the row's `compile_breakdown.freezing` says so."""
+        import torch
+
+        from advisor.harness.backends.quantize import has_convolution, pt2e_int8
+
+        converted, steps = pt2e_int8(module, example_inputs)
+        freezing = not has_convolution(converted)
+        compiled = run_for_workload(torch.compile(converted, options={"freezing": freezing}), request.workload)
+        compiled.compile_breakdown = {
+            **steps,
+            "quantization": "PT2E static int8, calibrated on the example inputs",
+            "freezing": freezing,
+        }
+        return compiled
+
     def snippet(
         self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
     ) -> str:
+        if mode == catalogue.INDUCTOR_INT8_MODE:
+            return quant_snippets.pt2e_int8_snippet(call)
         return snippets.inductor_snippet(mode, options, workload, call)

@@ -18,6 +18,7 @@ import copy
 import os
 from typing import Any
 
+from advisor.core import catalogue
 from advisor.core.noise import read_load
 from advisor.core.text import first_line
 from advisor.harness import devices
@@ -189,6 +190,10 @@ def measure_variant(
             accuracy = compare_outputs(
                 _leaves_on_cpu(out), reference["eager_out"], reference["fp64_out"], accuracy_tolerance
             )
+            if catalogue.is_quantized(backend.name, mode):  # int8: judged by its drift from the float model
+                from advisor.harness.accuracy import judge_quantized
+
+                accuracy = judge_quantized(accuracy, _leaves_on_cpu(out), reference["eager_out"], accuracy_tolerance)
         result["accuracy"] = accuracy
         if warm_run:  # it measures the warm compile only: the parent subtracts the cold child's median latency
             return _with_status(result, accuracy, "gradients" if steps else "output")

@@ -15,7 +15,8 @@ class MeasureError(RuntimeError):
 
 
 def plan_variants(backends: list[str] | None, device: str) -> list[tuple[str, str]]:
-    """(backend spec, mode) pairs to measure, eager first. "name" means all its modes on `device`."""
+    """(backend spec, mode) pairs to measure, eager first. "name" means all its modes on `device` but the quantized
+    ones, which are measured only when named with their mode ("onnxruntime:int8")."""
     from advisor.harness.backends import UnknownBackend, all_backends, get_backend, split_backend_spec
 
     try:
@@ -28,7 +29,9 @@ def plan_variants(backends: list[str] | None, device: str) -> list[tuple[str, st
                 continue
             if mode is not None and mode not in backend.modes:
                 raise MeasureError(f"{backend.name} has no mode '{mode}'; modes: {', '.join(backend.modes)}")
-            modes = [mode] if mode else list(backend.modes_for(device) or backend.modes[:1])
+            # quantized modes (catalogue `quantized_modes`) only when named: `-b onnxruntime:int8`
+            unnamed = backend.info.unnamed_modes_for(device) if backend.info is not None else backend.modes_for(device)
+            modes = [mode] if mode else list(unnamed or backend.modes[:1])
             variants.extend((name, m) for m in modes if (name, m) not in variants)
         return variants
     except UnknownBackend as exc:

@@ -1,0 +1,99 @@
+"""The snippets of the int8 options (catalogue `quantized_modes`): the real API calls, calibration included.
+
+Torch-free, like `advisor.core.snippets`. Each reproduces what the harness measured: PT2E int8 static with the X86
+Inductor quantizer from `torchao`, calibrated on the example inputs, compiled by Inductor; ONNX Runtime int8 with
+`onnxruntime.quantization` on the exported `model.onnx` (static QDQ calibrated on the example inputs when the graph
+has convolutions, dynamic otherwise).
+"""
+
+from __future__ import annotations
+
+from advisor.core.snippets import POSITIONAL_CALL
+
+PT2E_PACKAGE_HINT = "pip install 'npu-advisor[quant]' (torchao)"
+
+
+def pt2e_int8_snippet(call: str = POSITIONAL_CALL) -> str:
+    invocation = call.replace("model(", "quantized(", 1)
+    positional = call == POSITIONAL_CALL
+    export_args = "tuple(inputs)" if positional else "tuple(args), kwargs"
+    calibrate = call.replace("model(", "prepared(", 1)
+    return (
+        "\n".join(
+            [
+                *([] if positional else ["# args: the positional inputs; kwargs: the keyword inputs"]),
+                "import torch",
+                "import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq",
+                "from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e",
+                "",
+                "# model in eval mode; torch 2.13 ships no torch.ao.quantization.quantize_pt2e: it is in torchao",
+                f"exported = torch.export.export(model, {export_args}).module()",
+                "quantizer = xiq.X86InductorQuantizer()",
+                "quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())  # int8 static",
+                "prepared = prepare_pt2e(exported, quantizer)",
+                "with torch.no_grad():",
+                f"    {calibrate}  # calibration: the example inputs (use a few hundred real samples)",
+                "quantized = convert_pt2e(prepared)",
+                "# freezing packs the int8 weights for oneDNN (the PT2E X86 Inductor recipe); with torch 2.13 and",
+                "# torchao 0.18 it fails on convolutions (onednn.qconv_prepack has no fake kernel), so not for them",
+                'has_conv = any("conv" in str(node.target) for node in quantized.graph.nodes)',
+                'quantized = torch.compile(quantized, options={"freezing": not has_conv})',
+                "with torch.no_grad():",
+                f"    outputs = {invocation}",
+            ]
+        )
+        + "\n"
+    )
+
+
+def ort_int8_snippet(call: str = POSITIONAL_CALL) -> str:
+    positional = call == POSITIONAL_CALL
+    export_args = "tuple(inputs)" if positional else "tuple(args), kwargs=kwargs"
+    flat = "inputs" if positional else "[*args, *kwargs.values()]"
+    return (
+        "\n".join(
+            [
+                "import onnx",
+                "import torch",
+                "import onnxruntime as ort",
+                "from onnxruntime.quantization import (",
+                "    CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static,",
+                ")",
+                "",
+                *([] if positional else ["# args: the positional inputs; kwargs: the keyword inputs"]),
+                "with torch.no_grad():",
+                f"    onnx_program = torch.onnx.export(model, {export_args}, dynamo=True)",
+                'onnx_program.save("model.onnx")',
+                'names = [i.name for i in onnx.load("model.onnx").graph.input]',
+                "",
+                "",
+                "class Calibration(CalibrationDataReader):  # the example inputs; use a few hundred real samples",
+                "    def __init__(self, batches):",
+                "        self.batches = iter([{n: t.numpy() for n, t in zip(names, b)} for b in batches])",
+                "",
+                "    def get_next(self):",
+                "        return next(self.batches, None)",
+                "",
+                "",
+                'ops = {node.op_type for node in onnx.load("model.onnx").graph.node}',
+                'if ops & {"Conv", "ConvTranspose"}:  # convolutional: static QDQ, calibrated',
+                "    quantize_static(",
+                f'        "model.onnx", "model.int8.onnx", Calibration([{flat}]),',
+                "        quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,",
+                "    )",
+                "else:  # Linear / MatMul (transformer-style): dynamic, activations quantized at run time",
+                '    quantize_dynamic("model.onnx", "model.int8.onnx", weight_type=QuantType.QInt8)',
+                "",
+                "so = ort.SessionOptions()",
+                'so.add_session_config_entry("session.intra_op.allow_spinning", "0")',
+                'session = ort.InferenceSession("model.int8.onnx", so, providers=["CPUExecutionProvider"])',
+                f"outputs = session.run(None, {{n: t.numpy() for n, t in zip(names, {flat})}})",
+            ]
+        )
+        + "\n"
+    )
+
+
+def quantized_snippet(backend: str, call: str = POSITIONAL_CALL) -> str:
+    """The snippet of `backend`'s int8 mode (inductor:pt2e-int8 or onnxruntime:int8)."""
+    return pt2e_int8_snippet(call) if backend == "inductor" else ort_int8_snippet(call)

@@ -1,0 +1,42 @@
+"""The int8 options' accuracy rule, shared by the measuring child and the decision (torch-free).
+
+allclose fails an int8 model by design; what a user can judge is its drift from the float model: the cosine
+similarity of the outputs and, for classifier-shaped outputs ([batch, classes]), the share of rows whose top-1
+class is kept. `accuracy_tolerance.quantized` sets the least of each (defaults in advisor.core.context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from advisor.core.context import DEFAULT_MIN_COSINE, DEFAULT_MIN_TOP1_AGREEMENT
+
+DRIFT_PREFIX = "int8 drift beyond accuracy_tolerance.quantized: "
+
+
+def limits(tolerance: Mapping[str, Any] | None) -> tuple[float, float]:
+    """(min_cosine, min_top1_agreement) from an `accuracy_tolerance` dict (its `quantized` field), or the defaults."""
+    quantized = (tolerance or {}).get("quantized") or {}
+    min_cosine = quantized.get("min_cosine")
+    min_top1 = quantized.get("min_top1_agreement")
+    return (
+        DEFAULT_MIN_COSINE if min_cosine is None else float(min_cosine),
+        DEFAULT_MIN_TOP1_AGREEMENT if min_top1 is None else float(min_top1),
+    )
+
+
+def drift_failure(drift: Mapping[str, Any], min_cosine: float, min_top1: float) -> str | None:
+    """Why `drift` ({"cosine", "top1_agreement", "top1_rows", ...}) exceeds the tolerated one, or None."""
+    problems = []
+    cosine = drift.get("cosine")
+    if not isinstance(cosine, int | float) or cosine < min_cosine:
+        shown = f"{cosine:.4f}" if isinstance(cosine, int | float) else "unknown"
+        problems.append(f"cosine similarity to the float model {shown} < min_cosine {min_cosine:g}")
+    top1 = drift.get("top1_agreement")
+    if isinstance(top1, int | float) and top1 < min_top1:
+        rows = drift.get("top1_rows") or 0
+        problems.append(
+            f"top-1 agreement with the float model {top1:.0%} of {rows} rows < min_top1_agreement {min_top1:g}"
+        )
+    return DRIFT_PREFIX + "; ".join(problems) if problems else None

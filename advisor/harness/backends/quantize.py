@@ -1,0 +1,114 @@
+"""The int8 steps of the quantized modes (catalogue `quantized_modes`), run inside the measuring child.
+
+- `pt2e_int8`: PT2E static int8 with the X86 Inductor quantizer from `torchao` (torch 2.13 no longer ships
+  `torch.ao.quantization.quantize_pt2e`), calibrated on the example inputs; Inductor compiles the result
+  (`inductor:pt2e-int8`).
+- `ort_int8`: `onnxruntime.quantization` on the exported `model.onnx`: static QDQ calibrated on the example inputs
+  when the graph has convolutions, dynamic (weights int8, activations quantized at run time) otherwise, i.e. for
+  Linear/MatMul models such as transformers (`onnxruntime:int8`).
+
+Both count in the option's cold compile: the quantization is part of what a user waits for before the first output.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from advisor.core.quant_snippets import PT2E_PACKAGE_HINT
+
+CONV_OPS = frozenset({"Conv", "ConvTranspose"})
+
+
+def torchao_missing() -> str | None:
+    """Why PT2E int8 cannot run here, or None."""
+    if importlib.util.find_spec("torchao") is None:
+        return f"PT2E int8 needs torchao, which is not installed ({PT2E_PACKAGE_HINT})"
+    return None
+
+
+def pt2e_int8(module: Any, example_inputs: Sequence[Any]) -> tuple[Any, dict[str, float]]:
+    """The converted (int8 Q/DQ) GraphModule of `module`, calibrated on `example_inputs`, and the seconds of each
+    step ({"export_s", "calibrate_s", "convert_s"})."""
+    import torch
+    import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    started = time.perf_counter()
+    with torch.no_grad():
+        exported = torch.export.export(module, tuple(example_inputs)).module()
+    exported_at = time.perf_counter()
+    quantizer = xiq.X86InductorQuantizer()
+    quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())
+    prepared = prepare_pt2e(exported, quantizer)
+    with torch.no_grad():
+        prepared(*example_inputs)  # calibration: the observers record the example inputs' ranges
+    calibrated_at = time.perf_counter()
+    converted = convert_pt2e(prepared)
+    return converted, {
+        "export_s": exported_at - started,
+        "calibrate_s": calibrated_at - exported_at,
+        "convert_s": time.perf_counter() - calibrated_at,
+    }
+
+
+def has_convolution(graph_module: Any) -> bool:
+    """Whether a PT2E-converted graph calls a convolution (aten.conv2d, aten.convolution, ...)."""
+    return any(node.op == "call_function" and "conv" in str(node.target) for node in graph_module.graph.nodes)
+
+
+def onnx_op_types(path: str) -> set[str]:
+    import onnx
+
+    return {node.op_type for node in onnx.load(path, load_external_data=False).graph.node}
+
+
+def ort_int8(fp32_path: str, int8_path: str, example_inputs: Sequence[Any]) -> dict[str, Any]:
+    """Quantize `fp32_path` into `int8_path`; returns {"quantize_s", "quantization": "static QDQ" | "dynamic"}."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
+
+    started = time.perf_counter()
+    if onnx_op_types(fp32_path) & CONV_OPS:
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(fp32_path, providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        del session
+        feeds = [
+            {name: tensor.detach().cpu().numpy() for name, tensor in zip(names, example_inputs, strict=False)},
+        ]
+
+        class _Calibration(CalibrationDataReader):
+            def __init__(self) -> None:
+                self.batches = iter(feeds)
+
+            def get_next(self) -> dict | None:
+                return next(self.batches, None)
+
+        quantize_static(
+            fp32_path,
+            int8_path,
+            _Calibration(),
+            quant_format=QuantFormat.QDQ,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+        )
+        kind = "static QDQ (calibrated on the example inputs)"
+    else:
+        quantize_dynamic(fp32_path, int8_path, weight_type=QuantType.QInt8)
+        kind = "dynamic (int8 weights, activations quantized at run time)"
+    return {
+        "quantize_s": time.perf_counter() - started,
+        "quantization": kind,
+        "fp32_bytes": os.path.getsize(fp32_path),
+        "int8_bytes": os.path.getsize(int8_path),
+    }
