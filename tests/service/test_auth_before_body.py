@@ -10,16 +10,16 @@ import json
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import anyio
 import pytest
 from sqlmodel import Session
 
 from app.auth import create_token
 from app.upload_limit import JSON_LIMIT_BYTES, LOGIN_LIMIT_BYTES, RESULTS_LIMIT_BYTES
+
+from .asgi_driver import http_scope, run_app
 
 GIB = 1 << 30
 CHUNK = 64 * 1024
@@ -53,24 +53,7 @@ def drive(app, method: str, path: str, headers: dict[str, str], *, body_limit: i
         elif message["type"] == "http.response.body":
             exchange.body += message.get("body", b"")
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"host", b"127.0.0.1:8000")] + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 8000),
-        "state": {},
-    }
-    # a thread of its own: another test (the browser tests' Playwright) may leave a loop running in this one
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(anyio.run, app, scope, receive, send).result()
+    run_app(app, http_scope(method, path, headers), receive, send)
     return exchange
 
 

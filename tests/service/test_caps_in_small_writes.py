@@ -7,12 +7,10 @@ TCP segments arrive."""
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
-
-import anyio
 
 from app.upload_limit import JSON_LIMIT_BYTES
 
+from .asgi_driver import http_scope, run_app
 from .conftest import stored_files
 
 WRITE = 600  # bytes per message: far below every cap
@@ -33,23 +31,7 @@ def drive_in_small_writes(app, path: str, headers: dict[str, str], body: bytes) 
         elif message["type"] == "http.response.body":
             answer["body"] += message.get("body", b"")
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"host", b"127.0.0.1:8000")] + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 8000),
-        "state": {},
-    }
-    with ThreadPoolExecutor(max_workers=1) as pool:  # a loop of its own (see test_auth_before_body)
-        pool.submit(anyio.run, app, scope, receive, send).result()
+    run_app(app, http_scope("POST", path, headers), receive, send)
     try:
         return answer["status"], json.loads(answer["body"] or b"{}")
     except ValueError:
