@@ -1,12 +1,11 @@
 """Processes by ancestry, from /proc (Linux): finding and killing what a process started, even in other sessions.
 
-Used by the worker to stop a job's runner and everything below it, and by the zygote to make sure nothing a job
-started outlives it. Torch-free.
+Used by the worker to stop a job's runner and everything below it, and by an unisolated zygote's owner to kill what
+its children started. Torch-free.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import time
@@ -58,17 +57,3 @@ def kill_groups(pids: set[int], wait_s: float = 3.0) -> None:
     deadline = time.monotonic() + wait_s
     while any(running(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.02)
-
-
-def kill_descendants(root: int, *, keep: frozenset[int] = frozenset(), wait_s: float = 3.0) -> set[int]:
-    """SIGKILL every descendant of `root` except `keep`, again until none is left (a fork in between is caught on
-    the next round) or `wait_s` is over; returns those still running then (empty: done)."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        alive = {pid for pid in descendant_pids(root) - keep if running(pid)}
-        if not alive or time.monotonic() > deadline:
-            return alive
-        for pid in alive:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
