@@ -24,7 +24,7 @@ from sqlmodel import Session
 from advisor.core.noise import is_noisy
 from app.job_queue import JobQueue
 from app.models import MEASURE, Analysis, Artifact, Job, Worker
-from app.storage import ArtifactStore
+from app.storage import ArtifactStorage
 
 ANALYSIS_STATUS = {
     "queued": "queued",
@@ -210,7 +210,7 @@ def _active_job(session: Session, key: str) -> Job | None:
     return session.scalars(select(Job).where(Job.dedupe_key == key, Job.status.in_(("queued", "running")))).first()
 
 
-def collect_orphans(session: Session, store: ArtifactStore, *, min_age_s: float) -> list[str]:
+def collect_orphans(session: Session, store: ArtifactStorage, *, min_age_s: float) -> list[str]:
     """Remove stored files that no artifact row refers to and that were stored more than `min_age_s` ago
     (a submission whose transaction failed after its file was stored); returns their sha256."""
     cutoff = time.time() - min_age_s
@@ -227,7 +227,7 @@ def collect_orphans(session: Session, store: ArtifactStore, *, min_age_s: float)
 def rerun_analysis(
     session: Session,
     queue: JobQueue,
-    store: ArtifactStore,
+    store: ArtifactStorage,
     *,
     analysis_id: int,
     submitted_by: str,

@@ -209,10 +209,19 @@ def alembic_config(url: str | None = None) -> Config:
     return config
 
 
+MIGRATION_LOCK_KEY = 0x6E70755F616476  # "npu_adv": the PostgreSQL advisory lock replicas migrate under
+
+
 def upgrade_database(engine: Engine) -> str | None:
-    """Apply every pending migration; returns the revision the database is now at."""
+    """Apply every pending migration; returns the revision the database is now at.
+
+    On PostgreSQL the migrations run under a transaction-scoped advisory lock, so API replicas starting together
+    take turns: the first applies them (PostgreSQL's DDL is transactional: all or nothing), the others wait for its
+    commit and then find the database at head, with nothing left to apply."""
     config = alembic_config()
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
     return current_revision(engine)

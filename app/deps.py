@@ -19,7 +19,7 @@ from app.auth import ANONYMOUS, Principal, authenticate
 from app.job_queue import Actor, JobQueue
 from app.models import Job, Worker
 from app.settings import Settings
-from app.storage import ArtifactStore
+from app.storage import ArtifactStorage
 from app.web.cookie_auth import cookie_principal, same_origin_request
 
 ADMIN_OR_USER = ("admin", "user")
@@ -47,14 +47,14 @@ def get_queue(request: Request) -> JobQueue:
     return request.app.state.queue
 
 
-def get_store(request: Request) -> ArtifactStore:
+def get_store(request: Request) -> ArtifactStorage:
     return request.app.state.store
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 QueueDep = Annotated[JobQueue, Depends(get_queue)]
-StoreDep = Annotated[ArtifactStore, Depends(get_store)]
+StoreDep = Annotated[ArtifactStorage, Depends(get_store)]
 
 
 def get_principal(request: Request, session: SessionDep, queue: QueueDep) -> Principal:

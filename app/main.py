@@ -25,8 +25,8 @@ from app.job_queue import Clock, JobQueue, QueueError, QueuePolicy, utcnow
 from app.metrics import ServiceMetrics
 from app.path_ids import PathIdRangeMiddleware
 from app.routes import analyses, artifacts, jobs, ops, suites, workers
-from app.settings import Settings, auth_mode, get_settings
-from app.storage import ArtifactStore, UploadTooLarge
+from app.settings import Settings, auth_mode, check_replica_settings, get_settings
+from app.storage import ArtifactStorage, UploadTooLarge, open_store
 from app.upload_limit import UploadLimitMiddleware
 
 API_PREFIX = "/api/v1"
@@ -37,6 +37,13 @@ log = logging.getLogger("npu_advisor.server")
 def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> FastAPI:
     """A ready app: migrations applied, leftovers of interrupted uploads removed, reaper started by lifespan."""
     settings = settings or get_settings()
+    check_replica_settings(settings)  # several replicas: PostgreSQL, or a clear refusal here
+    if settings.api_replicas > 1 and not settings.artifact_store:
+        log.warning(
+            "ADVISOR_API_REPLICAS=%s with the local artifact directory: every replica must see the same directory; "
+            "set ADVISOR_ARTIFACT_STORE=s3://bucket/prefix otherwise",
+            settings.api_replicas,
+        )
     engine = create_db_engine(
         settings.resolved_database_url,
         pool_size=settings.db_pool_size,
@@ -46,9 +53,14 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
         max_write_waiting=settings.db_max_write_waiting,
     )
     upgrade_database(engine)
-    store = ArtifactStore(settings.artifacts_dir)
-    store.discard_incomplete()
-    _collect_orphans(engine, store, settings)
+    store = open_store(settings)
+    try:
+        store.discard_incomplete()
+        _collect_orphans(engine, store, settings)
+    except Exception:  # noqa: BLE001 - object storage unreachable at start: serve anyway, /readyz says why
+        if store.kind == "local":
+            raise
+        log.exception("artifact store %s: the start-up sweep failed; /readyz reports the store", store.describe())
     queue = JobQueue(
         QueuePolicy(
             lease_ttl_s=settings.lease_ttl_s,
@@ -137,6 +149,8 @@ async def _reap_forever(app: FastAPI) -> None:
             last_sweep = time.monotonic()
             try:
                 await run_in_threadpool(_collect_orphans, app.state.engine, app.state.store, settings)
+                if app.state.store.kind != "local":  # a killed replica's multipart uploads (old enough: not ours)
+                    await run_in_threadpool(app.state.store.discard_incomplete)
             except Exception:  # noqa: BLE001 - the sweep must not stop the reaper
                 log.exception("orphan sweep failed; retrying at the next sweep")
         try:
@@ -152,7 +166,7 @@ async def _reap_forever(app: FastAPI) -> None:
             log.exception("reaper pass failed; retrying at the next interval")
 
 
-def _collect_orphans(engine, store: ArtifactStore, settings: Settings) -> None:  # noqa: ANN001
+def _collect_orphans(engine, store: ArtifactStorage, settings: Settings) -> None:  # noqa: ANN001
     with Session(read_only_engine(engine), expire_on_commit=False) as session:
         removed = collect_orphans(session, store, min_age_s=settings.orphan_min_age_s)
     if removed:

@@ -31,6 +31,18 @@ class Settings(BaseSettings):
     max_json_mb: float = 1  # every other JSON body
     # open loopback mode answers only loopback Host names (DNS rebinding); more names, comma-separated
     allowed_hosts: str = ""
+    # how many API processes serve this database and store (several hosts behind one address); more than one needs
+    # PostgreSQL (refused on SQLite) and, unless the data dir is shared, object storage (artifact_store)
+    api_replicas: int = 1
+    # where uploads are stored: empty = <data_dir>/artifacts; "s3://bucket/prefix" = S3-compatible object storage
+    # (app.object_store), credentials from boto3's usual chain (AWS_* environment, ~/.aws files, instance role)
+    artifact_store: str = ""
+    s3_endpoint_url: str | None = None  # MinIO / Ceph RGW / a test server; None: AWS
+    s3_region: str | None = None
+    s3_addressing_style: str = "auto"  # "path" for most MinIO setups
+    artifact_url_ttl_s: float = 900  # the presigned URL a worker gets with a job: valid this long, one object
+    # multipart uploads / incoming objects a killed server left: removed when older (another replica may be writing)
+    s3_incomplete_min_age_s: float = 3600
     cache_window_s: float = 7 * 24 * 3600  # identical submissions inside it are deduplicated
 
     heartbeat_interval_s: float = 10
@@ -78,6 +90,22 @@ class Settings(BaseSettings):
     @property
     def max_inputs_bytes(self) -> int:
         return int(self.max_inputs_mb * 1024 * 1024)
+
+
+class ReplicaSettingsError(RuntimeError):
+    """Settings that several API replicas cannot run with; the message says what to set."""
+
+
+def check_replica_settings(settings: Settings) -> None:
+    """Refuse what several replicas cannot share (raises ReplicaSettingsError): SQLite is one host's file."""
+    if settings.api_replicas <= 1:
+        return
+    if settings.resolved_database_url.startswith("sqlite"):
+        raise ReplicaSettingsError(
+            f"ADVISOR_API_REPLICAS={settings.api_replicas} needs PostgreSQL: SQLite is a file on one host, which "
+            "replicas on other hosts cannot share. Set ADVISOR_DATABASE_URL=postgresql+psycopg://user@host/db "
+            "(pip install 'npu-advisor[postgres]'), or run one API process (ADVISOR_API_REPLICAS=1)."
+        )
 
 
 @lru_cache

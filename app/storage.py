@@ -1,4 +1,8 @@
-"""Content-addressed file store: <data>/artifacts/<sha[:2]>/<sha>.
+"""The artifact store (content-addressed uploads): the interface, the local directory and the factory.
+
+Two implementations of `ArtifactStorage`: `ArtifactStore`, a directory `<data>/artifacts/<sha[:2]>/<sha>` (the
+default), and `app.object_store.S3ArtifactStore`, S3-compatible object storage, chosen by `open_store(settings)` from
+`ADVISOR_ARTIFACT_STORE` (empty: the directory; `s3://bucket/prefix`: the bucket). Below, the local directory:
 
 An upload is written chunk by chunk into a temp file under the store's own `.incoming/` folder while
 its sha256 and size are computed (never whole in memory), checked (size cap, then an optional content
@@ -16,7 +20,10 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 CHUNK_BYTES = 1 << 20
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -35,10 +42,65 @@ class UploadTooLarge(Exception):
 class StoredFile:
     sha256: str
     size_bytes: int
-    path: Path
+    path: Path | None  # the local store's file; None in object storage
+
+
+class Incoming(Protocol):
+    """A file being received: `write` chunks (hashed, counted against the cap), then `commit` or `discard`."""
+
+    size: int
+
+    def write(self, chunk: bytes) -> None: ...
+
+    def commit(self, check: Callable[[Any], Checked] | None = None) -> tuple[StoredFile, Checked | None]: ...
+
+    def discard(self) -> None: ...
+
+
+class ArtifactStorage(Protocol):
+    """What the server needs of an artifact store (the local directory or object storage)."""
+
+    kind: str  # "local" | "s3"
+
+    def describe(self) -> str: ...
+
+    def exists(self, sha256: str) -> bool: ...
+
+    def receive(self, *, max_bytes: int, what: str = "upload") -> Incoming: ...
+
+    def download_url(self, sha256: str, expires_s: float) -> str | None:
+        """A URL a worker fetches the object from directly (bounded lifetime), or None: the server's own route."""
+        ...
+
+    def check_ready(self) -> None: ...
+
+    def stored_before(self, cutoff: float) -> Iterator[str]: ...
+
+    def remove_if_before(self, sha256: str, cutoff: float) -> bool: ...
+
+    def discard_incomplete(self) -> int: ...
+
+
+def open_store(settings: Settings) -> ArtifactStorage:
+    """The store the settings select: `ADVISOR_ARTIFACT_STORE=s3://bucket/prefix`, else the local directory."""
+    location = (settings.artifact_store or "").strip()
+    if not location:
+        return ArtifactStore(settings.artifacts_dir)
+    from app.object_store import S3ArtifactStore, S3Location, s3_client
+
+    client = s3_client(
+        endpoint_url=settings.s3_endpoint_url,
+        region=settings.s3_region,
+        addressing_style=settings.s3_addressing_style,
+    )
+    return S3ArtifactStore(S3Location.parse(location), client, incomplete_min_age_s=settings.s3_incomplete_min_age_s)
 
 
 class ArtifactStore:
+    """The local directory store."""
+
+    kind = "local"
+
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.incoming = self.root / ".incoming"
@@ -51,6 +113,18 @@ class ArtifactStore:
 
     def exists(self, sha256: str) -> bool:
         return _SHA256.match(sha256) is not None and self.path_for(sha256).is_file()
+
+    def describe(self) -> str:
+        return str(self.root)
+
+    def download_url(self, sha256: str, expires_s: float) -> None:
+        """None: workers download through the server's own route (GET /api/v1/artifacts/{sha256})."""
+        return None
+
+    def check_ready(self) -> None:
+        """Raises when the directory cannot be written (/readyz)."""
+        if not os.access(self.incoming, os.W_OK):
+            raise OSError(f"{self.incoming} is not writable")
 
     def receive(self, *, max_bytes: int, what: str = "upload") -> IncomingFile:
         """Start receiving a file chunk by chunk (see IncomingFile)."""

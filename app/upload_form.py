@@ -17,7 +17,7 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import parse_options_header
 from starlette.requests import ClientDisconnect
 
-from app.storage import ArtifactStore, IncomingFile
+from app.storage import ArtifactStorage, Incoming
 
 WRITE_BYTES = 1 << 20
 MAX_FIELD_BYTES = 1 << 20  # each text field; over it: 422 naming the field
@@ -35,7 +35,7 @@ class FileLimit:
 @dataclass
 class ReceivedForm:
     fields: dict[str, str] = field(default_factory=dict)
-    files: dict[str, IncomingFile] = field(default_factory=dict)
+    files: dict[str, Incoming] = field(default_factory=dict)
     filenames: dict[str, str] = field(default_factory=dict)
 
     def discard(self) -> None:
@@ -52,11 +52,11 @@ class _Part:
         self.name = ""
         self.filename: str | None = None
         self.data = bytearray()
-        self.incoming: IncomingFile | None = None
+        self.incoming: Incoming | None = None
 
 
 async def receive_form(
-    request: Request, store: ArtifactStore, limits: dict[str, FileLimit], *, max_parts: int = MAX_PARTS
+    request: Request, store: ArtifactStorage, limits: dict[str, FileLimit], *, max_parts: int = MAX_PARTS
 ) -> ReceivedForm:
     """Parse the request body; file parts must be named in `limits`. The caller discards the form when done.
 
@@ -67,7 +67,7 @@ async def receive_form(
         raise _invalid("model", "no model file: send multipart/form-data with a `model` file and a `context` field")
     form = ReceivedForm()
     parts: list[_Part] = []
-    ready: list[tuple[IncomingFile, bytes]] = []
+    ready: list[tuple[Incoming, bytes]] = []
 
     def on_part_begin() -> None:
         if len(parts) >= max_parts:
@@ -157,7 +157,7 @@ async def receive_form(
     return form
 
 
-def _write_all(batch: list[tuple[IncomingFile, bytes]]) -> None:
+def _write_all(batch: list[tuple[Incoming, bytes]]) -> None:
     for incoming, data in batch:
         if data:
             incoming.write(data)

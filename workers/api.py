@@ -50,12 +50,27 @@ class LeaseLost(ApiError):
     """409 on a job call: the job was re-claimed, finished elsewhere or our token is stale. Stop, do not upload."""
 
 
+class StoreUrlRefused(ApiError):
+    """The object store refused a presigned URL (expired, or revoked credentials): the job can be tried again."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
 class WorkerApi:
     """HTTP calls of one worker. `client` carries base_url and the bearer token (tests pass a MockTransport)."""
 
-    def __init__(self, client: httpx.Client, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        client: httpx.Client,
+        retry: RetryPolicy | None = None,
+        *,
+        direct_transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self.client = client
         self.retry = retry or RetryPolicy()
+        self.direct_transport = direct_transport  # for the object store's presigned URLs (tests pass a mock)
 
     @classmethod
     def connect(cls, server: str, token: str | None, *, timeout_s: float = 30.0, **kwargs: Any) -> WorkerApi:
@@ -120,21 +135,38 @@ class WorkerApi:
         self._post_retried(f"{API}/jobs/{claim.job_id}/cancelled", "acknowledge cancel", headers=_lease(claim))
 
     def download(self, url: str, dest: Path, *, sha256: str | None = None) -> Path:
-        """Stream `url` (absolute or server-relative) to `dest`; verify the sha256 when given.
+        """Stream `url` (absolute or server-relative) to `dest`; verify the sha256.
 
-        Only from the server itself: the bearer token is never sent to another host.
+        From the server itself with the bearer token. From anywhere else only as the object store's presigned URL
+        the server handed out with the job (one object, a bounded lifetime; app.object_store): fetched without the
+        token, and only when the sha256 to check it against is known - given, or the content-addressed object's
+        own name (the URL path's last segment). The URL's signature never appears in an error message.
         """
         target = self.client.base_url.join(url)
-        if (target.scheme, target.host, target.port) != (
-            self.client.base_url.scheme,
-            self.client.base_url.host,
-            self.client.base_url.port,
-        ):
-            raise ApiError(f"download {url}: refusing to fetch from a host other than the server ({target.host})")
+        base = self.client.base_url
+        if (target.scheme, target.host, target.port) == (base.scheme, base.host, base.port):
+            self._fetch(self.client, url, dest, sha256, f"download {url}")
+            return dest
+        expected = sha256 or _sha256_named_by(target.path)
+        shown = f"{target.scheme}://{target.host}{target.path}"  # without the query: it holds the signature
+        if expected is None or target.scheme not in ("http", "https"):
+            raise ApiError(
+                f"download {shown}: refusing to fetch from a host other than the server ({target.host}) without "
+                "the sha256 to check it against"
+            )
+        with httpx.Client(timeout=self.client.timeout, transport=self.direct_transport) as direct:  # no token
+            try:
+                self._fetch(direct, str(target), dest, expected, f"download {shown} from the artifact store")
+            except ApiError as exc:
+                if exc.status in (400, 403):  # e.g. the presigned URL expired: the next claim gets a fresh one
+                    raise StoreUrlRefused(str(exc), status=exc.status, body=None) from None
+                raise
+        return dest
 
+    def _fetch(self, client: httpx.Client, url: str, dest: Path, sha256: str | None, describe: str) -> None:
         def attempt() -> httpx.Response:
             digest = hashlib.sha256()
-            with self.client.stream("GET", url) as response:
+            with client.stream("GET", url) as response:
                 if response.status_code >= 400:
                     response.read()
                     return response
@@ -143,11 +175,11 @@ class WorkerApi:
                         digest.update(chunk)
                         out.write(chunk)
             if sha256 and digest.hexdigest() != sha256:
-                raise ApiError(f"download {url}: sha256 mismatch (got {digest.hexdigest()[:12]}…, want {sha256[:12]}…)")
+                dest.unlink(missing_ok=True)
+                raise ApiError(f"{describe}: sha256 mismatch (got {digest.hexdigest()[:12]}…, want {sha256[:12]}…)")
             return response
 
-        self.retry.call(attempt, f"download {url}")
-        return dest
+        self.retry.call(attempt, describe)
 
     # ---------------------------------------------------------------- plumbing
     def _post_retried(self, path: str, describe: str, **kwargs: Any) -> httpx.Response:
@@ -168,6 +200,12 @@ class WorkerApi:
         if response.status_code >= 400:
             raise error_from_response(response, describe)
         return response
+
+
+def _sha256_named_by(path: str) -> str | None:
+    """The sha256 a content-addressed object's path names (its last segment), or None."""
+    name = path.rstrip("/").rsplit("/", 1)[-1].lower()
+    return name if len(name) == 64 and all(c in "0123456789abcdef" for c in name) else None
 
 
 def _lease(claim: LeasedJob) -> dict[str, str]:

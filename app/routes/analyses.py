@@ -42,8 +42,9 @@ from app.deps import (
 from app.job_queue import JobQueue
 from app.models import Analysis, AnalysisPublic, AnalysisSummaryPage, Artifact, Job
 from app.outcomes import DecisionFailed, decide_recommendation, store_recommendation
+from app.routes.artifacts import stored_file_response
 from app.settings import Settings
-from app.storage import ArtifactStore, IncomingFile, StoredFile
+from app.storage import ArtifactStorage, Incoming, StoredFile
 from app.suites import TAG_PATTERN, TAG_RULE
 from app.summaries import analysis_summary
 from app.upload_form import MAX_PARTS, FileLimit, ReceivedForm, receive_form
@@ -157,7 +158,7 @@ async def receive_and_submit(
     request: Request,
     session: Session,
     queue: JobQueue,
-    store: ArtifactStore,
+    store: ArtifactStorage,
     settings: Settings,
     principal: Principal,
     *,
@@ -295,7 +296,7 @@ def _parse_context(raw: str) -> dict:
         raise HTTPException(422, detail=exc.errors) from None
 
 
-def _store_model(incoming: IncomingFile, now) -> Artifact:  # noqa: ANN001
+def _store_model(incoming: Incoming, now) -> Artifact:  # noqa: ANN001
     """Check the model file (advisor.core.artifacts.sniff) and store it; its row (not yet added) for submit_analysis."""
     from advisor.core.artifacts import ArtifactRejected, sniff
 
@@ -306,7 +307,7 @@ def _store_model(incoming: IncomingFile, now) -> Artifact:  # noqa: ANN001
     return _artifact_row(stored, now, kind="model", info=info)
 
 
-def _store_inputs(incoming: IncomingFile, now) -> Artifact:  # noqa: ANN001
+def _store_inputs(incoming: Incoming, now) -> Artifact:  # noqa: ANN001
     stored, _ = incoming.commit()
     return _artifact_row(stored, now, kind="inputs", info=None)
 
@@ -468,4 +469,4 @@ def inputs_route(
     held = who.role != "worker" or queue.holds_live_lease(session, actor_of(who), analysis_id=analysis_id)
     if not held or analysis.inputs_sha256 is None or not store.exists(analysis.inputs_sha256):
         raise HTTPException(404, detail=f"analysis {analysis_id} has no inputs file")
-    return FileResponse(store.path_for(analysis.inputs_sha256), media_type="application/octet-stream")
+    return stored_file_response(store, analysis.inputs_sha256)

@@ -24,12 +24,27 @@ async def healthz() -> dict:
     return {"status": "ok"}
 
 
-@root_router.get("/readyz", summary="The database answers and is migrated")
+@root_router.get("/readyz", summary="The database answers and is migrated; the artifact store is reachable")
 async def readyz(request: Request) -> JSONResponse:
+    """`database` and `store` each say what was checked; `reason` is the first problem (or the database's state)."""
     ready, reason = await run_in_threadpool(database_ready, request.app.state.engine)
-    return JSONResponse(
-        {"status": "ready" if ready else "not ready", "reason": reason}, status_code=200 if ready else 503
-    )
+    store_ready, store_reason = await run_in_threadpool(store_ready_check, request.app.state.store)
+    body = {
+        "status": "ready" if ready and store_ready else "not ready",
+        "reason": reason if not ready or store_ready else store_reason,
+        "database": {"ready": ready, "detail": reason},
+        "store": {"ready": store_ready, "kind": request.app.state.store.kind, "detail": store_reason},
+    }
+    return JSONResponse(body, status_code=200 if ready and store_ready else 503)
+
+
+def store_ready_check(store) -> tuple[bool, str]:  # noqa: ANN001
+    """(ready, detail) of the artifact store: the directory is writable, or the bucket answers."""
+    try:
+        store.check_ready()
+    except Exception as exc:  # noqa: BLE001 - any client error means "not ready", with its text
+        return False, f"artifact store {store.describe()} unreachable: {type(exc).__name__}: {exc}"
+    return True, f"artifact store {store.describe()}"
 
 
 @root_router.get("/metrics", summary="Prometheus metrics")

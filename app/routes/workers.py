@@ -35,8 +35,11 @@ class ClaimedJob(BaseModel):
     analysis_id: int
     attempt: int
     artifact_sha256: str
+    # where to fetch the files: the server's own routes (local store), or presigned URLs of the object store, each
+    # for one object and valid for ADVISOR_ARTIFACT_URL_TTL_S; the worker checks what it fetched against the sha256
     artifact_url: str
     inputs_url: str | None
+    inputs_sha256: str | None = None
     context: dict
     backends: list[str]
     # "measure": inspect and measure; "inspect": the inspection alone (its analysis' target has no worker yet)
@@ -89,7 +92,9 @@ async def claim(
     deadline = time.monotonic() + min(wait, settings.poll_timeout_s)
     engine, actor = request.app.state.engine, actor_of(who)
     while True:
-        response = await run_in_threadpool(_try_claim, engine, queue, worker_id, actor, str(request.base_url))
+        response = await run_in_threadpool(
+            _try_claim, engine, queue, worker_id, actor, str(request.base_url), request.app.state.store, settings
+        )
         if response is not None:
             return response
         remaining = deadline - time.monotonic()
@@ -98,21 +103,29 @@ async def claim(
         await asyncio.sleep(min(settings.claim_poll_interval_s, remaining))
 
 
-def _try_claim(engine, queue, worker_id: str, actor: Actor, base_url: str) -> ClaimResponse | None:  # noqa: ANN001
+def _try_claim(engine, queue, worker_id: str, actor: Actor, base_url: str, store, settings) -> ClaimResponse | None:  # noqa: ANN001
     with Session(engine, expire_on_commit=False) as session:
         lease: JobClaim | None = queue.claim(session, worker_id=worker_id, actor=actor)
         if lease is None:
             return None
         analysis = session.get(Analysis, lease.job.analysis_id)
         api = base_url.rstrip("/") + "/api/v1"
+        ttl = settings.artifact_url_ttl_s
+        artifact_url = (
+            store.download_url(analysis.artifact_sha256, ttl) or f"{api}/artifacts/{analysis.artifact_sha256}"
+        )
+        inputs_url = None
+        if analysis.inputs_sha256:
+            inputs_url = store.download_url(analysis.inputs_sha256, ttl) or f"{api}/analyses/{analysis.id}/inputs"
         return ClaimResponse(
             job=ClaimedJob(
                 id=lease.job.id,
                 analysis_id=analysis.id,
                 attempt=lease.job.attempts,
                 artifact_sha256=analysis.artifact_sha256,
-                artifact_url=f"{api}/artifacts/{analysis.artifact_sha256}",
-                inputs_url=f"{api}/analyses/{analysis.id}/inputs" if analysis.inputs_sha256 else None,
+                artifact_url=artifact_url,
+                inputs_url=inputs_url,
+                inputs_sha256=analysis.inputs_sha256,
                 context=analysis.context,
                 backends=lease.job.backends,
                 purpose=lease.job.purpose,

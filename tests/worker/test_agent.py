@@ -144,7 +144,7 @@ def test_download_verifies_sha256(api: WorkerApi, tmp_path: Path):
 
 def test_downloads_only_come_from_the_server_so_the_token_stays_there(api: WorkerApi, tmp_path: Path):
     with pytest.raises(ApiError, match="refusing to fetch from a host other than the server"):
-        api.download(f"http://elsewhere.example/api/v1/artifacts/{ARTIFACT_SHA}", tmp_path / "x")
+        api.download("http://elsewhere.example/api/v1/analyses/7/inputs", tmp_path / "x")  # names no sha256
     api.download(f"http://advisor.test/api/v1/artifacts/{ARTIFACT_SHA}", tmp_path / "y", sha256=ARTIFACT_SHA)
 
 

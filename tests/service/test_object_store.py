@@ -1,0 +1,311 @@
+"""Artifacts in S3-compatible object storage (issue 30, app.object_store), against a real S3 protocol server the tests
+start (moto's server mode on 127.0.0.1): upload, dedupe, a refused upload leaves no object, an interrupted multipart
+upload is aborted, presigned URLs expire, and a worker on a replica that never saw the upload measures it."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("boto3")
+moto_server = pytest.importorskip("moto.server")
+
+from app.object_store import S3ArtifactStore, S3Location, s3_client  # noqa: E402
+
+from .synthetic_models import exported_program_bytes  # noqa: E402
+
+CPU_CONTEXT = json.dumps({"stage": "production", "target": "cpu"})
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "advisor-test", "AWS_SECRET_ACCESS_KEY": "advisor-test-secret"}
+REGION = "us-east-1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    """A real S3 protocol server (moto) on a free port of 127.0.0.1, for this module."""
+    port = free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The credentials come from the environment, as boto3 reads them everywhere."""
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
+def s3(s3_endpoint: str, credentials: None):  # noqa: ANN201
+    return s3_client(endpoint_url=s3_endpoint, region=REGION)
+
+
+@pytest.fixture
+def bucket(s3) -> str:  # noqa: ANN001
+    """A fresh bucket."""
+    name = f"advisor-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def s3_app(make_app, s3_endpoint: str, bucket: str):  # noqa: ANN001, ANN201
+    """An app whose artifacts live in the bucket under `team/`, uploads up to 64 MiB."""
+    from fastapi.testclient import TestClient
+
+    app = make_app(
+        artifact_store=f"s3://{bucket}/team",
+        s3_endpoint_url=s3_endpoint,
+        s3_region=REGION,
+        max_upload_mb=64,
+    )
+    with TestClient(app) as client:
+        yield client
+
+
+def keys(s3, bucket: str) -> list[str]:  # noqa: ANN001
+    return sorted(item["Key"] for item in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
+
+
+def open_multipart_uploads(s3, bucket: str) -> list[str]:  # noqa: ANN001
+    return [upload["Key"] for upload in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
+
+
+def submit(client, data: bytes, **extra):  # noqa: ANN001, ANN003, ANN201
+    return client.post("/api/v1/analyze", files={"model": ("m.pt2", data)}, data={"context": CPU_CONTEXT, **extra})
+
+
+def test_an_upload_is_stored_under_its_hash_in_the_bucket_and_deduplicated(s3_app, s3, bucket, settings):
+    import hashlib
+
+    big = exported_program_bytes(1, size=20 << 20)  # three parts of a multipart upload
+    small = exported_program_bytes(2)  # one request
+    for data in (big, small):
+        first = submit(s3_app, data)
+        assert first.status_code == 202, first.text
+        again = submit(s3_app, data)
+        assert again.status_code == 200 and again.json()["deduplicated"] is True
+        assert again.json()["id"] == first.json()["id"]
+    shas = sorted(hashlib.sha256(data).hexdigest() for data in (big, small))
+    assert keys(s3, bucket) == [f"team/artifacts/{sha[:2]}/{sha}" for sha in shas]
+    assert open_multipart_uploads(s3, bucket) == []
+    stored = s3.get_object(Bucket=bucket, Key=f"team/artifacts/{shas[0][:2]}/{shas[0]}")["Body"].read()
+    assert stored in (big, small)
+    assert not settings.artifacts_dir.exists() or not any(settings.artifacts_dir.rglob("*")), "nothing on local disk"
+    # a user downloads it through the API (streamed from the store)
+    sha = hashlib.sha256(big).hexdigest()
+    assert s3_app.get(f"/api/v1/artifacts/{sha}").content == big
+
+
+@pytest.mark.parametrize(
+    "data, status",
+    [
+        (b"\x80\x04" + b"\0" * (12 << 20), 415),  # a pickled checkpoint, refused after it was received (multipart)
+        (b"\x80\x04" + b"\0" * 1000, 415),  # the same, small (one request)
+        (exported_program_bytes(3, size=(64 << 20) + (512 << 10)), 413),  # over the cap: stopped while it arrives
+    ],
+    ids=["refused-large", "refused-small", "too-large"],
+)
+def test_a_refused_upload_leaves_no_object_and_no_multipart_upload(s3_app, s3, bucket, data, status):
+    answer = submit(s3_app, data)
+    assert answer.status_code == status, answer.text
+    assert keys(s3, bucket) == []
+    assert open_multipart_uploads(s3, bucket) == []
+
+
+def test_an_interrupted_upload_is_aborted_and_a_killed_servers_leftovers_are_swept(s3_endpoint, s3, bucket):
+    store = S3ArtifactStore(S3Location.parse(f"s3://{bucket}/team"), s3)
+    interrupted = store.receive(max_bytes=64 << 20)
+    interrupted.write(b"\0" * (9 << 20))  # one part sent: the multipart upload exists
+    assert open_multipart_uploads(s3, bucket) == [interrupted.key]
+    interrupted.discard()  # what the server does when the client goes away mid-upload
+    assert open_multipart_uploads(s3, bucket) == [] and keys(s3, bucket) == []
+
+    left = store.receive(max_bytes=64 << 20)
+    left.write(b"\0" * (9 << 20))  # ... and a server killed here leaves this one
+    assert store.discard_incomplete() == 0, "a young upload may be another replica's: kept"
+    assert store.discard_incomplete(min_age_s=0) == 1
+    assert open_multipart_uploads(s3, bucket) == [] and keys(s3, bucket) == []
+
+
+def test_an_interrupted_upload_over_a_socket_leaves_nothing(s3_app, s3, bucket):
+    """The client sends part of a large upload and goes away: the server aborts the multipart upload."""
+    import threading
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(s3_app.app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        port = server.config.port
+        boundary = "b" * 16
+        preamble = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="context"\r\n\r\n{CPU_CONTEXT}\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.pt2"\r\n\r\n'
+        ).encode()
+        head = (
+            f"POST /api/v1/analyze HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {40 << 20}\r\n\r\n"
+        ).encode()
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(head + preamble + b"\0" * (20 << 20))
+            deadline = time.monotonic() + 20
+            while not open_multipart_uploads(s3, bucket):  # parts are on their way to the store
+                assert time.monotonic() < deadline, "no multipart upload started"
+                time.sleep(0.05)
+        deadline = time.monotonic() + 20
+        while open_multipart_uploads(s3, bucket):
+            assert time.monotonic() < deadline, "the interrupted upload's multipart upload was not aborted"
+            time.sleep(0.05)
+        assert keys(s3, bucket) == []
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_a_presigned_url_serves_one_object_for_a_bounded_time(s3, bucket):
+    """moto's server does not check signatures or expiry (it serves an expired URL), so the lifetime is checked in
+    the URL the store signs; a store's refusal of an expired URL is tests/worker/test_store_download.py's."""
+    from urllib.parse import parse_qs, urlparse
+
+    store = S3ArtifactStore(S3Location.parse(f"s3://{bucket}/team"), s3)
+    stored, _ = store.save(io.BytesIO(b"model bytes"), max_bytes=1 << 20)
+    url = store.download_url(stored.sha256, expires_s=30)
+    assert httpx.get(url).content == b"model bytes"
+    query = parse_qs(urlparse(url).query)
+    assert query["X-Amz-Expires"] == ["30"] and query["X-Amz-SignedHeaders"] == ["host"]
+    assert urlparse(url).path.endswith(f"/team/artifacts/{stored.sha256[:2]}/{stored.sha256}"), "one object"
+    capped = parse_qs(urlparse(store.download_url(stored.sha256, expires_s=10**9)).query)
+    assert capped["X-Amz-Expires"] == [str(7 * 24 * 3600)], "never longer than SigV4 allows"
+
+
+def test_the_server_hands_out_presigned_urls_with_the_job(s3_app, s3_endpoint, bucket):
+    import hashlib
+
+    data = exported_program_bytes(9)
+    assert submit(s3_app, data).status_code == 202
+    worker = s3_app.post(
+        "/api/v1/workers/register", json={"name": "w", "device_kind": "cpu", "backends": ["eager"], "environment": {}}
+    ).json()["worker_id"]
+    job = s3_app.post(f"/api/v1/workers/{worker}/claim").json()["job"]
+    sha = hashlib.sha256(data).hexdigest()
+    assert job["artifact_sha256"] == sha
+    assert job["artifact_url"].startswith(f"{s3_endpoint}/{bucket}/team/artifacts/{sha[:2]}/{sha}?")
+    assert "X-Amz-Expires=900" in job["artifact_url"]
+    assert httpx.get(job["artifact_url"]).content == data
+
+
+def test_readyz_reports_the_store_and_the_database(make_app, s3_endpoint, bucket):
+    from fastapi.testclient import TestClient
+
+    with TestClient(make_app(artifact_store=f"s3://{bucket}", s3_endpoint_url=s3_endpoint, s3_region=REGION)) as ok:
+        ready = ok.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["store"] == {"ready": True, "kind": "s3", "detail": f"artifact store s3://{bucket}/"}
+        assert ready.json()["database"]["ready"] is True
+    missing = make_app(artifact_store="s3://no-such-bucket-here", s3_endpoint_url=s3_endpoint, s3_region=REGION)
+    with TestClient(missing) as gone:
+        answer = gone.get("/readyz")
+        assert answer.status_code == 503
+        assert answer.json()["store"]["ready"] is False and "no-such-bucket-here" in answer.json()["reason"]
+
+
+# ---------------------------------------------------------------------------- replicas
+CLI = [sys.executable, "-c", "from advisor.cli import app; app()"]
+
+
+@pytest.mark.slow
+def test_a_worker_on_a_replica_that_never_saw_the_upload_measures_it(
+    tmp_path: Path, s3_endpoint: str, bucket: str, model_file: Path
+):
+    from service_env import service_environment
+
+    env = (
+        service_environment()
+        | CREDENTIALS
+        | {
+            "ADVISOR_ARTIFACT_STORE": f"s3://{bucket}/team",
+            "ADVISOR_S3_ENDPOINT_URL": s3_endpoint,
+            "ADVISOR_S3_REGION": REGION,
+            "ADVISOR_DATABASE_URL": f"sqlite:///{tmp_path / 'shared.db'}",
+        }
+    )
+    processes: list[subprocess.Popen] = []
+
+    def start(*args: str, log: str) -> subprocess.Popen:
+        out = (tmp_path / log).open("ab")
+        process = subprocess.Popen([*CLI, *args], stdout=out, stderr=subprocess.STDOUT, env=env)
+        processes.append(process)
+        return process
+
+    def replica(name: str) -> str:
+        port = free_port()
+        process = start("serve", "--no-worker", "--port", str(port), "--data-dir", str(tmp_path / name), log=name)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, (tmp_path / name).read_text()
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    return url
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, (tmp_path / name).read_text()
+            time.sleep(0.2)
+
+    try:
+        a = replica("a")
+        b = replica("b")
+        files = {"model": (model_file.name, model_file.read_bytes())}
+        accepted = httpx.post(f"{a}/api/v1/analyze", files=files, data={"context": CPU_CONTEXT}, timeout=60)
+        assert accepted.status_code == 202, accepted.text
+        analysis_id = accepted.json()["id"]
+        assert not list((tmp_path / "b").rglob("artifacts/*/*")), "replica b holds no copy"
+        start("worker", "--server", b, "--backends", "eager", "--name", "on-b", log="worker.log")
+        deadline = time.monotonic() + 240
+        while True:
+            view = httpx.get(f"{b}/api/v1/analyses/{analysis_id}", timeout=10).json()
+            if view["status"] in ("done", "failed"):
+                break
+            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
+            time.sleep(0.5)
+        assert view["status"] == "done", (view.get("error"), (tmp_path / "worker.log").read_text()[-3000:])
+        assert view["measured_by"]["name"] == "on-b"
+        assert [row["status"] for row in view["measurements"]["measurements"]] == ["ok"]
+        assert "X-Amz-Signature" not in (tmp_path / "worker.log").read_text(), "no presigned URL in the logs"
+        assert "/api/v1/artifacts/" not in (tmp_path / "b").read_text(), "the model came from the store, not replica b"
+        assert "GET /api/v1/artifacts/" not in (tmp_path / "a").read_text()
+    finally:
+        for process in processes[::-1]:
+            if process.poll() is None:
+                process.terminate()
+        for process in processes:
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
