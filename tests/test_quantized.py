@@ -143,6 +143,28 @@ def test_an_int8_row_within_the_tolerated_drift_qualifies_and_one_beyond_it_is_e
     assert (rec["backend"], rec["mode"]) == ("onnxruntime", "default")
 
 
+def test_an_option_whose_deployed_model_alone_is_over_the_memory_budget_is_excluded_and_a_smaller_int8_one_fits() -> (
+    None
+):
+    def sized(row: dict, mib: float) -> dict:
+        return {**row, "serialized_bytes": int(mib * 2**20), "peak_memory_mb": 10.0}
+
+    eager = sized(measurement("eager", median_ms=10.0, device="cpu"), 40)
+    ort = sized(measurement("onnxruntime", median_ms=8.0, eager_ms=10.0, device="cpu"), 40)
+    int8 = measurement("onnxruntime", mode="int8", median_ms=9.0, eager_ms=10.0, device="cpu")
+    int8["accuracy"] = {**int8["accuracy"], "quantized": {**INT8_DRIFT}}
+    int8 = sized(int8, 11)
+    context = {"target": "cpu", "expected_calls_per_compile": 10**9, "memory_budget_mb": 32}
+    rec = decide(context, None, run(eager, ort, int8, device="cpu"))
+    assert (
+        rec["why_not"]["onnxruntime:default"] == "over the memory budget: the deployed model alone is 40 MiB > 32 MiB"
+    )
+    assert (rec["backend"], rec["mode"]) == ("onnxruntime", "int8")
+    # without a budget the faster float export wins
+    rec = decide({**context, "memory_budget_mb": None}, None, run(eager, ort, int8, device="cpu"))
+    assert (rec["backend"], rec["mode"]) == ("onnxruntime", "default")
+
+
 # ------------------------------------------------------------------ measured end to end, in sandboxed children
 def _tiny_cnn():
     import torch
@@ -217,12 +239,16 @@ def test_onnxruntime_int8_measures_a_cnn_static_and_a_transformer_dynamic_and_a_
             remeasure=False,
         )
         rows[name] = {(r["backend"], r["mode"]): r for r in measured["measurements"]}[("onnxruntime", "int8")]
+        eager = {(r["backend"], r["mode"]): r for r in measured["measurements"]}[("eager", "default")]
+        assert eager["serialized_bytes"] > 0  # the float weights
     for name, kind in (("cnn", "static QDQ"), ("transformer", "dynamic")):
         row = rows[name]
         assert row["status"] == "ok", (row["reason"], row["stderr_tail"])
         assert row["compile_breakdown"]["quantization"].startswith(kind)
         # sizes of both files (a model this small does not shrink: the quantization parameters outweigh its weights)
         assert row["compile_breakdown"]["int8_bytes"] > 0 and row["compile_breakdown"]["fp32_bytes"] > 0
+        assert row["serialized_bytes"] == row["compile_breakdown"]["int8_bytes"]  # the file it deploys
+        assert row["peak_memory_mb"] is not None
         assert row["compile_s_cold"] >= row["compile_breakdown"]["quantize_s"] > 0
         drift = row["accuracy"]["quantized"]
         assert drift["cosine"] >= 0.99 and drift["top1_rows"] == 4 and drift["max_abs_err"] > 0
@@ -257,8 +283,12 @@ def test_pt2e_int8_compiled_by_inductor_measures_a_cnn(tmp_path) -> None:
         timeout_s=600,
         remeasure=False,
     )
-    row = {(r["backend"], r["mode"]): r for r in measured["measurements"]}[("inductor", "pt2e-int8")]
+    rows = {(r["backend"], r["mode"]): r for r in measured["measurements"]}
+    row = rows[("inductor", "pt2e-int8")]
     assert row["status"] == "ok", (row["reason"], row["stderr_tail"])
+    # int8 weights with their scales and zero points, against the float ones (8*3*3*3+8 + 8*10+10 floats: 1256 bytes)
+    assert rows[("eager", "default")]["serialized_bytes"] == 1256
+    assert 0 < row["serialized_bytes"] < 1256 * 0.6
     breakdown = row["compile_breakdown"]
     assert breakdown["calibrate_s"] > 0 and breakdown["freezing"] is False  # conv: see InductorBackend
     assert row["compile_s_cold"] > breakdown["export_s"] + breakdown["calibrate_s"] + breakdown["convert_s"]

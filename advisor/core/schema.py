@@ -164,6 +164,9 @@ class MeasurementRowDict(TypedDict, total=False):
     speedup_ci: list[float] | None  # [low, high]
     peak_memory_mb: float | None
     memory_kind: Literal["device", "rss"] | None
+    # bytes of what the option deploys: the .onnx file (ONNX Runtime), the int8 weights and quantization parameters
+    # (PT2E int8), the model's float weights otherwise (advisor.harness.backends.quantize.serialized_bytes)
+    serialized_bytes: int | None
     accuracy: Accuracy | None
     graph_count: int | None
     graph_breaks: int | None

@@ -18,7 +18,7 @@ from typing import Any
 
 from advisor.core import catalogue, noise
 from advisor.core.context import DeploymentContext
-from advisor.core.decision import quantized_rules
+from advisor.core.decision import footprint, quantized_rules
 
 # Backend facts (devices, display names, simplicity ranks) live in advisor.core.catalogue; re-exported for callers.
 TORCHAIR_EXPORT_MODE = catalogue.TORCHAIR_EXPORT_MODE
@@ -342,9 +342,10 @@ def exclusion_reason(option: Option, context: DeploymentContext) -> str | None:
     if (row.get("accuracy") or {}).get("passed") is False:
         detail = (row.get("accuracy") or {}).get("reason") or "outputs differ from the float64 reference"
         return f"failed the accuracy check: {detail}"
-    drift = quantized_rules.drift_exclusion(row, context)  # int8 rows: the context's tolerated drift
-    if drift:
-        return drift
+    # int8 rows: the context's tolerated drift; every row: its deployed size against the memory budget
+    footprint_reason = quantized_rules.drift_exclusion(row, context) or footprint.size_exclusion(row, context)
+    if footprint_reason:
+        return footprint_reason
     p99 = option.stat("p99_ms")
     if context.latency_target_ms is not None and p99 is not None and p99 > context.latency_target_ms:
         return f"over the latency target: p99 {p99:.3g} ms > {context.latency_target_ms:g} ms"

@@ -52,6 +52,7 @@ class MeasurementRow(Open):
     speedup_ci: list[float] | None = Field(default=None, max_length=2)  # [low, high]
     peak_memory_mb: float | None = None
     memory_kind: Label | None = None  # device | rss
+    serialized_bytes: int | None = None  # what the option deploys: .onnx file, int8 weights, float weights
     accuracy: Accuracy | None = None
     graph_count: Count | None = None
     graph_breaks: Count | None = None

@@ -69,7 +69,7 @@ class InductorBackend(Backend, catalogue_name="inductor"):
         Q/DQ graph without freezing and the row's `compile_breakdown.freezing` says so."""
         import torch
 
-        from advisor.harness.backends.quantize import has_convolution, pt2e_int8
+        from advisor.harness.backends.quantize import has_convolution, pt2e_int8, weights_bytes
 
         converted, steps = pt2e_int8(module, example_inputs)
         freezing = not has_convolution(converted)
@@ -79,6 +79,7 @@ class InductorBackend(Backend, catalogue_name="inductor"):
             "quantization": "PT2E static int8, calibrated on the example inputs",
             "freezing": freezing,
         }
+        compiled.serialized_bytes = weights_bytes(converted)  # int8 weights + scales and zero points
         return compiled
 
     def snippet(

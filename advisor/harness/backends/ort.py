@@ -93,6 +93,9 @@ class OnnxRuntimeBackend(Backend, catalogue_name="onnxruntime"):
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = onnxruntime.InferenceSession(path, options, providers=[_PROVIDERS[request.device]])
         runner = _SessionCallable(session)
+        runner.serialized_bytes = sum(  # the file a deployment ships (and its external weights, when saved apart)
+            os.path.getsize(p) for p in (path, path + ".data") if os.path.isfile(p)
+        )
         runner.compile_breakdown = {
             "export_s": 0.0 if cached else exported - started - quantized.get("quantize_s", 0.0),
             "session_s": time.perf_counter() - exported,
@@ -118,6 +121,7 @@ class _SessionCallable:
         self.session = session
         self.input_names = [i.name for i in session.get_inputs()]
         self.compile_breakdown: dict[str, Any] = {}
+        self.serialized_bytes: int | None = None
 
     def __call__(self, *inputs: Any) -> Any:
         import torch

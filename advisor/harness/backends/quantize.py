@@ -55,6 +55,55 @@ def pt2e_int8(module: Any, example_inputs: Sequence[Any]) -> tuple[Any, dict[str
     }
 
 
+def weights_bytes(module: Any) -> int:
+    """Bytes of the tensors a module runs with, each storage counted once: those its FX graphs read (`get_attr`:
+    where an unlifted ExportedProgram keeps its weights and PT2E its int8 weights, scales and zero points; convert_pt2e
+    leaves the float originals registered but unused), or, for a module without such a graph, its parameters and
+    buffers."""
+    import torch
+
+    tensors: list[Any] = []
+    if isinstance(module, torch.nn.Module):
+        for sub in module.modules():
+            graph = getattr(sub, "graph", None)
+            if not isinstance(graph, torch.fx.Graph):
+                continue
+            for node in graph.nodes:
+                if node.op != "get_attr":
+                    continue
+                value: Any = sub
+                for part in str(node.target).split("."):
+                    value = getattr(value, part, None)
+                if isinstance(value, torch.Tensor):
+                    tensors.append(value)
+        if not tensors:  # not a graph (or one that takes its weights as inputs): every parameter and buffer
+            tensors += [t for _, t in module.named_parameters(remove_duplicate=True)]
+            tensors += [t for _, t in module.named_buffers(remove_duplicate=True)]
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for tensor in tensors:
+        if tensor.is_meta:
+            continue
+        key = (tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes())
+        if key in seen:
+            continue
+        seen.add(key)
+        total += tensor.untyped_storage().nbytes()
+    return total
+
+
+def serialized_bytes(compiled: Any, module: Any) -> int | None:
+    """What an option deploys, in bytes: the backend's own figure when its callable carries `serialized_bytes` (the
+    .onnx file, the int8 model's weights), else the float module's weights (eager, Inductor, TorchAir...)."""
+    own = getattr(compiled, "serialized_bytes", None)
+    if isinstance(own, int):
+        return own
+    try:
+        return weights_bytes(module)
+    except Exception:  # a module whose tensors cannot be walked: no figure rather than a failed row
+        return None
+
+
 def has_convolution(graph_module: Any) -> bool:
     """Whether a PT2E-converted graph calls a convolution (aten.conv2d, aten.convolution, ...)."""
     return any(node.op == "call_function" and "conv" in str(node.target) for node in graph_module.graph.nodes)

@@ -174,6 +174,10 @@ def measure_variant(
             raise stage_error(exc, "the first (compiling) call") from exc
         frames_after_first = dynamo_counter("frames", "total")
         result.update(first_call_s=compile_s[0] + first_call_s, **graph_stats())
+        if not steps:  # what the option deploys (a training step's optimizer state is in `training` instead)
+            from advisor.harness.backends.quantize import serialized_bytes
+
+            result["serialized_bytes"] = serialized_bytes(compiled, module)
         breakdown = compile_breakdown(compiled)
         if breakdown is not None:
             result["compile_breakdown"] = {**breakdown, "first_call_s": first_call_s}
