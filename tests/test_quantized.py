@@ -290,7 +290,9 @@ def test_pt2e_int8_compiled_by_inductor_measures_a_cnn(tmp_path) -> None:
     assert rows[("eager", "default")]["serialized_bytes"] == 1256
     assert 0 < row["serialized_bytes"] < 1256 * 0.6
     breakdown = row["compile_breakdown"]
-    assert breakdown["calibrate_s"] > 0 and breakdown["freezing"] is False  # conv: see InductorBackend
+    assert breakdown["calibrate_s"] > 0
+    # freezing fails on this conv graph with torch 2.13 + torchao 0.18, and the first call compiled it without
+    assert breakdown["freezing"] is False and "qconv_prepack" in breakdown["freezing_error"]
     assert row["compile_s_cold"] > breakdown["export_s"] + breakdown["calibrate_s"] + breakdown["convert_s"]
     drift = row["accuracy"]["quantized"]
     assert row["accuracy"]["passed"] is True and drift["cosine"] >= 0.99 and drift["top1_agreement"] is not None

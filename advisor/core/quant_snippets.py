@@ -35,11 +35,16 @@ def pt2e_int8_snippet(call: str = POSITIONAL_CALL) -> str:
                 f"    {calibrate}  # calibration: the example inputs (use a few hundred real samples)",
                 "quantized = convert_pt2e(prepared)",
                 "# freezing packs the int8 weights for oneDNN (the PT2E X86 Inductor recipe); with torch 2.13 and",
-                "# torchao 0.18 it fails on convolutions (onednn.qconv_prepack has no fake kernel), so not for them",
-                'has_conv = any("conv" in str(node.target) for node in quantized.graph.nodes)',
-                'quantized = torch.compile(quantized, options={"freezing": not has_conv})',
-                "with torch.no_grad():",
-                f"    outputs = {invocation}",
+                "# torchao 0.18 it fails on some graphs (onednn.qconv_prepack / qlinear_prepack have no fake kernel)",
+                "try:",
+                '    compiled = torch.compile(quantized, options={"freezing": True})',
+                "    with torch.no_grad():",
+                f"        outputs = {invocation.replace('quantized(', 'compiled(', 1)}  # first call compiles",
+                "except Exception:  # torch._inductor.exc.InductorError: UnsupportedOperatorException ... prepack",
+                "    torch._dynamo.reset()",
+                '    compiled = torch.compile(quantized, options={"freezing": False})',
+                "    with torch.no_grad():",
+                f"        outputs = {invocation.replace('quantized(', 'compiled(', 1)}",
             ]
         )
         + "\n"

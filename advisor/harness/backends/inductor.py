@@ -63,22 +63,16 @@ class InductorBackend(Backend, catalogue_name="inductor"):
 
     def _compile_pt2e_int8(self, module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> Callable:
         """Export, prepare with the X86 Inductor quantizer, calibrate on the example inputs, convert (all in
-        `compile()`, so in the cold compile), then `torch.compile` with freezing as the PT2E X86 recipe does, except
-        for a graph with convolutions: with torch 2.13 and torchao 0.18 freezing fails there (`InductorError:
-        UnsupportedOperatorException: onednn.qconv_prepack.default`, an op with no fake kernel), so it compiles the
-        Q/DQ graph without freezing and the row's `compile_breakdown.freezing` says so."""
-        import torch
-
-        from advisor.harness.backends.quantize import has_convolution, pt2e_int8, weights_bytes
+        `compile()`, so in the cold compile), then `torch.compile` with freezing as the PT2E X86 recipe does. With
+        torch 2.13 and torchao 0.18 freezing fails on some graphs (convolutions; DistilBERT's 3-D linears) with
+        `InductorError: UnsupportedOperatorException: onednn.qconv_prepack.default` (or `qlinear_prepack`: ops with
+        no fake kernel); then the first call compiles the Q/DQ graph again without freezing, the failed attempt
+        counting in the cold compile, and the row's `compile_breakdown` says so (`freezing`, `freezing_error`)."""
+        from advisor.harness.backends.quantize import FreezingFallback, pt2e_int8, weights_bytes
 
         converted, steps = pt2e_int8(module, example_inputs)
-        freezing = not has_convolution(converted)
-        compiled = run_for_workload(torch.compile(converted, options={"freezing": freezing}), request.workload)
-        compiled.compile_breakdown = {
-            **steps,
-            "quantization": "PT2E static int8, calibrated on the example inputs",
-            "freezing": freezing,
-        }
+        compiled = FreezingFallback(converted, request.workload)
+        compiled.compile_breakdown.update(steps, quantization="PT2E static int8, calibrated on the example inputs")
         compiled.serialized_bytes = weights_bytes(converted)  # int8 weights + scales and zero points
         return compiled
 

@@ -104,9 +104,46 @@ def serialized_bytes(compiled: Any, module: Any) -> int | None:
         return None
 
 
-def has_convolution(graph_module: Any) -> bool:
-    """Whether a PT2E-converted graph calls a convolution (aten.conv2d, aten.convolution, ...)."""
-    return any(node.op == "call_function" and "conv" in str(node.target) for node in graph_module.graph.nodes)
+class FreezingFallback:
+    """`torch.compile(converted, options={"freezing": True})`, compiled by its first call; when that fails on a oneDNN
+    prepack op without a fake kernel (torch 2.13 + torchao 0.18), Dynamo is reset and the graph compiled without
+    freezing. `compile_breakdown["freezing"]` says which one runs, `freezing_error` why freezing was dropped."""
+
+    def __init__(self, converted: Any, workload: str) -> None:
+        self.converted, self.workload = converted, workload
+        self.fn = self._compiled(freezing=True)
+        self.first = True
+        self.compile_breakdown: dict[str, Any] = {"freezing": True}
+        self.serialized_bytes: int | None = None
+
+    def _compiled(self, *, freezing: bool) -> Any:
+        import torch
+
+        from advisor.harness.backends.base import run_for_workload
+
+        return run_for_workload(torch.compile(self.converted, options={"freezing": freezing}), self.workload)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.first:
+            return self.fn(*args, **kwargs)
+        self.first = False
+        try:
+            return self.fn(*args, **kwargs)
+        except Exception as exc:
+            message = str(exc)
+            if "UnsupportedOperatorException" not in message or "prepack" not in message:
+                raise
+            import torch
+
+            torch._dynamo.reset()
+            self.compile_breakdown.update(freezing=False, freezing_error=first_error_line(exc))
+            self.fn = self._compiled(freezing=False)
+            return self.fn(*args, **kwargs)
+
+
+def first_error_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 def onnx_op_types(path: str) -> set[str]:
