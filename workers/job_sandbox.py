@@ -16,6 +16,7 @@ read-only: the interpreter, the project's code and Inductor's trusted precompile
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -106,7 +107,8 @@ class JobSandboxes:
         def say_when_ready() -> None:
             with self._changed:
                 self._changed.wait_for(lambda: not self._starting)
-            os.write(write_fd, b"1")
+            with contextlib.suppress(OSError):  # the runner may be gone already (a job that measured nothing)
+                os.write(write_fd, b"1")
             os.close(write_fd)
 
         threading.Thread(target=say_when_ready, name="spare-readiness", daemon=True).start()
