@@ -244,3 +244,19 @@ def _alive(pid: int) -> bool:
             return fh.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_child_the_host_cannot_find_still_reports_and_a_hung_one_stops_its_sandbox(monkeypatch):
+    """A quick child may end (and be reaped inside the sandbox) before the host looks it up in /proc: its result still
+    counts. One that must be killed but cannot be found alone takes its sandbox with it, never lingers."""
+    import advisor.harness.sandbox as sandbox_module
+
+    find = sandbox_module._host_pid
+    monkeypatch.setattr(sandbox_module, "_host_pid", lambda root, ns_pid: find(root, ns_pid) if ns_pid == 1 else None)
+    with Zygote(f"{T}:echo", {"value": None}, isolation=bubblewrap_or_skip()) as z:
+        assert z.start()
+        quick = run("echo", {"value": 5}, zygote=z)
+        assert quick.status == "ok" and quick.value["echo"] == 5
+        hung = run("sleep_for", {"seconds": 60}, zygote=z, timeout_s=1)
+        assert hung.status == "timeout"
+        assert not z._alive()  # stopped with everything in it

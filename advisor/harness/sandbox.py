@@ -317,11 +317,14 @@ def _wait(
             break
         streams.pump(on_progress, _POLL_S)
     # Kill the whole group either way: leftover compile workers or g++ must not outlive the stage.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    if ended_by != "exit" and isinstance(proc, _ForkedChild):
+    if proc.pid > 0:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(proc.pid, signal.SIGKILL)  # not reaped yet, so the pid is still this child's
+            os.killpg(proc.pid, signal.SIGKILL)
+        if ended_by != "exit" and isinstance(proc, _ForkedChild):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, signal.SIGKILL)  # not reaped yet, so the pid is still this child's
+    elif ended_by != "exit" and isinstance(proc, _ForkedChild):
+        proc.zygote._fail()  # a child the host could not find cannot be killed alone: its sandbox goes
     proc.wait()
     # what the child wrote before it ended (a grandchild killed above may still hold a write end: no end of file)
     drained_by = time.monotonic() + 2.0
@@ -508,13 +511,10 @@ class Zygote:
                 self._lock.release()
                 return None
             ns_pid = int(reply["pid"])
+            # not found: a quick child may have ended and been reaped already; its exit is still reported, and
+            # should it need killing, the whole sandbox is stopped instead (`_wait`)
             host_pid = _host_pid(self._root_pid(), ns_pid) if self.isolation.isolated else ns_pid
-            if host_pid is None or host_pid <= 0:  # cannot be found from here, so could not be killed: do not use it
-                self.problem = "the child could not be found from the host"
-                self._fail()
-                self._lock.release()
-                return None
-            return _ForkedChild(self, host_pid, ns_pid)
+            return _ForkedChild(self, host_pid if host_pid and host_pid > 0 else -1, ns_pid)
         except BaseException:
             self._fail()
             self._lock.release()
