@@ -22,18 +22,11 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session
 
 from advisor.core.noise import is_noisy
+from advisor.core.status import AnalysisStatus
 from app.job_queue import JobQueue
-from app.models import MEASURE, Analysis, Artifact, Job, Worker
+from app.models import ACTIVE_JOB_STATUSES, MEASURE, Analysis, Artifact, Job, JobStatus, Worker
 from app.storage import ArtifactStorage
 
-ANALYSIS_STATUS = {
-    "queued": "queued",
-    "running": "running",
-    "succeeded": "done",
-    "failed": "failed",
-    "cancelled": "cancelled",
-}
-JOB_STATUS = {analysis: job for job, analysis in ANALYSIS_STATUS.items()}
 SUBMIT_ATTEMPTS = 3  # a submission's transaction, again after losing an artifact-row insert race (PostgreSQL)
 _measure_job = and_(Job.analysis_id == Analysis.id, Job.purpose == MEASURE)  # the join "analysis and its job"
 SORTABLE = {
@@ -207,7 +200,7 @@ def _new_artifact_row(template: Artifact) -> Artifact:
 
 def _active_job(session: Session, key: str) -> Job | None:
     """A queued or running job with this dedupe key (the queue's unique index allows one)."""
-    return session.scalars(select(Job).where(Job.dedupe_key == key, Job.status.in_(("queued", "running")))).first()
+    return session.scalars(select(Job).where(Job.dedupe_key == key, Job.status.in_(ACTIVE_JOB_STATUSES))).first()
 
 
 def collect_orphans(session: Session, store: ArtifactStorage, *, min_age_s: float) -> list[str]:
@@ -268,13 +261,13 @@ def _recent_duplicate(session: Session, key: str, since: datetime) -> tuple[Anal
         select(Analysis, Job)
         .join(Job, _measure_job)
         .where(Analysis.dedupe_key == key, Analysis.created_at >= since)
-        .where(Job.status.in_(("queued", "running", "succeeded")))
+        .where(Job.status.in_((*ACTIVE_JOB_STATUSES, JobStatus.SUCCEEDED)))
         .order_by(Analysis.id.desc())
         .limit(1)
     ).first()
     if row is None:
         return None
-    if row[1].status == "succeeded" and is_noisy(row[0].measurements):
+    if row[1].status == JobStatus.SUCCEEDED and is_noisy(row[0].measurements):
         return None  # a noisy run is measured again, never served as the answer to a new submission
     return row[0], row[1]
 
@@ -302,7 +295,7 @@ def analysis_view(
         "inspection": analysis.inspection,
         "measurements": analysis.measurements,
         "recommendation": analysis.recommendation,
-        "error": job.last_error if job and view["status"] == "failed" else None,
+        "error": job.last_error if job and view["status"] == AnalysisStatus.FAILED else None,
         "waiting_for_worker": queue.waiting_for_worker(session, job, unmeasured=_unmeasured(analysis)) if job else None,
         "job": {"id": job.id, "attempts": job.attempts, "max_attempts": job.max_attempts} if job else None,
         "measured_by": measured_by(session, job),
@@ -312,7 +305,7 @@ def analysis_view(
 def measured_by(session: Session, job: Job | None) -> dict[str, str] | None:
     """The worker whose completion the analysis' measurements are ({"worker_id", "name"}), once its measure job
     succeeded; None before (an unmeasured recommendation, from an inspect job, names no one)."""
-    if job is None or job.status != "succeeded" or job.worker_id is None:
+    if job is None or job.status != JobStatus.SUCCEEDED or job.worker_id is None:
         return None
     worker = session.get(Worker, job.worker_id)
     return {"worker_id": job.worker_id, "name": worker.name if worker is not None else ""}
@@ -338,7 +331,7 @@ def analysis_core(
         position = queue.queue_position(session, job) if job else None
     return {
         "id": analysis.id,
-        "status": ANALYSIS_STATUS.get(job.status, job.status) if job else "failed",
+        "status": analysis_status(job),
         "stage": job.stage if job else None,
         "progress": job.progress if job else None,
         "model_name": analysis.model_name,
@@ -357,18 +350,25 @@ _QUEUE_POSITIONS = select(
     Job.id,
     select(func.count())
     .select_from(_AHEAD)
-    .where(_AHEAD.status == "queued", _AHEAD.device_kind == Job.device_kind)
+    .where(_AHEAD.status == JobStatus.QUEUED, _AHEAD.device_kind == Job.device_kind)
     .where(or_(_AHEAD.priority > Job.priority, and_(_AHEAD.priority == Job.priority, _AHEAD.id < Job.id)))
     .scalar_subquery(),
-).where(Job.id.in_(bindparam("ids", expanding=True)), Job.status == "queued")  # built once: a list page's statement
+).where(
+    Job.id.in_(bindparam("ids", expanding=True)), Job.status == JobStatus.QUEUED
+)  # built once: a list page's statement
 
 
 def queue_positions(session: Session, jobs: list[Job | None]) -> dict[int, int]:
     """{job id: position} for the queued ones among `jobs`, in one query (JobQueue.queue_position's numbers)."""
-    ids = [job.id for job in jobs if job is not None and job.status == "queued"]
+    ids = [job.id for job in jobs if job is not None and job.status == JobStatus.QUEUED]
     if not ids:
         return {}
     return {job_id: int(ahead or 0) + 1 for job_id, ahead in session.execute(_QUEUE_POSITIONS, {"ids": ids})}
+
+
+def analysis_status(job: Job | None) -> AnalysisStatus:
+    """The status an analysis shows: its measure job's (`succeeded` shows as `done`); failed without one."""
+    return JobStatus(job.status).analysis_status if job is not None else AnalysisStatus.FAILED
 
 
 def _last_change(analysis: Analysis, job: Job | None) -> datetime:
@@ -395,7 +395,7 @@ def list_analyses(
     """A page of (analysis, job) rows matching the filters, and the total count."""
     conditions = []
     if status:
-        conditions.append(Job.status == JOB_STATUS.get(status, status))
+        conditions.append(Job.status == JobStatus.of_analysis(status))
     if target:
         conditions.append(Analysis.target == target)
     if backend:

@@ -32,7 +32,18 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlmodel import Session
 
-from app.models import ANY_DEVICE, INSPECT, MEASURE, Analysis, Job, JobEvent, JobRequirement, Worker
+from app.models import (
+    ACTIVE_JOB_STATUSES,
+    ANY_DEVICE,
+    INSPECT,
+    MEASURE,
+    Analysis,
+    Job,
+    JobEvent,
+    JobRequirement,
+    JobStatus,
+    Worker,
+)
 from app.outcomes import DecisionFailed, decide_recommendation, store_outcome
 from app.results import (
     ERROR_CHARS,
@@ -237,7 +248,7 @@ class JobQueue:
         Cancelling a measure job cancels its analysis' inspection too."""
         with _transaction(session):
             job = self._get(session, job_id)
-            if job.status not in ("queued", "running"):
+            if job.status not in ACTIVE_JOB_STATUSES:
                 raise InvalidTransition(f"job {job_id} is already {job.status}; there is nothing to cancel")
             self._cancel_one(session, job)
             if job.purpose == MEASURE:
@@ -245,10 +256,10 @@ class JobQueue:
         return job
 
     def _cancel_one(self, session: Session, job: Job, detail: dict | None = None) -> None:
-        if job.status == "queued":
-            self._finish(session, job, "cancelled")
+        if job.status == JobStatus.QUEUED:
+            self._finish(session, job, JobStatus.CANCELLED)
             self._event(session, job, "cancelled", detail=detail)
-        elif job.status == "running" and not job.cancel_requested:
+        elif job.status == JobStatus.RUNNING and not job.cancel_requested:
             job.cancel_requested = True
             self._event(session, job, "cancel_requested", detail=detail)
 
@@ -256,7 +267,7 @@ class JobQueue:
         """Cancel an analysis' active inspect jobs: its measure job ended (or was cancelled), so they are moot."""
         for inspection in session.scalars(
             select(Job)
-            .where(Job.analysis_id == analysis_id, Job.purpose == INSPECT, Job.status.in_(("queued", "running")))
+            .where(Job.analysis_id == analysis_id, Job.purpose == INSPECT, Job.status.in_(ACTIVE_JOB_STATUSES))
             .with_for_update()
         ).all():
             self._cancel_one(session, inspection, detail={"reason": reason})
@@ -361,13 +372,13 @@ class JobQueue:
         """
         with _transaction(session):
             job = self._get(session, job_id)
-            if job.status == "succeeded" and self._token_matches(job, lease_token):
+            if job.status == JobStatus.SUCCEEDED and self._token_matches(job, lease_token):
                 return job, False
             job = self._leased(session, job_id, lease_token)
             if record_outcome is not None:
                 record_outcome(session, job)
             job.progress = 1.0
-            self._finish(session, job, "succeeded")
+            self._finish(session, job, JobStatus.SUCCEEDED)
             self._event(session, job, "completed")
             self._touch_worker(session, job.worker_id, self.clock())
         return job, True
@@ -395,13 +406,13 @@ class JobQueue:
         job = session.get(Job, job_id)
         if job is None:
             raise JobNotFound(f"job {job_id} does not exist")
-        repeat = job.status == "succeeded" and self._token_matches(job, lease_token)
+        repeat = job.status == JobStatus.SUCCEEDED and self._token_matches(job, lease_token)
         if not repeat:
             if not self._token_matches(job, lease_token):
                 raise StaleLease(
                     f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it"
                 )
-            if job.status != "running":
+            if job.status != JobStatus.RUNNING:
                 raise StaleLease(f"job {job_id} is already {job.status}; stop working on it")
         worker = session.get(Worker, job.worker_id) if job.worker_id is not None else None
         if not actor.may_act_for(worker.token_id if worker is not None else None):
@@ -445,22 +456,26 @@ class JobQueue:
         """Record a failed attempt: back to queued after a backoff, or `failed` (dead letter) when exhausted."""
         with _transaction(session):
             job = self._get(session, job_id)
-            if job.status in ("queued", "failed") and job.last_error == error and self._token_matches(job, lease_token):
+            if (
+                job.status in (JobStatus.QUEUED, JobStatus.FAILED)
+                and job.last_error == error
+                and self._token_matches(job, lease_token)
+            ):
                 return job  # the same report again (lost response)
             job = self._leased(session, job_id, lease_token)
             now = self.clock()
             job.last_error = error
             if job.cancel_requested:
-                self._finish(session, job, "cancelled")
+                self._finish(session, job, JobStatus.CANCELLED)
                 self._event(session, job, "cancelled", detail={"error": error})
             elif retryable and job.attempts < job.max_attempts:
                 delay = self.backoff_s(job.attempts)
-                job.status = "queued"
+                job.status = JobStatus.QUEUED
                 job.available_at = now + timedelta(seconds=delay)
                 job.lease_expires_at = None
                 self._event(session, job, "retry_scheduled", detail={"error": error, "delay_s": round(delay, 3)})
             else:
-                self._finish(session, job, "failed")
+                self._finish(session, job, JobStatus.FAILED)
                 self._event(session, job, "failed", detail={"error": error, "retryable": retryable})
             self._touch_worker(session, job.worker_id, now)
         return job
@@ -469,10 +484,10 @@ class JobQueue:
         """The worker stopped a job whose cancel it saw on a heartbeat."""
         with _transaction(session):
             job = self._get(session, job_id)
-            if job.status == "cancelled" and self._token_matches(job, lease_token):
+            if job.status == JobStatus.CANCELLED and self._token_matches(job, lease_token):
                 return job
             job = self._leased(session, job_id, lease_token)
-            self._finish(session, job, "cancelled")
+            self._finish(session, job, JobStatus.CANCELLED)
             self._event(session, job, "cancelled")
         return job
 
@@ -497,11 +512,11 @@ class JobQueue:
             now = self.clock()
             worker.state = "stopped"
             worker.last_seen_at = now
-            jobs = session.scalars(select(Job).where(Job.worker_id == worker_id, Job.status == "running")).all()
+            jobs = session.scalars(select(Job).where(Job.worker_id == worker_id, Job.status == JobStatus.RUNNING)).all()
             earlier = self._release_counts(session, [job.id for job in jobs])
             for job in jobs:
                 if job.cancel_requested:  # its worker left instead of confirming the cancel: done, not re-run
-                    self._finish(session, job, "cancelled")
+                    self._finish(session, job, JobStatus.CANCELLED)
                     self._event(session, job, "cancelled", detail={"reason": f"worker {worker_id} deregistered"})
                     continue
                 releases = earlier.get(job.id, 0) + 1
@@ -512,11 +527,11 @@ class JobQueue:
                         "releases so that workers leaving repeatedly cannot hold it forever"
                     )
                     job.attempts = max(0, job.attempts - 1)  # a release spends no attempt, the last one included
-                    self._finish(session, job, "failed")
+                    self._finish(session, job, JobStatus.FAILED)
                     self._event(session, job, "failed", detail={"error": job.last_error, "releases": releases})
                     report.dead_lettered.append(job.id)
                     continue
-                job.status = "queued"
+                job.status = JobStatus.QUEUED
                 job.attempts = max(0, job.attempts - 1)
                 job.available_at = now
                 job.lease_expires_at = None
@@ -533,13 +548,13 @@ class JobQueue:
             now = self.clock()
             expired = session.scalars(
                 select(Job)
-                .where(Job.status == "running", Job.lease_expires_at < now)
+                .where(Job.status == JobStatus.RUNNING, Job.lease_expires_at < now)
                 .where(or_(Job.cancel_requested.is_(True), Job.attempts >= Job.max_attempts))
                 .with_for_update(skip_locked=True)
             ).all()
             for job in expired:
                 if job.cancel_requested:
-                    self._finish(session, job, "cancelled")
+                    self._finish(session, job, JobStatus.CANCELLED)
                     self._event(session, job, "cancelled", detail={"reason": "lease expired after cancel"})
                     report.cancelled.append(job.id)
                 else:
@@ -547,7 +562,7 @@ class JobQueue:
                         f"lease expired: worker {job.worker_id} stopped sending heartbeats "
                         f"(attempt {job.attempts} of {job.max_attempts})"
                     )
-                    self._finish(session, job, "failed")
+                    self._finish(session, job, JobStatus.FAILED)
                     self._event(session, job, "failed", detail={"error": job.last_error})
                     report.failed.append(job.id)
             silent_since = now - timedelta(seconds=self.policy.worker_lost_after_s)
@@ -573,7 +588,9 @@ class JobQueue:
             select(Job.id)
             .join(Worker, Worker.id == Job.worker_id)
             .join(Analysis, Analysis.id == Job.analysis_id)
-            .where(Job.status == "running", Job.lease_expires_at > self.clock(), Worker.token_id == actor.token_id)
+            .where(
+                Job.status == JobStatus.RUNNING, Job.lease_expires_at > self.clock(), Worker.token_id == actor.token_id
+            )
         )
         if sha256 is not None:
             query = query.where(or_(Analysis.artifact_sha256 == sha256, Analysis.inputs_sha256 == sha256))
@@ -585,7 +602,7 @@ class JobQueue:
         """Why a queued measure job cannot be claimed by anyone now (see `unclaimable_reason`), worded for its
         analysis: `unmeasured` when the analysis shows an unmeasured recommendation (from its inspect job) meanwhile.
         None when some worker could claim it (or it is not queued)."""
-        if job.status != "queued" or job.purpose != MEASURE:
+        if job.status != JobStatus.QUEUED or job.purpose != MEASURE:
             return None
         reason = self.unclaimable_reason(session, job.device_kind, job.backends or ())
         kind = job.device_kind
@@ -631,12 +648,12 @@ class JobQueue:
     def queue_position(self, session: Session, job: Job) -> int | None:
         """1 = next for its device kind; None when the job is not waiting. Inspect jobs (kind "any") are not
         counted: they take seconds, and a worker of the kind would also take them first."""
-        if job.status != "queued":
+        if job.status != JobStatus.QUEUED:
             return None
         ahead = session.scalar(
             select(func.count())
             .select_from(Job)
-            .where(Job.status == "queued", Job.device_kind == job.device_kind)
+            .where(Job.status == JobStatus.QUEUED, Job.device_kind == job.device_kind)
             .where(or_(Job.priority > job.priority, and_(Job.priority == job.priority, Job.id < job.id)))
         )
         return int(ahead or 0) + 1
@@ -651,7 +668,9 @@ class JobQueue:
             by_state.setdefault(status, {})[kind] = count
         oldest: dict[str, dict] = {}
         for kind, created in session.execute(
-            select(Job.device_kind, func.min(Job.created_at)).where(Job.status == "queued").group_by(Job.device_kind)
+            select(Job.device_kind, func.min(Job.created_at))
+            .where(Job.status == JobStatus.QUEUED)
+            .group_by(Job.device_kind)
         ):
             created = _aware(created)
             oldest[kind] = {"created_at": created, "waiting_s": round((now - created).total_seconds(), 3)}
@@ -683,7 +702,7 @@ class JobQueue:
             raise StaleLease(
                 f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it"
             )
-        if job.status != "running":
+        if job.status != JobStatus.RUNNING:
             raise StaleLease(f"job {job_id} is already {job.status}; stop working on it")
         return job
 
@@ -702,7 +721,7 @@ class JobQueue:
     def _token_matches(job: Job, lease_token: str) -> bool:
         return job.lease_token is not None and hmac.compare_digest(job.lease_token, lease_token or "")
 
-    def _finish(self, session: Session, job: Job, status: str) -> None:
+    def _finish(self, session: Session, job: Job, status: JobStatus) -> None:
         """End a job. A measure job that ends (any way) ends its analysis' inspection too: it would be moot."""
         job.status = status
         job.finished_at = self.clock()
@@ -719,14 +738,14 @@ class JobQueue:
         waits for this inspect job's (no deadlock)."""
         query = (
             select(Job.id)
-            .where(Job.analysis_id == analysis_id, Job.purpose == MEASURE, Job.status.in_(("queued", "running")))
+            .where(Job.analysis_id == analysis_id, Job.purpose == MEASURE, Job.status.in_(ACTIVE_JOB_STATUSES))
             .with_for_update(skip_locked=True)
         )
         return session.scalar(query) is not None
 
     def _active_job_with_key(self, session: Session, dedupe_key: str) -> Job | None:
         return session.scalars(
-            select(Job).where(Job.dedupe_key == dedupe_key, Job.status.in_(("queued", "running")))
+            select(Job).where(Job.dedupe_key == dedupe_key, Job.status.in_(ACTIVE_JOB_STATUSES))
         ).first()
 
     def _touch_worker(self, session: Session, worker_id: str | None, now: datetime) -> None:
@@ -766,9 +785,9 @@ def _claim_statement():  # noqa: ANN202 - an ORM UPDATE ... RETURNING Job, built
         .correlate(candidate)
     )
     claimable = or_(
-        and_(candidate.status == "queued", candidate.available_at <= now),
+        and_(candidate.status == JobStatus.QUEUED, candidate.available_at <= now),
         and_(
-            candidate.status == "running",
+            candidate.status == JobStatus.RUNNING,
             candidate.lease_expires_at < now,
             candidate.attempts < candidate.max_attempts,
             candidate.cancel_requested.is_(False),
@@ -790,7 +809,7 @@ def _claim_statement():  # noqa: ANN202 - an ORM UPDATE ... RETURNING Job, built
         update(Job)
         .where(Job.id == next_job_id)
         .values(
-            status="running",
+            status=JobStatus.RUNNING,
             attempts=Job.attempts + 1,
             lease_token=bindparam("new_token"),
             worker_id=bindparam("new_worker_id"),

@@ -10,8 +10,8 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 from sqlmodel import Session
 
-from app.analyses import ANALYSIS_STATUS
-from app.models import MEASURE, Job
+from advisor.core.status import AnalysisStatus
+from app.models import MEASURE, Job, JobStatus
 
 JOB_DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, float("inf"))
 
@@ -31,12 +31,12 @@ class _DatabaseCollector(Collector):
                     Job.status, Job.device_kind, Job.purpose
                 )
             ).all()
-        per_status: dict[str, int] = dict.fromkeys(ANALYSIS_STATUS.values(), 0)
+        per_status: dict[str, int] = dict.fromkeys(AnalysisStatus, 0)
         per_depth: dict[tuple[str, str], int] = {}
         for status, device, purpose, count in rows:
             per_depth[status, device] = per_depth.get((status, device), 0) + count
             if purpose == MEASURE:  # an analysis' status is its measure job's (inspect jobs: device "any")
-                per_status[ANALYSIS_STATUS.get(status, status)] += count
+                per_status[JobStatus(status).analysis_status] += count
         for (status, device), count in per_depth.items():
             depth.add_metric([status, device], count)
         for status, count in per_status.items():

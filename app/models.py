@@ -7,13 +7,37 @@ inspection, measurements, recommendation) are stored as JSON columns in the shap
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 from sqlalchemy import JSON, BigInteger, Column, Index, Integer, text
 from sqlmodel import Field, SQLModel
 
-JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
-ACTIVE_JOB_STATES = ("queued", "running")
+from advisor.core.status import AnalysisStatus
+
+
+class JobStatus(StrEnum):
+    """A job's state (app.job_queue makes every transition): queued -> running -> succeeded | failed | cancelled.
+    A StrEnum: the stored strings are these values, so no migration came with it."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def analysis_status(self) -> AnalysisStatus:
+        """What the analysis of its measure job shows: the same word, except `succeeded` shows as `done`."""
+        return AnalysisStatus.DONE if self is JobStatus.SUCCEEDED else AnalysisStatus(self.value)
+
+    @classmethod
+    def of_analysis(cls, status: AnalysisStatus | str) -> JobStatus:
+        """The job status an analysis status filter means (`done` -> `succeeded`)."""
+        return cls.SUCCEEDED if status == AnalysisStatus.DONE else cls(str(status))
+
+
+ACTIVE_JOB_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)  # holds a dedupe key's unique index (Job below)
 # A job measures its analysis on the target's device kind, or (for a target no worker serves yet) only inspects it,
 # on a worker of any kind, so that the analysis has an unmeasured recommendation meanwhile (app.job_queue).
 MEASURE, INSPECT = "measure", "inspect"
@@ -76,7 +100,7 @@ class AnalysisPublic(AnalysisBase):
     """The analysis as the API returns it; status/stage/progress come from its job."""
 
     id: int
-    status: str  # queued | running | done | failed | cancelled
+    status: AnalysisStatus
     stage: str | None  # what the worker is doing now, e.g. "measure:inductor:default"
     progress: float | None
     context: dict[str, Any]
@@ -102,7 +126,7 @@ class AnalysisSummary(SQLModel):
     `GET /api/v1/analyses/{id}`), so a page stays small whatever the workers sent (app.summaries builds it)."""
 
     id: int
-    status: str  # queued | running | done | failed | cancelled
+    status: AnalysisStatus
     stage: str | None
     progress: float | None
     model_name: str
@@ -172,7 +196,7 @@ class Job(JobBase, table=True):
     purpose: str = Field(default=MEASURE, max_length=16, sa_column_kwargs={"server_default": MEASURE})
     backends: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     dedupe_key: str | None = Field(default=None, max_length=64)
-    status: str = Field(default="queued", max_length=16)
+    status: str = Field(default=JobStatus.QUEUED, max_length=16)  # a JobStatus
     attempts: int = 0
     available_at: datetime
     lease_token: str | None = Field(default=None, max_length=64)

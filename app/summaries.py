@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from advisor.core.status import AnalysisStatus
 from app.analyses import analysis_core
 from app.job_queue import JobQueue
 from app.models import SUMMARY_ERROR_CHARS, Analysis, Job
@@ -24,7 +25,7 @@ def analysis_summary(
     deferred) and of its job. `positions`: the page's queue positions (app.analyses.queue_positions), else one
     query here."""
     summary = analysis_core(session, queue, analysis, job, positions=positions)
-    error = job.last_error if job and summary["status"] == "failed" else None
+    error = job.last_error if job and summary["status"] == AnalysisStatus.FAILED else None
     return summary | {
         "recommended_backend": analysis.recommended_backend,
         "recommended_mode": analysis.recommended_mode,

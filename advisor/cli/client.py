@@ -25,8 +25,9 @@ from typing import Any
 
 import httpx
 
+from advisor.core.status import TERMINAL_ANALYSIS_STATUSES
+
 API = "/api/v1"
-TERMINAL_STATUSES = frozenset({"done", "failed", "cancelled"})
 TOKEN_ENV = "ADVISOR_TOKEN"
 BUSY_STATUSES = frozenset({429, 503})
 BUSY_RETRIES = 8
@@ -157,7 +158,7 @@ class AdvisorClient:
             else:
                 if on_update is not None:
                     on_update(analysis)
-                if analysis.get("status") in TERMINAL_STATUSES or (until is not None and until(analysis)):
+                if analysis.get("status") in TERMINAL_ANALYSIS_STATUSES or (until is not None and until(analysis)):
                     return analysis
             if timeout_s is not None and time.monotonic() - started > timeout_s:
                 raise AdvisorError(f"analysis {analysis_id} did not finish within {timeout_s:g} s")

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from advisor.cli.client import AdvisorClient, AdvisorError
+from advisor.core.status import AnalysisStatus
 
 EXIT_OK = 0
 EXIT_ANALYSIS_FAILED = 1
@@ -80,10 +81,10 @@ def analyze_remote(
 def describe_progress(analysis: dict[str, Any]) -> str:
     """One line for the progress bar: where the analysis is now."""
     status = analysis.get("status")
-    if status == "queued":
+    if status == AnalysisStatus.QUEUED:
         position = analysis.get("queue_position")
         return f"queued (position {position})" if position else "queued"
-    if status == "running":
+    if status == AnalysisStatus.RUNNING:
         return f"running: {analysis.get('stage') or 'starting'}"
     return str(status)
 
@@ -108,7 +109,7 @@ def _follow(client: AdvisorClient, analysis_id: Any, err: Console) -> dict[str, 
 def unmeasured_meanwhile(analysis: dict[str, Any]) -> bool:
     """No worker can measure it yet, and the server has its unmeasured recommendation (app.job_queue's inspect job)."""
     return bool(
-        analysis.get("status") == "queued"
+        analysis.get("status") == AnalysisStatus.QUEUED
         and analysis.get("waiting_for_worker")
         and analysis.get("recommendation")
         and not analysis.get("measurements")
@@ -119,7 +120,7 @@ def _print_outcome(analysis: dict[str, Any], fmt: str, err: Console, out: Path |
     status = analysis.get("status")
     if unmeasured_meanwhile(analysis):  # its note (waiting_for_worker) was printed while following it
         err.print(f"analysis {analysis.get('id')}: the measurement stays queued; the web UI shows it when it is done")
-    elif status != "done":
+    elif status != AnalysisStatus.DONE:
         reason = analysis.get("error") or "no reason recorded"
         err.print(f"[red]analysis {analysis.get('id')} {status}:[/red] {reason}", highlight=False)
         return EXIT_ANALYSIS_FAILED

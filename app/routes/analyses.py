@@ -15,11 +15,12 @@ from sqlmodel import Session
 
 from advisor.core import catalogue
 from advisor.core.results import Inspection, MeasurementRun, Recommendation, read
+from advisor.core.status import AnalysisStatus
 from app.analyses import (
-    ANALYSIS_STATUS,
     SORTABLE,
     RerunRefused,
     Submission,
+    analysis_status,
     analysis_view,
     job_of,
     list_analyses,
@@ -233,7 +234,7 @@ def _accepted(request: Request, submission: Submission) -> JSONResponse:
     base = str(request.url_for("get_analysis", analysis_id=analysis_id))
     body = AnalysisAccepted(
         id=analysis_id,
-        status=ANALYSIS_STATUS.get(submission.job.status, submission.job.status),
+        status=analysis_status(submission.job),
         deduplicated=submission.deduplicated,
         links=AnalysisLinks(
             self=base, report_md=f"{base}/report.md", report_json=f"{base}/report.json", cancel=f"{base}/cancel"
@@ -332,7 +333,7 @@ def list_route(
     session: SessionDep,
     queue: QueueDep,
     _: UserDep,
-    status: Literal["queued", "running", "done", "failed", "cancelled"] | None = None,
+    status: AnalysisStatus | None = None,
     target: str | None = None,
     backend: Annotated[str | None, Query(description="the recommended backend")] = None,
     model: Annotated[str | None, Query(description="part of the model name")] = None,

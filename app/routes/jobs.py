@@ -8,9 +8,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, HTTPException, Request
 from pydantic import BaseModel, BeforeValidator, Field
 
-from app.analyses import ANALYSIS_STATUS, job_of
+from advisor.core.status import AnalysisStatus
+from app.analyses import analysis_status, job_of
 from app.deps import QueueDep, SessionDep, WorkerDep, actor_of
-from app.models import MEASURE, Job
+from app.models import MEASURE, Job, JobStatus
 from app.results import ERROR_CHARS, truncate_text
 
 router = APIRouter(tags=["jobs"])
@@ -52,7 +53,7 @@ class CompleteBody(BaseModel):
 
 class CompleteResponse(BaseModel):
     analysis_id: int
-    status: str  # the analysis' status: still "queued" after an inspect job, whose measurement is still to come
+    status: AnalysisStatus  # still "queued" after an inspect job, whose measurement is still to come
 
 
 class FailBody(BaseModel):
@@ -108,11 +109,11 @@ def complete(
     if outcome.problems is not None:
         raise HTTPException(422, detail=outcome.problems)
     if outcome.newly_completed and job.started_at is not None:
-        request.app.state.metrics.job_duration.labels("succeeded").observe(
+        request.app.state.metrics.job_duration.labels(JobStatus.SUCCEEDED).observe(
             (job.finished_at - job.started_at).total_seconds()
         )
     measured_by = job if job.purpose == MEASURE else job_of(session, job.analysis_id) or job
-    return CompleteResponse(analysis_id=job.analysis_id, status=ANALYSIS_STATUS[measured_by.status])
+    return CompleteResponse(analysis_id=job.analysis_id, status=analysis_status(measured_by))
 
 
 @router.post("/jobs/{job_id}/fail", responses=LEASE_RESPONSES)
@@ -129,12 +130,12 @@ def fail(
 def cancelled(job_id: int, token: LeaseToken, session: SessionDep, queue: QueueDep, _: WorkerDep) -> dict:
     """The worker stopped the job after seeing `cancel_requested`."""
     job = queue.acknowledge_cancel(session, job_id=job_id, lease_token=token)
-    return {"analysis_id": job.analysis_id, "status": ANALYSIS_STATUS[job.status]}
+    return {"analysis_id": job.analysis_id, "status": JobStatus(job.status).analysis_status}
 
 
 def _observe(request: Request, job: Job) -> None:
     """The duration of a job that has ended (not of an attempt that goes back to the queue)."""
-    if job.status != "queued" and job.started_at is not None and job.finished_at is not None:
+    if job.status != JobStatus.QUEUED and job.started_at is not None and job.finished_at is not None:
         request.app.state.metrics.job_duration.labels(job.status).observe(
             (job.finished_at - job.started_at).total_seconds()
         )

@@ -18,7 +18,7 @@ from sqlmodel import Session
 
 from app.deps import QueueDep, SessionDep, SettingsDep, UserDep, WorkerDep, actor_of
 from app.job_queue import Actor, JobClaim
-from app.models import Analysis, Job, Worker, WorkerCreate, WorkerPublic
+from app.models import Analysis, Job, JobStatus, Worker, WorkerCreate, WorkerPublic
 
 router = APIRouter(tags=["workers"])
 
@@ -150,5 +150,5 @@ def deregister(worker_id: str, session: SessionDep, queue: QueueDep, who: Worker
 @router.get("/workers", response_model=list[WorkerPublic], summary="Registered workers and what they run")
 def list_workers(session: SessionDep, _: UserDep) -> list[WorkerPublic]:
     workers = session.scalars(select(Worker).order_by(Worker.last_seen_at.desc())).all()
-    running = dict(session.execute(select(Job.worker_id, Job.id).where(Job.status == "running")).all())
+    running = dict(session.execute(select(Job.worker_id, Job.id).where(Job.status == JobStatus.RUNNING)).all())
     return [WorkerPublic(**worker.model_dump(), current_job_id=running.get(worker.id)) for worker in workers]

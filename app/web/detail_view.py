@@ -19,6 +19,7 @@ from advisor.core.decision import torchair_status_unknown
 from advisor.core.report import generation_lines
 from advisor.core.results import MeasurementRun, Recommendation, read
 from advisor.core.shape_sweep import speedups_by_shape
+from advisor.core.status import TERMINAL_ANALYSIS_STATUSES
 from advisor.core.time_breakdown import breakdown_facts, breakdown_heading, shown_breakdowns
 from app.web.charts import (
     CompileBar,
@@ -34,8 +35,6 @@ from app.web.charts import (
     speedup_series_chart,
 )
 from app.web.tree import backend_label, tree_svg
-
-TERMINAL_STATUSES = frozenset({"done", "failed", "cancelled"})
 
 # Coverage statuses, worst last; the CSS class is the status itself, the text says it too (not colour alone).
 INDUCTOR_STATUS_TEXT = {
@@ -297,7 +296,7 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
         not_npu_note=not_npu_note(measured_on, bool(rows)),
         reproduce_command=reproduce_command(analysis, rows, environment.get("device")),
         context_json=json.dumps(context, indent=2, sort_keys=True),
-        terminal=analysis.get("status") in TERMINAL_STATUSES,
+        terminal=analysis.get("status") in TERMINAL_ANALYSIS_STATUSES,
         training=(run.get("workload") or context.get("workload")) == "training",
         quality=quality,
         measured_by=analysis.get("measured_by") or None,

@@ -18,10 +18,10 @@ from sqlalchemy import Select, and_, case, func, intersect, or_, select
 from sqlmodel import Session
 
 from advisor.core.catalogue import option_label
-from app.analyses import ANALYSIS_STATUS, JOB_STATUS
-from app.models import MEASURE, Analysis, Job, Worker
+from advisor.core.status import AnalysisStatus
+from app.models import MEASURE, Analysis, Job, JobStatus, Worker
 
-ANALYSIS_STATUSES = tuple(ANALYSIS_STATUS.values())
+ANALYSIS_STATUSES = tuple(AnalysisStatus)
 TARGETS = ("npu", "cuda", "cpu")
 PER_PAGE_CHOICES = (25, 50, 100)
 STOPPED_WORKERS_SHOWN_S = 24 * 3600  # deregistered workers stay on the queue page this long
@@ -29,8 +29,8 @@ STOPPED_WORKERS_SHOWN_S = 24 * 3600  # deregistered workers stay on the queue pa
 # An analysis has exactly one measure job (app.analyses); its status is that job's, "failed" without one.
 _job_join = and_(Job.analysis_id == Analysis.id, Job.purpose == MEASURE)
 _status_expr = case(
-    *((Job.status == job_status, status) for job_status, status in ANALYSIS_STATUS.items() if job_status != status),
-    else_=func.coalesce(Job.status, "failed"),
+    *((Job.status == s, s.analysis_status) for s in JobStatus if s.analysis_status != s),
+    else_=func.coalesce(Job.status, AnalysisStatus.FAILED),
 )
 SORT_COLUMNS: dict[str, Any] = {
     "id": Analysis.id,
@@ -143,7 +143,7 @@ def _matching_ids(filters: AnalysisFilters) -> list[Select]:
     if filters.submitter:
         ids.append(select(Analysis.id).where(Analysis.submitted_by == filters.submitter))
     if filters.status:
-        status = JOB_STATUS.get(filters.status, filters.status)
+        status = JobStatus.of_analysis(filters.status)
         ids.append(select(Job.analysis_id).where(Job.status == status, Job.purpose == MEASURE))
     return ids
 
@@ -211,7 +211,7 @@ def list_analyses(session: Session, filters: AnalysisFilters) -> AnalysisPage:
             target=r.target,
             context_stage=r.context_stage,
             status=r.status,
-            stage=r.stage if r.status in ("queued", "running") else None,
+            stage=r.stage if r.status in (AnalysisStatus.QUEUED, AnalysisStatus.RUNNING) else None,
             progress=r.progress,
             recommended=_label(r.recommended_backend, r.recommended_mode),
             speedup=r.speedup_vs_eager,
@@ -279,12 +279,13 @@ def queue_overview(
     )
     jobs = select(Job, Analysis.model_name).join(Analysis, Analysis.id == Job.analysis_id)
     overview.running = [
-        (job, name) for job, name in session.execute(jobs.where(Job.status == "running").order_by(Job.id).limit(limit))
+        (job, name)
+        for job, name in session.execute(jobs.where(Job.status == JobStatus.RUNNING).order_by(Job.id).limit(limit))
     ]
     overview.waiting = [
         (job, name)
         for job, name in session.execute(
-            jobs.where(Job.status == "queued").order_by(Job.priority.desc(), Job.id).limit(limit)
+            jobs.where(Job.status == JobStatus.QUEUED).order_by(Job.priority.desc(), Job.id).limit(limit)
         )
     ]
     running_by_worker = {job.worker_id: (job, name) for job, name in overview.running if job.worker_id}
