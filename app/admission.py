@@ -5,9 +5,8 @@ most `per_client` of them from one client (its bearer token, else its address); 
 is refused before a byte of its body is read: 503 when the server is full, 429 when this client holds its
 share. Every refused client reads that answer and its Retry-After, also one still sending its body: a small body
 (declared, up to DRAIN_BYTES) is read and dropped first and the answer keeps the connection; any other body is
-answered at once (`Connection: close`) and then read and dropped while the client keeps sending - nginx's
-lingering close - up to `linger_bytes` and `linger_s`, so the connection is never closed (reset) under a client
-that has not finished sending and then reads. Past those bounds it is closed anyway.
+answered at once (`Connection: close`) and then read and dropped while the client keeps sending by
+`app.lingering.LingeringClose` (nginx's lingering close, bounded in bytes and time), as every other refusal is.
 
 The exception handlers map a database that is busy (`app.db.DatabaseBusy`: the SQLite write gate could not be had
 in time; sqlalchemy's OperationalError, e.g. "database is locked"; the pool's
@@ -29,12 +28,11 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.db import DatabaseBusy
+from app.lingering import drain
 
 log = logging.getLogger("npu_advisor.server")
 DRAIN_BYTES = 1 << 20  # a refused upload's body up to this size is read (and dropped) before the answer
 DRAIN_TIMEOUT_S = 10.0
-LINGER_BYTES = 64 << 20  # a refused larger body: read (and dropped) after the answer, up to this much
-LINGER_S = 30.0  # and for at most this long
 
 
 class AdmissionLimiter:
@@ -46,16 +44,12 @@ class AdmissionLimiter:
         max_concurrent: int,
         per_client: int,
         retry_after_s: int,
-        linger_bytes: int = LINGER_BYTES,
-        linger_s: float = LINGER_S,
     ) -> None:
         self.app = app
         self.paths = frozenset(paths)
         self.max_concurrent = max_concurrent
         self.per_client = per_client
         self.retry_after_s = retry_after_s
-        self.linger_bytes = linger_bytes
-        self.linger_s = linger_s
         self.active = 0  # one event loop: no lock needed
         self.by_client: Counter[str] = Counter()
 
@@ -90,7 +84,8 @@ class AdmissionLimiter:
 
         Closing a connection with unread bytes resets it, and a client still sending then gets `Broken pipe`
         (or `Connection reset`) instead of this answer. So: a small declared body is drained first and the
-        connection kept; any other body gets the answer at once, then is drained (bounded) before the close."""
+        connection kept; any other body gets the answer at once, drained (bounded) by `LingeringClose` before the
+        close."""
         body = json.dumps({"detail": f"{why}; retry after {self.retry_after_s} s"}).encode()
         headers = [
             (b"content-type", b"application/json"),
@@ -100,7 +95,7 @@ class AdmissionLimiter:
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) <= DRAIN_BYTES:
             try:
-                await asyncio.wait_for(_drain(receive, DRAIN_BYTES), DRAIN_TIMEOUT_S)
+                await asyncio.wait_for(drain(receive, DRAIN_BYTES), DRAIN_TIMEOUT_S)
                 await send({"type": "http.response.start", "status": status, "headers": headers})
                 await send({"type": "http.response.body", "body": body})
                 return
@@ -108,25 +103,7 @@ class AdmissionLimiter:
                 pass  # a client that stopped sending: answer now and close (below)
         headers.append((b"connection", b"close"))
         await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body, "more_body": True})
-        # the answer is on its way; the response stays open while the rest of the body is read and dropped
-        try:
-            await asyncio.wait_for(_drain(receive, self.linger_bytes), self.linger_s)
-        except TimeoutError:
-            pass
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-async def _drain(receive: Receive, max_bytes: int) -> bool:
-    """Read and drop the request body, up to `max_bytes`; whether it ended (or the client went away) within them."""
-    received = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request" or not message.get("more_body", False):
-            return True
-        received += len(message.get("body", b""))
-        if received > max_bytes:
-            return False
+        await send({"type": "http.response.body", "body": body})
 
 
 def _client_key(scope: Scope) -> str:

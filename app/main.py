@@ -22,6 +22,7 @@ from app.admission import AdmissionLimiter, install_busy_handlers
 from app.analyses import collect_orphans
 from app.db import create_db_engine, read_only_engine, upgrade_database
 from app.job_queue import Clock, JobQueue, QueueError, QueuePolicy, utcnow
+from app.lingering import LingeringClose
 from app.metrics import ServiceMetrics
 from app.path_ids import PathIdRangeMiddleware
 from app.routes import analyses, artifacts, jobs, ops, suites, workers
@@ -105,12 +106,15 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
         limit_bytes=settings.max_upload_bytes + settings.max_inputs_bytes + (1 << 20),
     )
     app.add_middleware(PathIdRangeMiddleware)  # ids outside int64: 404, before any handler converts them
-    app.add_middleware(  # outermost: a saturated server sheds uploads before any other work (no thread, no DB)
+    app.add_middleware(  # a saturated server sheds uploads before any other work (no thread, no DB)
         AdmissionLimiter,
         paths=upload_paths,
         max_concurrent=settings.max_concurrent_uploads,
         per_client=settings.max_uploads_per_client,
         retry_after_s=settings.retry_after_s,
+    )
+    app.add_middleware(  # around everything: a refusal sent before the body was read is read by its client
+        LingeringClose,
         linger_bytes=int(settings.refused_upload_linger_mb * 1024 * 1024),
         linger_s=settings.refused_upload_linger_s,
     )

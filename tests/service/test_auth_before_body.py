@@ -17,6 +17,7 @@ import pytest
 from sqlmodel import Session
 
 from app.auth import create_token
+from app.lingering import LINGER_BYTES
 from app.upload_limit import JSON_LIMIT_BYTES, LOGIN_LIMIT_BYTES, RESULTS_LIMIT_BYTES
 
 from .asgi_driver import http_scope, run_app
@@ -30,7 +31,8 @@ class Exchange:
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
-    pulled: int = 0  # request body bytes the server asked for
+    pulled: int = 0  # request body bytes the server asked for before it answered
+    read: int = 0  # all it asked for: after a refusal the rest is drained (app.lingering), bounded
 
     def json(self) -> dict:
         return json.loads(self.body)
@@ -41,9 +43,11 @@ def drive(app, method: str, path: str, headers: dict[str, str], *, body_limit: i
     exchange = Exchange()
 
     async def receive() -> dict:
-        if body_limit is not None and exchange.pulled >= body_limit:
+        if body_limit is not None and exchange.read >= body_limit:
             return {"type": "http.request", "body": b"", "more_body": False}
-        exchange.pulled += CHUNK
+        exchange.read += CHUNK
+        if not exchange.status:
+            exchange.pulled = exchange.read
         return {"type": "http.request", "body": b"x" * CHUNK, "more_body": True}
 
     async def send(message: dict) -> None:
@@ -76,6 +80,7 @@ def test_a_gib_of_json_without_a_token_is_refused_before_a_byte_is_read(locked):
     for path in ("/api/v1/jobs/1/complete", "/api/v1/workers/register", "/api/v1/analyses/1/cancel"):
         refused = drive(locked, "POST", path, DECLARED_GIB)
         assert (refused.status, refused.pulled) == (401, 0), path
+        assert refused.read <= LINGER_BYTES + 2 * CHUNK, "the rest is drained after the answer, bounded"
         assert refused.headers["connection"] == "close" and refused.headers["www-authenticate"] == "Bearer"
     unknown = drive(locked, "POST", "/api/v1/jobs/1/complete", DECLARED_GIB | {"authorization": "Bearer npa_nope"})
     assert (unknown.status, unknown.pulled) == (401, 0) and "unknown or revoked" in unknown.json()["detail"]
