@@ -27,6 +27,7 @@ from advisor.core.decision.candidates import (
     split_by_filters,
     unmeasured_options,
 )
+from advisor.core.decision.edge_rules import EdgeChoice, int8_export, weigh_quantization
 from advisor.core.decision.generation_phases import rule_generation_phases
 from advisor.core.decision.rules import (
     InspectionFacts,
@@ -82,9 +83,15 @@ def decide(
     trade: TradeOff | None = None
     export_blockers: list[str] = []
     exported = False
+    edge: EdgeChoice | None = None
     if context.stage == "edge" or context.needs_offline_export:
-        candidate, export_blockers = export_option(context, facts, options, excluded)
+        int8 = int8_export(options, excluded) if prov.usable else None
+        candidate, export_blockers = export_option(context, facts, options, excluded, int8)
         path.append(rule_export_path(context, candidate, export_blockers))
+        if candidate is not None and prov.usable:  # float or int8 export, by latency, size and drift
+            edge = weigh_quantization(context, candidate, options, excluded)
+            path += edge.steps
+            candidate = edge.chosen
         chosen, exported = candidate, candidate is not None
     if chosen is None and qualified:
         path.append(rule_objective(context))
@@ -121,7 +128,9 @@ def decide(
                 )
         path[skips_at] = rule_plan_skips(skipped)
     why_not = _why_not(options, excluded, chosen, trade, context, exported)
+    why_not.update(edge.why_not if edge else {})  # the export not shipped: why its twin (float / int8) won
     caveats = caveats_for(chosen, context, facts, prov, trade, export_blockers, quality)
+    caveats += edge.caveats if edge else []
     caveats += source_caveats(inspection, chosen, context)  # from the user's own code, when it was analysed
     confidence = _confidence(chosen, prov, facts, trade, context, quality)
     recommendation = Recommendation(
@@ -133,7 +142,7 @@ def decide(
         layered=layered,
         path=path,
         why_not=why_not,
-        break_even=_break_even(trade, context),
+        break_even=_break_even(trade, context) or (edge.break_even if edge else None),
         caveats=caveats,
         snippet=snippet_for(chosen, context, layered, facts.keyword_inputs),
         engine_version=ENGINE_VERSION,

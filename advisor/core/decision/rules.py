@@ -175,11 +175,16 @@ def rule_shape_sweep(run: dict[str, Any] | None, chosen: Option | None, qualifie
 
 
 def export_option(
-    context: DeploymentContext, facts: InspectionFacts, options: list[Option], excluded: dict[str, str]
+    context: DeploymentContext,
+    facts: InspectionFacts,
+    options: list[Option],
+    excluded: dict[str, str],
+    int8: Option | None = None,
 ) -> tuple[Option | None, list[str]]:
-    """The export-path option for the target, or None with the reasons the graph does not convert."""
+    """The export-path option for the target, or None with the reasons the graph does not convert. The float export
+    (`onnxruntime:default`); its qualified int8 export `int8` when the float one is out (e.g. over the memory
+    budget): its run shows the graph converts too (advisor.core.decision.edge_rules weighs the two)."""
     blockers: list[str] = []
-    by_backend = {o.backend: o for o in options}
     if context.target == "npu":
         ge = next((o for o in options if o.label == "torchair:max-autotune"), None)
         if ge is not None and ge.label in excluded:
@@ -188,9 +193,14 @@ def export_option(
             blockers.append(f"no TorchAir GE converter for {short_list(facts.torchair_uncovered)}")
         option = Option("torchair", TORCHAIR_EXPORT_MODE, "export", ge.row if ge else None)
     else:
-        onnx = by_backend.get("onnxruntime")
+        onnx = next((o for o in options if o.backend == "onnxruntime" and o.mode == "default"), None)
         if onnx is not None and onnx.label in excluded:
-            blockers.append(f"the ONNX Runtime run is out: {excluded[onnx.label]}")
+            if int8 is None:
+                blockers.append(f"the ONNX Runtime run is out: {excluded[onnx.label]}")
+            else:
+                onnx = int8
+        elif onnx is None:
+            onnx = int8
         if facts.custom_ops:
             blockers.append(f"ONNX export has no translation for the custom ops {short_list(facts.custom_ops)}")
         option = onnx if onnx is not None else Option("onnxruntime", "default", "export")
