@@ -48,7 +48,9 @@ from advisor.core.decision.rules import (
 from advisor.core.decision.source_rules import source_caveats
 from advisor.core.schema import Recommendation, RuleStep
 
-ENGINE_VERSION = "1.2.0"  # 1.2: options ranked by paired comparison, "inconclusive between"; 1.1: noise-aware
+# 1.3: the edge branch weighs the int8 export; 1.2: options ranked by paired comparison, "inconclusive between";
+# 1.1: noise-aware
+ENGINE_VERSION = "1.3.0"
 
 
 def decide(
