@@ -29,15 +29,6 @@ from app.storage import ArtifactStorage
 
 SUBMIT_ATTEMPTS = 3  # a submission's transaction, again after losing an artifact-row insert race (PostgreSQL)
 _measure_job = and_(Job.analysis_id == Analysis.id, Job.purpose == MEASURE)  # the join "analysis and its job"
-SORTABLE = {
-    "created_at": Analysis.created_at,
-    "updated_at": Analysis.updated_at,
-    "model_name": Analysis.model_name,
-    "status": Job.status,
-    "target": Analysis.target,
-    "id": Analysis.id,
-    "speedup": Analysis.speedup_vs_eager,
-}
 
 
 class RerunRefused(Exception):
@@ -376,47 +367,6 @@ def _last_change(analysis: Analysis, job: Job | None) -> datetime:
     if job is not None:
         moments += [t for t in (job.created_at, job.heartbeat_at, job.finished_at) if t is not None]
     return max(moments)
-
-
-def list_analyses(
-    session: Session,
-    *,
-    status: str | None = None,
-    target: str | None = None,
-    backend: str | None = None,
-    model: str | None = None,
-    submitter: str | None = None,
-    tag: str | None = None,
-    sort: str = "created_at",
-    order: str = "desc",
-    page: int = 1,
-    per_page: int = 20,
-) -> tuple[list[tuple[Analysis, Job]], int]:
-    """A page of (analysis, job) rows matching the filters, and the total count."""
-    conditions = []
-    if status:
-        conditions.append(Job.status == JobStatus.of_analysis(status))
-    if target:
-        conditions.append(Analysis.target == target)
-    if backend:
-        conditions.append(Analysis.recommended_backend == backend)
-    if model:
-        conditions.append(Analysis.model_name.contains(model, autoescape=True))
-    if submitter:
-        conditions.append(Analysis.submitted_by == submitter)
-    if tag:
-        conditions.append(Analysis.tag == tag)
-    where = and_(True, *conditions)
-    base = select(Analysis, Job).join(Job, _measure_job).where(where)
-    total = session.scalar(select(func.count()).select_from(base.subquery())) or 0
-    column = SORTABLE[sort]
-    ordering = column.asc() if order == "asc" else column.desc()
-    if sort == "speedup":
-        ordering = ordering.nulls_last()  # unmeasured recommendations last either way (and on PostgreSQL too)
-    rows = session.execute(
-        base.order_by(ordering, Analysis.id.desc()).offset((page - 1) * per_page).limit(per_page)
-    ).all()
-    return [(row[0], row[1]) for row in rows], total
 
 
 def report_input(analysis: Analysis) -> dict:

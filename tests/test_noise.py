@@ -170,3 +170,31 @@ def test_report_marks_the_noisy_run_and_the_unresolved_row() -> None:
     assert "confidence low | measured on cpu | NOISY run (see the caveats)" in md
     assert "236.00x [40.60-178.90] unresolved |" in md
     assert "The whole run was noisy" in md and "not measured" not in md
+
+
+def test_shared_reasons_name_the_load_before_the_run_and_the_busiest_timed_window() -> None:
+    rows = run(
+        measurement("eager", median_ms=10.0, device="cpu"),
+        measurement("inductor", median_ms=5.0, eager_ms=10.0, device="cpu"),
+        measurement("onnxruntime", median_ms=6.0, eager_ms=10.0, device="cpu"),
+        device="cpu",
+    )
+    rows["environment"].update(torch_threads=4, load={"before": {"load": 3.0, "cores": 4}})
+    rows["measurements"][0]["timing_load"] = {"start": {"load": 5.0, "cores": 4}, "end": None}
+    rows["measurements"][1]["timing_load"] = {"start": {"load": 8.0, "cores": 4}, "end": {"load": 8.0, "cores": 4}}
+    rows["measurements"][2]["timing_load"] = {"start": {"load": None, "cores": 4}, "end": {"load": 9.0, "cores": 0}}
+    assert noise.shared_reasons(rows) == [
+        "load average 3.00 on 4 core(s) before the run (0.75 per core)",
+        # the first of equal readings counts; the child's own 4 threads are discounted; unreadable ones are skipped
+        "load average 8.00 on 4 core(s) at the start of inductor:default's timed window, 1.00 per core besides the "
+        "measuring child's own 4 thread(s)",
+    ]
+    # own threads beyond the cores count as one per core; a quiet node, and a run without readings, say nothing
+    rows["environment"].update(torch_threads=16, load={"before": {"load": 2.8, "cores": 4}})
+    assert noise.shared_reasons(rows) == [
+        "load average 8.00 on 4 core(s) at the start of inductor:default's timed window, 1.00 per core besides the "
+        "measuring child's own 4 thread(s)"
+    ]
+    rows["measurements"][1]["timing_load"] = None
+    assert noise.shared_reasons(rows) == []
+    assert noise.shared_reasons(None) == [] and noise.shared_reasons({"environment": None}) == []

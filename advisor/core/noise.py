@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from advisor.core.catalogue import option_label
@@ -293,31 +294,63 @@ def shared_reasons(run: Mapping[str, Any] | None) -> list[str]:
     the measuring child at the start and the end of its timed window) less the child's own threads
     (environment.torch_threads)."""
     env = (run or {}).get("environment") or {}
-    reasons = []
-    before = (env.get("load") or {}).get("before") or {}
-    if before.get("load") is not None and before.get("cores"):
-        per_core = float(before["load"]) / before["cores"]
-        if per_core > SHARED_LOAD_PER_CORE:
-            reasons.append(
-                f"load average {float(before['load']):.2f} on {before['cores']} core(s) before the run "
-                f"({per_core:.2f} per core)"
-            )
-    worst: tuple[float, str, str, float, int, int] | None = None
-    for row in sorted((run or {}).get("measurements") or [], key=label):
-        own_threads = int(env.get("torch_threads") or 1)
+    reasons = [_shared_before_run((env.get("load") or {}).get("before") or {})]
+    reasons.append(_shared_while_timed(_busiest_window((run or {}).get("measurements") or [], env)))
+    return [reason for reason in reasons if reason]
+
+
+def _shared_before_run(before: Mapping[str, Any]) -> str | None:
+    """The load average read before the run, when it is above SHARED_LOAD_PER_CORE per core."""
+    if before.get("load") is None or not before.get("cores"):
+        return None
+    per_core = float(before["load"]) / before["cores"]
+    if per_core <= SHARED_LOAD_PER_CORE:
+        return None
+    return (
+        f"load average {float(before['load']):.2f} on {before['cores']} core(s) before the run "
+        f"({per_core:.2f} per core)"
+    )
+
+
+@dataclass(frozen=True)
+class _WindowLoad:
+    """One load reading at the start or end of one row's timed window, less the measuring child's own threads."""
+
+    per_core: float
+    name: str
+    when: str
+    value: float
+    cores: int
+    own: int
+
+
+def _busiest_window(rows: list[Mapping[str, Any]], env: Mapping[str, Any]) -> _WindowLoad | None:
+    """The highest per-core reading over every row's timed window (rows by label, start before end; the first of
+    equal readings wins), or None without any readable one."""
+    own_threads = int(env.get("torch_threads") or 1)
+    worst: _WindowLoad | None = None
+    for row in sorted(rows, key=label):
         for when in ("start", "end"):
-            reading = (row.get("timing_load") or {}).get(when) or {}
-            value, cores = reading.get("load"), reading.get("cores")
-            if value is None or not cores:
-                continue
-            own = min(own_threads, int(cores))
-            per_core = max(0.0, float(value) - own) / cores
-            if worst is None or per_core > worst[0]:
-                worst = (per_core, label(row), when, float(value), int(cores), own)
-    if worst is not None and worst[0] > SHARED_LOAD_PER_CORE:
-        per_core, name, when, value, cores, own = worst
-        reasons.append(
-            f"load average {value:.2f} on {cores} core(s) at the {when} of {name}'s timed window, {per_core:.2f} per "
-            f"core besides the measuring child's own {own} thread(s)"
-        )
-    return reasons
+            reading = _window_load(row, when, own_threads)
+            if reading is not None and (worst is None or reading.per_core > worst.per_core):
+                worst = reading
+    return worst
+
+
+def _window_load(row: Mapping[str, Any], when: str, own_threads: int) -> _WindowLoad | None:
+    reading = (row.get("timing_load") or {}).get(when) or {}
+    value, cores = reading.get("load"), reading.get("cores")
+    if value is None or not cores:
+        return None
+    own = min(own_threads, int(cores))
+    per_core = max(0.0, float(value) - own) / cores
+    return _WindowLoad(per_core, label(row), when, float(value), int(cores), own)
+
+
+def _shared_while_timed(worst: _WindowLoad | None) -> str | None:
+    if worst is None or worst.per_core <= SHARED_LOAD_PER_CORE:
+        return None
+    return (
+        f"load average {worst.value:.2f} on {worst.cores} core(s) at the {worst.when} of {worst.name}'s timed window, "
+        f"{worst.per_core:.2f} per core besides the measuring child's own {worst.own} thread(s)"
+    )

@@ -17,18 +17,17 @@ from advisor.core import catalogue
 from advisor.core.results import Inspection, MeasurementRun, Recommendation, read
 from advisor.core.status import AnalysisStatus
 from app.analyses import (
-    SORTABLE,
     RerunRefused,
     Submission,
     analysis_status,
     analysis_view,
     job_of,
-    list_analyses,
     queue_positions,
     report_input,
     rerun_analysis,
     submit_analysis,
 )
+from app.analysis_list import SORT_ALIASES, SORT_COLUMNS, AnalysisQuery, list_analyses
 from app.auth import Principal
 from app.deps import (
     AnyRoleDep,
@@ -339,13 +338,13 @@ def list_route(
     model: Annotated[str | None, Query(description="part of the model name")] = None,
     submitter: str | None = None,
     tag: Annotated[str | None, Query(description="the model suite (see /suites)", max_length=64)] = None,
-    sort: Literal[tuple(SORTABLE)] = "created_at",  # type: ignore[valid-type]
+    sort: Literal[(*SORT_COLUMNS, *SORT_ALIASES)] = "created_at",  # type: ignore[valid-type]
     order: Literal["asc", "desc"] = "desc",
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 20,
 ) -> dict:
-    rows, total = list_analyses(
-        session,
+    """The dashboard's list (app.analysis_list): the same rows for the same filter, sort and page."""
+    query = AnalysisQuery(
         status=status,
         target=target,
         backend=backend,
@@ -357,9 +356,10 @@ def list_route(
         page=page,
         per_page=per_page,
     )
-    positions = queue_positions(session, [job for _, job in rows])
-    items = [analysis_summary(session, queue, analysis, job, positions=positions) for analysis, job in rows]
-    return {"items": items, "total": total, "page": page, "per_page": per_page}
+    listed = list_analyses(session, query)
+    positions = queue_positions(session, [row.job for row in listed.rows])
+    items = [analysis_summary(session, queue, row.analysis, row.job, positions=positions) for row in listed.rows]
+    return {"items": items, "total": listed.total, "page": page, "per_page": per_page}
 
 
 def _load(session, analysis_id: int) -> tuple[Analysis, Job | None]:  # noqa: ANN001

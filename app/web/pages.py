@@ -142,7 +142,7 @@ def _acting(request: Request, who: Principal) -> None:
 # ------------------------------------------------------------------ analyses list
 LIST_COLUMNS = [
     ("id", "#", "num"),
-    ("model", "Model", ""),
+    ("model_name", "Model", ""),
     (None, "Format", ""),
     ("target", "Target", ""),
     (None, "Stage", ""),
@@ -150,7 +150,7 @@ LIST_COLUMNS = [
     ("backend", "Recommended", ""),
     ("speedup", "Speedup vs eager", "num"),
     ("submitter", "Submitted by", ""),
-    ("created", "Submitted at", "num"),
+    ("created_at", "Submitted at", "num"),
 ]
 
 
@@ -165,7 +165,7 @@ def analyses_page(request: Request, session: SessionDep, who: PageViewer) -> HTM
 
     def sort_url(key: str) -> str:
         same = filters.sort == key
-        order = ("asc" if filters.order == "desc" else "desc") if same else ("asc" if key == "model" else "desc")
+        order = ("asc" if filters.order == "desc" else "desc") if same else ("asc" if key == "model_name" else "desc")
         return url(sort=key, order=order, page=1)
 
     first = (page.page - 1) * page.per_page + 1

@@ -1,9 +1,9 @@
 """Read queries the dashboard pages need, written for tens of thousands of analyses.
 
-The list page selects plain columns only (never the JSON blobs of inspection or measurements), filters
-and sorts in SQL on indexed columns, and pages with LIMIT/OFFSET. An analysis' status is its job's
-state (`succeeded` shows as `done`). The recommended backend, mode and speedup are the denormalised
-columns `app.outcomes.store_recommendation` keeps on Analysis, so every sort is an index walk.
+The list page is the API's list query (app.analysis_list: filters and sorts in SQL on indexed columns, never
+reads the JSON blobs of inspection or measurements) shaped into rows for the template. An analysis' status is its
+job's state (`succeeded` shows as `done`). The recommended backend, mode and speedup are the denormalised columns
+`app.outcomes.store_recommendation` keeps on Analysis, so every sort is an index walk.
 """
 
 from __future__ import annotations
@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, and_, case, func, intersect, or_, select
+from sqlalchemy import and_, case, func, or_, select
 from sqlmodel import Session
 
 from advisor.core.catalogue import option_label
 from advisor.core.status import AnalysisStatus
+from app import analysis_list
+from app.analyses import analysis_status
+from app.analysis_list import DEFAULT_SORT, AnalysisQuery, sort_key
 from app.models import MEASURE, Analysis, Job, JobStatus, Worker
 
 ANALYSIS_STATUSES = tuple(AnalysisStatus)
@@ -32,29 +35,13 @@ _status_expr = case(
     *((Job.status == s, s.analysis_status) for s in JobStatus if s.analysis_status != s),
     else_=func.coalesce(Job.status, AnalysisStatus.FAILED),
 )
-SORT_COLUMNS: dict[str, Any] = {
-    "id": Analysis.id,
-    "created": Analysis.created_at,
-    "model": Analysis.model_name,
-    "target": Analysis.target,
-    "backend": Analysis.recommended_backend,
-    "speedup": Analysis.speedup_vs_eager,
-    "submitter": Analysis.submitted_by,
-}
 
 
 @dataclass
-class AnalysisFilters:
-    """The list page's query string, validated: unknown values fall back to the defaults."""
+class AnalysisFilters(AnalysisQuery):
+    """The list page's query string, validated: unknown values fall back to the defaults. The query itself is the
+    API's (app.analysis_list)."""
 
-    model: str | None = None
-    status: str | None = None
-    target: str | None = None
-    backend: str | None = None
-    submitter: str | None = None
-    sort: str = "created"
-    order: str = "desc"
-    page: int = 1
     per_page: int = 25
 
     @classmethod
@@ -70,13 +57,15 @@ class AnalysisFilters:
                 return default
 
         per_page = integer("per_page", 25)
+        status = params.get("status")
         return cls(
             model=text("model"),
-            status=text("status") if params.get("status") in ANALYSIS_STATUSES else None,
+            status=AnalysisStatus(status) if status in ANALYSIS_STATUSES else None,
             target=text("target"),
             backend=text("backend"),
             submitter=text("submitter"),
-            sort=params.get("sort") if params.get("sort") in SORT_COLUMNS else "created",
+            tag=text("tag"),
+            sort=sort_key(params.get("sort")) or DEFAULT_SORT,
             order="asc" if params.get("order") == "asc" else "desc",
             page=max(1, integer("page", 1)),
             per_page=per_page if per_page in PER_PAGE_CHOICES else 25,
@@ -84,7 +73,7 @@ class AnalysisFilters:
 
     @property
     def any(self) -> bool:
-        return any((self.model, self.status, self.target, self.backend, self.submitter))
+        return any((self.model, self.status, self.target, self.backend, self.submitter, self.tag))
 
     def as_query(self, **changes: Any) -> dict[str, Any]:
         values = {
@@ -93,12 +82,13 @@ class AnalysisFilters:
             "target": self.target,
             "backend": self.backend,
             "submitter": self.submitter,
+            "tag": self.tag,
             "sort": self.sort,
             "order": self.order,
             "page": self.page,
             "per_page": self.per_page,
         } | changes
-        defaults = {"sort": "created", "order": "desc", "page": 1, "per_page": 25}
+        defaults = {"sort": DEFAULT_SORT, "order": "desc", "page": 1, "per_page": 25}
         return {k: v for k, v in values.items() if v not in (None, "") and defaults.get(k) != v}
 
 
@@ -130,97 +120,29 @@ class AnalysisPage:
         return max(1, math.ceil(self.total / self.per_page))
 
 
-def _matching_ids(filters: AnalysisFilters) -> list[Select]:
-    """One id subquery per filter, each answerable from one index alone (no analysis row is read)."""
-    ids: list[Select] = []
-    if filters.model:
-        escaped = filters.model.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        ids.append(select(Analysis.id).where(Analysis.model_name.ilike(f"%{escaped}%", escape="\\")))
-    if filters.target:
-        ids.append(select(Analysis.id).where(Analysis.target == filters.target))
-    if filters.backend:
-        ids.append(select(Analysis.id).where(Analysis.recommended_backend == filters.backend))
-    if filters.submitter:
-        ids.append(select(Analysis.id).where(Analysis.submitted_by == filters.submitter))
-    if filters.status:
-        status = JobStatus.of_analysis(filters.status)
-        ids.append(select(Job.analysis_id).where(Job.status == status, Job.purpose == MEASURE))
-    return ids
-
-
-def _count(session: Session, ids: list[Select]) -> int:
-    if not ids:
-        query = select(func.count()).select_from(Analysis)
-    elif len(ids) == 1:
-        query = select(func.count()).select_from(ids[0].subquery())
-    else:
-        query = select(func.count()).select_from(intersect(*ids).subquery())
-    return int(session.scalar(query) or 0)
-
-
-def _page_ids(session: Session, filters: AnalysisFilters, ids: list[Select], page: int) -> list[int]:
-    """The ids of one page. Analysis rows carry large JSON columns (SQLite keeps them in overflow pages, so
-    reading any later column of a row is costly): filters and order use indexes only. `id + 0 IN (...)`
-    stops SQLite from driving the query by rowid lookups; it walks the sort column's index in order
-    instead, checks each id against the filter sets and stops after one page."""
-    column = SORT_COLUMNS[filters.sort]
-    direction = column.asc() if filters.order == "asc" else column.desc()
-    tiebreak = Analysis.id.asc() if filters.order == "asc" else Analysis.id.desc()
-    query = (
-        select(Analysis.id)
-        .where(*((Analysis.id + 0).in_(subquery) for subquery in ids))
-        .order_by(direction.nulls_last() if filters.sort == "speedup" else direction, tiebreak)
-        .limit(filters.per_page)
-        .offset((page - 1) * filters.per_page)
-    )
-    return list(session.scalars(query))
-
-
 def list_analyses(session: Session, filters: AnalysisFilters) -> AnalysisPage:
-    """One page of analyses; the page number is clamped to the last page."""
-    ids = _matching_ids(filters)
-    total = _count(session, ids)
-    page = min(filters.page, max(1, math.ceil(total / filters.per_page)))
-    page_ids = _page_ids(session, filters, ids, page)
-    if not page_ids:
-        return AnalysisPage([], total, page, filters.per_page)
-    query = (
-        select(
-            Analysis.id,
-            Analysis.model_name,
-            Analysis.format,
-            Analysis.target,
-            Analysis.context["stage"].as_string().label("context_stage"),
-            _status_expr.label("status"),
-            Job.stage,
-            Job.progress,
-            Analysis.recommended_backend,
-            Analysis.recommended_mode,
-            Analysis.speedup_vs_eager,
-            Analysis.submitted_by,
-            Analysis.created_at,
-        )
-        .outerjoin(Job, _job_join)
-        .where(Analysis.id.in_(page_ids))
+    """One page of analyses (app.analysis_list, the API's query); the page number is clamped to the last page."""
+    listed = analysis_list.list_analyses(session, filters, clamp_page=True)
+    return AnalysisPage([_list_row(row) for row in listed.rows], listed.total, listed.page, listed.per_page)
+
+
+def _list_row(row: analysis_list.ListedAnalysis) -> AnalysisListRow:
+    analysis, job = row.analysis, row.job
+    status = analysis_status(job)
+    return AnalysisListRow(
+        id=analysis.id,
+        model_name=analysis.model_name,
+        format=analysis.format,
+        target=analysis.target,
+        context_stage=row.context_stage,
+        status=status,
+        stage=job.stage if job is not None and status in (AnalysisStatus.QUEUED, AnalysisStatus.RUNNING) else None,
+        progress=job.progress if job is not None else None,
+        recommended=_label(analysis.recommended_backend, analysis.recommended_mode),
+        speedup=analysis.speedup_vs_eager,
+        submitted_by=analysis.submitted_by,
+        created_at=analysis.created_at,
     )
-    found = {
-        r.id: AnalysisListRow(
-            id=r.id,
-            model_name=r.model_name,
-            format=r.format,
-            target=r.target,
-            context_stage=r.context_stage,
-            status=r.status,
-            stage=r.stage if r.status in (AnalysisStatus.QUEUED, AnalysisStatus.RUNNING) else None,
-            progress=r.progress,
-            recommended=_label(r.recommended_backend, r.recommended_mode),
-            speedup=r.speedup_vs_eager,
-            submitted_by=r.submitted_by,
-            created_at=r.created_at,
-        )
-        for r in session.execute(query)
-    }
-    return AnalysisPage([found[i] for i in page_ids if i in found], total, page, filters.per_page)
 
 
 def _label(backend: str | None, mode: str | None) -> str | None:
