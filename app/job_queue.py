@@ -221,7 +221,9 @@ class JobQueue:
                 if existing is None:
                     raise
                 return existing, False
-            session.add_all(JobRequirement(job_id=job.id, backend=name) for name in backends)
+            # a worker offers backends by name: `onnxruntime:int8` (an int8 mode, asked for by name) needs `onnxruntime`
+            required = sorted({name.split(":", 1)[0] for name in backends})
+            session.add_all(JobRequirement(job_id=job.id, backend=name) for name in required)
             self._event(session, job, "enqueued", at=now)
             if inspect_meanwhile:
                 self._add_inspection(session, analysis_id, now)
@@ -640,7 +642,7 @@ class JobQueue:
         ).all()
         if not offers:
             return "no_worker"
-        needed = set(backends)
+        needed = {name.split(":", 1)[0] for name in backends}  # `onnxruntime:int8` needs a worker offering onnxruntime
         if needed and not any(needed <= set(offered or ()) for offered in offers):
             return "no_backend"
         return None
