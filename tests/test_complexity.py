@@ -42,7 +42,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("advisor/harness/decomposed_coverage.py", "_judge_torchair"),
         ("advisor/core/report.py", "render_markdown"),
         ("advisor/core/report.py", "render_text"),
-        ("advisor/core/shape_sweep.py", "speedups_by_shape"),
         ("app/web/detail_view.py", "answer"),
         ("app/web/charts.py", "break_even_chart"),
     }

@@ -50,24 +50,30 @@ def speedups_by_shape(run: MeasurementRun | dict | None) -> tuple[list[str], dic
     """(point labels, {option: its speedup at each point, None where it has none}) over the compiled options'
     sweeps, plus `option (static)` series where the static compile was measured."""
     run = read(MeasurementRun, run)
-    labels: list[str] = []
     rows = [row for row in (run.measurements if run else None) or [] if row.sweep and row.status == "ok"]
-    for row in rows:
-        for point in row.sweep or []:
-            if point.label and point.label not in labels:
-                labels.append(point.label)
+    labels = _swept_labels(rows)
     series: dict[str, list[float | None]] = {}
     for row in rows:
-        if row.label == EAGER_LABEL:
-            continue
-        by_label = {p.label: p for p in row.sweep or []}
-        series[row.label] = [getattr(by_label.get(label), "speedup", None) for label in labels]
-        static = [
-            by_label[label].static.speedup if label in by_label and by_label[label].static else None for label in labels
-        ]
-        if any(value is not None for value in static):
-            series[f"{row.label} (static)"] = static
+        if row.label != EAGER_LABEL:
+            series.update(_row_series(row, labels))
     return labels, series
+
+
+def _swept_labels(rows: list[Any]) -> list[str]:
+    """Every point label the rows were swept at, in the order first seen."""
+    labels = [p.label for row in rows for p in row.sweep or [] if p.label]
+    return list(dict.fromkeys(labels))
+
+
+def _row_series(row: Any, labels: list[str]) -> dict[str, list[float | None]]:
+    """One option's speedup at each label, and its static compile's when that was measured anywhere."""
+    by_label = {p.label: p for p in row.sweep or []}
+    points = [by_label.get(label) for label in labels]
+    series = {row.label: [p.speedup if p else None for p in points]}
+    static = [p.static.speedup if p and p.static else None for p in points]
+    if any(value is not None for value in static):
+        series[f"{row.label} (static)"] = static
+    return series
 
 
 def best_by_shape(run: MeasurementRun | dict | None, allowed: set[str] | None = None) -> list[ShapeAnswer]:

@@ -55,6 +55,21 @@ def test_the_decision_says_where_the_answer_changes_and_what_a_static_compile_gi
     assert "## Speedup by input shape" in markdown and "- inductor:default: 0.80x, 2.00x" in markdown
 
 
+def test_speedups_by_shape_lines_up_every_option_at_every_swept_shape():
+    from advisor.core.shape_sweep import speedups_by_shape
+
+    run = swept_run(static_ms=(None, 3.0))
+    eager, inductor = run["measurements"]
+    eager["sweep"].append(point("x=256x64", 30.0))  # a shape only eager reached: a gap (None) in the others' series
+    failed = copy.deepcopy(inductor) | {"backend": "onnxruntime", "status": "fail_accuracy"}  # not drawn
+    run["measurements"].append(failed)
+    labels, series = speedups_by_shape(run)
+    assert labels == ["x=1x64", "x=64x64", "x=256x64"]
+    assert series == {"inductor:default": [0.8, 2.0, None], "inductor:default (static)": [None, 8.0 / 3.0, None]}
+    assert speedups_by_shape(swept_run())[1] == {"inductor:default": [0.8, 2.0]}  # no static compile: no series
+    assert speedups_by_shape(synthetic.run()) == ([], {}) and speedups_by_shape(None) == ([], {})
+
+
 def test_detail_page_draws_speedup_by_shape_with_input_names_as_text(client: TestClient, seeded: Db):
     done = seeded.first(select(Analysis).where(Analysis.recommended_backend == "inductor"))
     run = copy.deepcopy(swept_run(static_ms=(0.5, 3.0), small=f"{HOSTILE_INPUT}=1x64"))
