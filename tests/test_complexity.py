@@ -37,7 +37,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
         # being split now (issue 29)
         ("advisor/harness/measurement/child.py", "measure_variant"),
         ("advisor/harness/measurement/generation.py", "measure_generation"),
-        ("advisor/harness/measurement/time_breakdown.py", "summarise"),
         ("advisor/harness/measurement/run.py", "measure_model"),
         ("advisor/harness/decomposed_coverage.py", "_judge_torchair"),
         ("advisor/core/report.py", "render_markdown"),

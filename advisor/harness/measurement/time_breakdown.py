@@ -108,35 +108,50 @@ def summarise(
     """(name, count, self µs) over `calls` calls -> top entries with their share, kernel and fallback counts.
     `called_directly`: the aten ops called from outside any other aten op (None: all were); only those can be
     the compiler's fallbacks."""
-    fallbacks = _inductor_fallbacks()
-    if called_directly is not None:
-        fallbacks = frozenset(op for op in fallbacks if f"aten::{op}" in called_directly)
+    fallbacks = _direct_fallbacks(called_directly)
     timed = [(_short_name(name), count, us) for name, count, us in events if us > 0]
     total_us = sum(us for _, _, us in timed)
     kernels = sorted({name for name, _, _ in timed if _GENERATED_KERNEL.search(name)})
     compiled = bool(kernels) or any(_is_runtime(name) and "Compiled" in name for name, _, _ in timed)
-    entries = []
-    for name, count, us in sorted(timed, key=lambda item: item[2], reverse=True)[:TOP]:
-        entries.append(
-            {
-                "name": name[:200],
-                "kind": _kind(name, compiled, fallbacks, device),
-                "ms_per_call": us / 1e3 / calls,
-                "share": us / total_us if total_us else 0.0,
-                "count_per_call": count / calls,
-            }
-        )
-    result: dict[str, Any] = {
+    entries = [
+        _entry(name, count, us, calls, total_us, _kind(name, compiled, fallbacks, device))
+        for name, count, us in sorted(timed, key=lambda item: item[2], reverse=True)[:TOP]
+    ]
+    return {
         "source": "torch.profiler, device (kernel) time" if device == "cuda" else "torch.profiler, host self time",
         "calls": calls,
         "total_ms_per_call": total_us / 1e3 / calls,
         "entries": entries,
         "other_share": max(0.0, 1.0 - sum(e["share"] for e in entries)) if total_us else 0.0,
         "fused_kernels": len(kernels) if compiled else None,
-        "fallback_ops": sorted({n for n, _, _ in timed if compiled and _kind(n, compiled, fallbacks) == "fallback"}),
+        "fallback_ops": _fallback_ops(timed, compiled, fallbacks),
         "note": _note(device, timed),
     }
-    return result
+
+
+def _direct_fallbacks(called_directly: set[str] | None) -> frozenset[str]:
+    """Inductor's fallback ops, less those only ever called from inside another aten op."""
+    fallbacks = _inductor_fallbacks()
+    if called_directly is None:
+        return fallbacks
+    return frozenset(op for op in fallbacks if f"aten::{op}" in called_directly)
+
+
+def _entry(name: str, count: int, us: float, calls: int, total_us: float, kind: str) -> dict[str, Any]:
+    return {
+        "name": name[:200],
+        "kind": kind,
+        "ms_per_call": us / 1e3 / calls,
+        "share": us / total_us if total_us else 0.0,
+        "count_per_call": count / calls,
+    }
+
+
+def _fallback_ops(timed: list[tuple[str, int, float]], compiled: bool, fallbacks: frozenset[str]) -> list[str]:
+    """The aten ops a compiled callable ran as the compiler's fallbacks (classified as on the host)."""
+    if not compiled:
+        return []
+    return sorted({name for name, _, _ in timed if _kind(name, compiled, fallbacks) == "fallback"})
 
 
 def _kind(name: str, compiled: bool, fallbacks: frozenset[str], device: str = "cpu") -> str:
