@@ -138,7 +138,7 @@ def _submit_once(
         return Submission(analysis=earlier[0], job=earlier[1], deduplicated=True)
     # Outside the window an identical job may still be queued or running (it holds the key's unique index):
     # this one is measured again, as a job without the key, like a forced one.
-    job_key = None if force or _active_job(session, key) is not None else key
+    job_key = None if force or queue.active_job_with_key(session, key) is not None else key
     for row in (artifact, inputs):
         if row is not None and session.get(Artifact, row.sha256) is None:
             session.add(_new_artifact_row(row))
@@ -187,11 +187,6 @@ def _new_artifact_row(template: Artifact) -> Artifact:
         custom_op_names=list(template.custom_op_names or []),
         created_at=template.created_at,
     )
-
-
-def _active_job(session: Session, key: str) -> Job | None:
-    """A queued or running job with this dedupe key (the queue's unique index allows one)."""
-    return session.scalars(select(Job).where(Job.dedupe_key == key, Job.status.in_(ACTIVE_JOB_STATUSES))).first()
 
 
 def collect_orphans(session: Session, store: ArtifactStorage, *, min_age_s: float) -> list[str]:

@@ -24,7 +24,7 @@ import secrets
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, bindparam, exists, func, or_, select, update
@@ -32,6 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlmodel import Session
 
+from app.clock import aware, utcnow
 from app.models import (
     ACTIVE_JOB_STATUSES,
     ANY_DEVICE,
@@ -57,10 +58,6 @@ from app.results import (
 Clock = Callable[[], datetime]
 OutcomeRecorder = Callable[[Session, Job], None]
 INSPECT_PRIORITY = 10  # an inspection takes seconds: it goes before the measurements queued on the same workers
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class QueueError(Exception):
@@ -199,7 +196,7 @@ class JobQueue:
         measure it now: see `unclaimable_reason`)."""
         backends = sorted(set(backends))
         with _transaction(session):
-            if dedupe_key is not None and (existing := self._active_job_with_key(session, dedupe_key)):
+            if dedupe_key is not None and (existing := self.active_job_with_key(session, dedupe_key)):
                 return existing, False
             now = self.clock()
             job = Job(
@@ -217,7 +214,7 @@ class JobQueue:
                 session.flush()
             except IntegrityError:  # another writer enqueued the same key first (PostgreSQL)
                 session.rollback()
-                existing = self._active_job_with_key(session, dedupe_key or "")
+                existing = self.active_job_with_key(session, dedupe_key or "")
                 if existing is None:
                     raise
                 return existing, False
@@ -674,7 +671,7 @@ class JobQueue:
             .where(Job.status == JobStatus.QUEUED)
             .group_by(Job.device_kind)
         ):
-            created = _aware(created)
+            created = aware(created)
             oldest[kind] = {"created_at": created, "waiting_s": round((now - created).total_seconds(), 3)}
         seen_since = now - timedelta(seconds=self.policy.worker_lost_after_s)
         served = set(
@@ -745,7 +742,9 @@ class JobQueue:
         )
         return session.scalar(query) is not None
 
-    def _active_job_with_key(self, session: Session, dedupe_key: str) -> Job | None:
+    @staticmethod
+    def active_job_with_key(session: Session, dedupe_key: str) -> Job | None:
+        """The queued or running job with this dedupe key (its unique index allows one)."""
         return session.scalars(
             select(Job).where(Job.dedupe_key == dedupe_key, Job.status.in_(ACTIVE_JOB_STATUSES))
         ).first()
@@ -826,10 +825,3 @@ def _claim_statement():  # noqa: ANN202 - an ORM UPDATE ... RETURNING Job, built
 
 
 _CLAIM_STATEMENT = _claim_statement()
-
-
-def _aware(moment: datetime) -> datetime:
-    """Aggregates (min/max) bypass the column type on SQLite and come back naive or as text."""
-    if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment)
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -5,7 +5,7 @@ What a tag may be (TAG_PATTERN) is checked at submission; the summary itself is 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from pydantic import BaseModel
 from sqlalchemy import func, select
@@ -14,6 +14,7 @@ from sqlmodel import Session
 from advisor.core.catalogue import option_label
 from advisor.core.results import MeasurementRun, read
 from advisor.core.suite_summary import SuiteMember, SuiteSummary, summarise_suite
+from app.clock import aware
 from app.models import Analysis
 
 TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -42,7 +43,7 @@ def suite_tags(session: Session) -> list[SuiteListing]:
         .order_by(func.max(Analysis.created_at).desc())
     )
     return [
-        SuiteListing(tag=tag, analyses=count, models=models, last_at=_aware(last))
+        SuiteListing(tag=tag, analyses=count, models=models, last_at=aware(last))
         for tag, count, models, last in session.execute(query)
     ]
 
@@ -73,7 +74,7 @@ def suite_summary(session: Session, tag: str) -> SuiteSummary | None:
             SuiteMember(
                 analysis_id=row.id,
                 model_name=row.model_name,
-                created_at=_aware(row.created_at),
+                created_at=aware(row.created_at),
                 measurements=run,
                 recommended=option_label(row.recommended_backend, row.recommended_mode)
                 if row.recommended_backend
@@ -81,7 +82,3 @@ def suite_summary(session: Session, tag: str) -> SuiteSummary | None:
             )
         )
     return summarise_suite(tag, members)
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

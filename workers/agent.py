@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD
 from advisor.core.progress import ProgressEvent
 from workers.api import LeasedJob, LeaseLost, Registration, WorkerApi
 from workers.heartbeat import Heartbeat
@@ -314,9 +315,9 @@ class WorkerAgent:
             "device": self.config.device,
             # an int8 mode is asked for by name (`onnxruntime:int8`); the worker offers its backend
             "backends": [name for name in wanted if name.split(":", 1)[0] in self.config.backends] or ["eager"],
-            "workload": context.get("workload", "inference"),
-            "optimizer": context.get("optimizer", "sgd"),
-            "decode_tokens": context.get("decode_tokens", 32),
+            "workload": context.get("workload", DEFAULT_WORKLOAD),
+            "optimizer": context.get("optimizer", DEFAULT_OPTIMIZER),
+            "decode_tokens": context.get("decode_tokens", DEFAULT_DECODE_TOKENS),
             "accuracy_tolerance": context.get("accuracy_tolerance"),
             "context": context or None,
             # an inspect job: the inspection alone (the target has no worker yet; the server decides unmeasured)

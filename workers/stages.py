@@ -41,6 +41,7 @@ CANCEL = threading.Event()
 def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
     """Inspect the job's artifact, then measure its backends: `advisor.harness.pipeline.run_analysis`, undecided.
     `spec["measure"]` false (an inspect job): the inspection alone, with no measurements."""
+    from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD
     from advisor.harness.measurement import DEFAULT_TIMEOUT_S
     from advisor.harness.pipeline import AnalysisRequest, run_analysis
 
@@ -49,9 +50,9 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
         device=spec["device"],
         inputs=spec.get("inputs_path"),
         backends=list(dict.fromkeys(spec["backends"])) or ["eager"],
-        workload=spec.get("workload", "inference"),
-        optimizer=spec.get("optimizer", "sgd"),
-        decode_tokens=int(spec.get("decode_tokens") or 32),
+        workload=spec.get("workload", DEFAULT_WORKLOAD),
+        optimizer=spec.get("optimizer", DEFAULT_OPTIMIZER),
+        decode_tokens=int(spec.get("decode_tokens") or DEFAULT_DECODE_TOKENS),
         accuracy_tolerance=spec.get("accuracy_tolerance"),
         measure=bool(spec.get("measure", True)),
         timeout_s=float(spec.get("timeout_s") or DEFAULT_TIMEOUT_S),  # the stage timeout applies to inspection too

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.cli.errors import one_line_errors
+from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD, MAX_DECODE_TOKENS
 
 _UNIT = {"training": "step", "inference": "call"}
 _STATUS_STYLE = {
@@ -37,13 +38,15 @@ def measure(
     ),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or npu"),
     workload: str = typer.Option(
-        "inference",
+        DEFAULT_WORKLOAD,
         "--workload",
         help="inference (forward under no_grad), training (forward, loss, backward, optimizer step) or generation "
         "(a prefill + decode archive: time to first token and per output token)",
     ),
-    optimizer: str = typer.Option("sgd", "--optimizer", help="training only: sgd or adamw"),
-    decode_tokens: int = typer.Option(32, "--decode-tokens", min=1, max=4096, help="generation only: greedy tokens"),
+    optimizer: str = typer.Option(DEFAULT_OPTIMIZER, "--optimizer", help="training only: sgd or adamw"),
+    decode_tokens: int = typer.Option(
+        DEFAULT_DECODE_TOKENS, "--decode-tokens", min=1, max=MAX_DECODE_TOKENS, help="generation only: greedy tokens"
+    ),
     inputs: Path | None = typer.Option(None, "--inputs", help="example inputs: a torch.save'd tensor, tuple or dict"),
     input_shape: list[str] | None = typer.Option(
         None, "--input-shape", help="NAME=1x3x224x224:float32, once per input (TorchScript needs inputs)"

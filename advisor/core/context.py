@@ -16,6 +16,13 @@ ModelChanges = Literal["frequent", "occasional", "frozen"]
 Target = Literal["npu", "cuda", "cpu"]
 Fleet = Literal["single", "mixed"]
 Optimizer = Literal["sgd", "adamw"]
+Workload = Literal["inference", "training", "generation"]
+
+# What a context, job, request or run that names no workload means: said here once, read by the worker, the
+# harness and the decision engine alike.
+DEFAULT_WORKLOAD: Workload = "inference"
+DEFAULT_OPTIMIZER: Optimizer = "sgd"
+DEFAULT_DECODE_TOKENS = 32
 
 # Bounds of the context fields (issue 12): large enough for any real deployment, small enough that the decision
 # engine, the reports and the database handle the largest accepted value. The README lists them.
@@ -130,21 +137,21 @@ class DeploymentContext(BaseModel):
         description="How often the model code or weights change (each change means a recompile): "
         "frequent (several times a day), occasional, or frozen.",
     )
-    workload: Literal["inference", "training", "generation"] = Field(
-        default="inference",
+    workload: Workload = Field(
+        default=DEFAULT_WORKLOAD,
         description="inference (forward only), training (forward, backward, optimizer step; only forward and "
         "backward are compiled), or generation (a causal LM with a static KV cache: prefill and decode phases "
         "timed separately, see the README's generation models).",
     )
     decode_tokens: int = Field(
-        default=32,
+        default=DEFAULT_DECODE_TOKENS,
         ge=1,
         le=MAX_DECODE_TOKENS,
         description="Generation only: how many tokens the timed greedy decode generates after the prompt (within "
         "the exported static cache's length).",
     )
     optimizer: Optimizer = Field(
-        default="sgd",
+        default=DEFAULT_OPTIMIZER,
         description="Training only: the optimizer of the timed training step (its state counts in peak memory). "
         "sgd or adamw.",
     )

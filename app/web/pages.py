@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -29,6 +29,7 @@ from sqlmodel import Session
 from advisor.core.context import ContextError, decode_json_value
 from app.analyses import RerunRefused, analysis_view, job_of, rerun_analysis
 from app.auth import Principal, authenticate
+from app.clock import aware
 from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep, is_owner_or_admin, require_owner_or_admin
 from app.job_queue import QueueError
 from app.models import Analysis
@@ -318,14 +319,10 @@ def suite_page(request: Request, tag: str, session: SessionDep, who: PageViewer)
 def queue_page(request: Request, session: SessionDep, queue: QueueDep, settings: SettingsDep, who: PageViewer):
     now = queue.clock()
     overview = queries.queue_overview(
-        session, depth=queue.depth(session), now=_aware(now), lost_after_s=settings.worker_lost_after_s
+        session, depth=queue.depth(session), now=aware(now), lost_after_s=settings.worker_lost_after_s
     )
     kinds = sorted({kind for counts in overview.by_state.values() for kind in counts})
     return _render(request, "queue.html", who, active="queue", overview=overview, kinds=kinds, now=now)
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 # ------------------------------------------------------------------ upload

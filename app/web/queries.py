@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, case, func, or_, select
@@ -22,6 +22,7 @@ from advisor.core.status import AnalysisStatus
 from app import analysis_list
 from app.analyses import analysis_status
 from app.analysis_list import DEFAULT_SORT, AnalysisQuery, sort_key
+from app.clock import aware
 from app.models import MEASURE, Analysis, Job, JobStatus, Worker
 
 ANALYSIS_STATUSES = tuple(AnalysisStatus)
@@ -213,13 +214,9 @@ def queue_overview(
     running_by_worker = {job.worker_id: (job, name) for job, name in overview.running if job.worker_id}
     shown = or_(Worker.state != "stopped", Worker.last_seen_at >= now - timedelta(seconds=STOPPED_WORKERS_SHOWN_S))
     for worker in session.scalars(select(Worker).where(shown).order_by(Worker.registered_at)):
-        seen = _aware(worker.last_seen_at)
+        seen = aware(worker.last_seen_at)
         since = (now - seen).total_seconds()
         job, name = running_by_worker.get(worker.id, (None, None))
         lost = worker.state == "lost" or (worker.state != "stopped" and since > lost_after_s)
         overview.workers.append(WorkerRow(worker, lost, job, name, since))
     return overview
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

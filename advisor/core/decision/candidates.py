@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.core import catalogue, noise
-from advisor.core.context import DeploymentContext
+from advisor.core.context import DEFAULT_WORKLOAD, DeploymentContext
 from advisor.core.decision import footprint, quantized_rules
 
 # Backend facts (devices, display names, simplicity ranks) live in advisor.core.catalogue; re-exported for callers.
@@ -263,7 +263,7 @@ def provenance(context: DeploymentContext, run: dict[str, Any] | None) -> Proven
     if device != context.target:
         note = f"the measurements were taken on {device or 'an unknown device'}, not on the target ({context.target})"
         return Provenance(device, measured_on, False, False, note)
-    workload = run.get("workload") or "inference"
+    workload = run.get("workload") or DEFAULT_WORKLOAD
     if workload != context.workload:
         note = (
             f"the measurements are of {workload}, not {context.workload}; measure again with "

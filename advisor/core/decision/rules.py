@@ -14,7 +14,7 @@ from typing import Any
 
 from advisor.core import noise, snippets
 from advisor.core.catalogue import EAGER_LABEL
-from advisor.core.context import DeploymentContext
+from advisor.core.context import DEFAULT_WORKLOAD, DeploymentContext
 from advisor.core.decision.break_even import break_even_calls, format_calls
 from advisor.core.decision.candidates import (
     TORCHAIR_EXPORT_MODE,
@@ -708,7 +708,7 @@ def leading_ranking(run: dict[str, Any], context: DeploymentContext | None = Non
 
     if context is None:
         device = (run.get("environment") or {}).get("device") or "cpu"
-        context = parse_context({"target": device, "workload": run.get("workload") or "inference"})
+        context = parse_context({"target": device, "workload": run.get("workload") or DEFAULT_WORKLOAD})
     qualified, _ = split_by_filters(measured_options(run), context)
     if not qualified:
         return {"resolved": True, "leading": [], "text": "no option qualifies"}
