@@ -38,7 +38,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("advisor/harness/measurement/child.py", "measure_variant"),
         ("advisor/harness/measurement/generation.py", "measure_generation"),
         ("advisor/harness/measurement/run.py", "measure_model"),
-        ("advisor/harness/decomposed_coverage.py", "_judge_torchair"),
         ("advisor/core/report.py", "render_markdown"),
         ("advisor/core/report.py", "render_text"),
         ("app/web/detail_view.py", "answer"),

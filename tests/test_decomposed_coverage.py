@@ -174,3 +174,23 @@ def test_a_failed_decomposition_is_reported_with_its_real_error_not_a_guessed_op
         "coverage is judged on the exported ops themselves: decomposing the graph failed (RuntimeError: Please "
         "check the warnings above; caused by ValueError: Cannot view a tensor with shape [2, 3] as [4])"
     )
+
+
+def test_an_op_decomposed_into_ops_without_a_working_converter_names_them(monkeypatch) -> None:
+    """TorchAir's verdict on a decomposed op is the worst of what it becomes, and the note names the ops that have
+    no working GE converter; one that stays whole, or could not be traced back, keeps the table's answer."""
+    received = {
+        "aten.decomposes.default": ["aten.add.Tensor", "aten.definitely_not_an_op.default", "aten.mm.default"],
+        "aten.whole.default": ["aten.whole.default"],
+        "aten.untraced.default": None,
+    }
+    monkeypatch.setattr(decomposed_coverage, "received_ops", lambda program, names, table: received)
+    monkeypatch.setattr(decomposed_coverage, "_decomposed", lambda name, table: True)
+    ops = [{"name": name, "coverage": {"torchair": "supported"}} for name in received]
+    decomposed_coverage._judge_torchair(None, ops)  # type: ignore[arg-type]
+    assert ops[0]["coverage"] == {
+        "torchair": "none",
+        "torchair_via": ["aten.add.Tensor", "aten.definitely_not_an_op.default", "aten.mm.default"],
+        "torchair_note": "decomposed before TorchAir: no working GE converter for aten.definitely_not_an_op.default",
+    }
+    assert ops[1]["coverage"] == ops[2]["coverage"] == {"torchair": "supported"}

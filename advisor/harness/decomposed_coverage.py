@@ -133,6 +133,8 @@ def add_table_notes(ops: list[OpInfo]) -> None:
 
 
 def _judge_torchair(program: torch.export.ExportedProgram, ops: list[OpInfo]) -> None:
+    """Each op's TorchAir status from the ops it is decomposed into before TorchAir sees it (the table answers for
+    an op that is not decomposed, or whose decomposition could not be traced back)."""
     table = torchair_table()
     candidates = [
         op
@@ -142,24 +144,33 @@ def _judge_torchair(program: torch.export.ExportedProgram, ops: list[OpInfo]) ->
     received = received_ops(program, [op["name"] for op in candidates], table) if candidates else {}
     for op in ops:
         via = [] if op["name"] in EXPORT_ONLY_OPS else received.get(op["name"])
-        if via is None or via == [op["name"]]:
-            continue  # not decomposed, or its decomposition could not be traced back: the table answers
-        via = [name for name in via if name not in EXPORT_ONLY_OPS]
-        if any(_CPU_KERNEL_MARK in name for name in via):
-            op["coverage"]["torchair_note"] = _PER_DEVICE_NOTE.format(via=", ".join(via))
-            op["coverage"]["torchair_unknown"] = True
-            continue
-        statuses = {name: coverage.torchair_status(name) for name in via}
-        op["coverage"]["torchair"] = coverage.worst_torchair_status(statuses.values())
-        op["coverage"]["torchair_via"] = via
-        if op["name"] in EXPORT_ONLY_OPS:
-            op["coverage"]["torchair_note"] = _EXPORT_ONLY_NOTE
-        elif uncovered := [name for name, status in statuses.items() if status in ("none", "stub")]:
-            op["coverage"]["torchair_note"] = (
-                f"decomposed before TorchAir: no working GE converter for {', '.join(uncovered)}"
-            )
-        elif _in_place(op["name"]):
-            op["coverage"]["torchair_note"] = _in_place_note(via)
+        if via is not None and via != [op["name"]]:
+            _judge_torchair_via(op, [name for name in via if name not in EXPORT_ONLY_OPS])
+
+
+def _judge_torchair_via(op: OpInfo, via: list[str]) -> None:
+    """`op`'s TorchAir coverage from the ops `via` it becomes: unknown when one is a per-device kernel, else the
+    worst of their statuses, with a note saying why."""
+    if any(_CPU_KERNEL_MARK in name for name in via):
+        op["coverage"]["torchair_note"] = _PER_DEVICE_NOTE.format(via=", ".join(via))
+        op["coverage"]["torchair_unknown"] = True
+        return
+    statuses = {name: coverage.torchair_status(name) for name in via}
+    op["coverage"]["torchair"] = coverage.worst_torchair_status(statuses.values())
+    op["coverage"]["torchair_via"] = via
+    note = _torchair_via_note(op["name"], via, statuses)
+    if note is not None:
+        op["coverage"]["torchair_note"] = note
+
+
+def _torchair_via_note(name: str, via: list[str], statuses: dict[str, str]) -> str | None:
+    if name in EXPORT_ONLY_OPS:
+        return _EXPORT_ONLY_NOTE
+    if uncovered := [op for op, status in statuses.items() if status in ("none", "stub")]:
+        return f"decomposed before TorchAir: no working GE converter for {', '.join(uncovered)}"
+    if _in_place(name):
+        return _in_place_note(via)
+    return None
 
 
 def _judge_inductor(program: torch.export.ExportedProgram, ops: list[OpInfo]) -> list[str]:
