@@ -41,7 +41,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("advisor/core/report.py", "render_markdown"),
         ("advisor/core/report.py", "render_text"),
         ("app/web/detail_view.py", "answer"),
-        ("app/web/charts.py", "break_even_chart"),
     }
 )
 

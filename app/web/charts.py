@@ -442,6 +442,179 @@ def break_even_uses_log(meets: Sequence[Crossing], expected_calls: float | None 
     return len(points) >= 2 and max(points) / min(points) > LOG_SPREAD
 
 
+@dataclass(frozen=True)
+class _BreakEvenPlot:
+    """Where the break-even plot sits and how values map to pixels (both axes logarithmic or both linear)."""
+
+    log: bool
+    x_low: float
+    x_high: float
+    x_ticks: list[float]
+    y_ticks: list[float]
+    sx: _Axis
+    sy: _Axis
+    unit: str
+    left: float = 70
+    top: float = 28
+    plot_h: float = 240
+
+    @property
+    def area(self) -> Box:
+        return Box(self.left, self.top, self.left + _PLOT_W, self.top + self.plot_h)
+
+    def point(self, calls: float, seconds: float) -> str:
+        return f"{_num(self.sx(calls))} {_num(self.sy(seconds))}"
+
+
+def _break_even_plot(
+    lines: Sequence[CostLine], meets: Sequence[Crossing], expected_calls: float | None, unit: str
+) -> _BreakEvenPlot:
+    """Axes covering twice the furthest crossing and the expected calls: integer calls on linear axes, decades on
+    logarithmic ones (from one call and the cheapest line's time there)."""
+    log = break_even_uses_log(meets, expected_calls)
+    left, top, plot_h = 70, 28, 240
+    x_high = max([c.calls * 2 for c in meets] + [expected_calls or 0, 10.0])
+    if log:
+        x_low = 1.0
+        x_ticks = log_ticks(x_low, _decade_ceil(x_high))
+        x_high = x_ticks[-1]
+        y_values = [line.seconds_after(n) for line in lines for n in (x_low, x_high)]
+        positive = [v for v in y_values if v > 0]
+        y_low = _decade_floor(max(min(positive), 1e-9)) if positive else 1e-3
+        y_ticks = log_ticks(y_low, _decade_ceil(max(max(y_values), y_low * 10)), max_ticks=8)
+    else:
+        x_low, y_low = 0.0, 0.0
+        x_ticks = [float(t) for t in integer_ticks(x_high)]
+        x_high = x_ticks[-1]
+        y_ticks = nice_ticks(max(line.seconds_after(x_high) for line in lines), 4)
+    sx = _Axis(x_low, x_high, left, left + _PLOT_W, log)
+    sy = _Axis(y_low, y_ticks[-1], top + plot_h, top, log)
+    return _BreakEvenPlot(log, x_low, x_high, x_ticks, y_ticks, sx, sy, unit, left, top, plot_h)
+
+
+def _break_even_desc(meets: Sequence[Crossing], unit: str, log: bool) -> str:
+    desc = (
+        "; ".join(f"{c.first} and {c.second} cost the same after {format_count(c.calls)} {unit}s" for c in meets)
+        or f"No crossing: one backend is cheaper at every number of {unit}s."
+    )
+    return desc + ". Both axes are logarithmic." if log else desc
+
+
+def _break_even_axes(plot: _BreakEvenPlot) -> list[str]:
+    """Grid lines, tick labels and units of both axes, and the axis lines."""
+    left, top, plot_h, log = plot.left, plot.top, plot.plot_h, plot.log
+    parts = []
+    for tick in plot.y_ticks:
+        y = plot.sy(tick)
+        parts.append(f'<line class="grid" x1="{left}" y1="{_num(y)}" x2="{left + _PLOT_W}" y2="{_num(y)}"/>')
+        parts.append(
+            f'<text class="tick" x="{left - 6}" y="{_num(y + 4)}" text-anchor="end">{format_tick(tick)}</text>'
+        )
+    y_unit = "total seconds" + (" (log)" if log else "")
+    parts.append(f'<text class="unit" x="8" y="{top - 14}">{y_unit}</text>')
+    for tick in plot.x_ticks:
+        x = plot.sx(tick)
+        parts.append(f'<line class="grid" x1="{_num(x)}" y1="{top}" x2="{_num(x)}" y2="{top + plot_h + 4}"/>')
+        parts.append(
+            f'<text class="tick x-tick" data-value="{round(tick)}" x="{_num(x)}" y="{top + plot_h + 18}" '
+            f'text-anchor="middle">{format_count(tick, compact=log or tick >= 10_000_000)}</text>'
+        )
+    parts.append(
+        f'<text class="unit" x="{left + _PLOT_W}" y="{top + plot_h + 34}" text-anchor="end">'
+        f"{_text(plot.unit)}s{' (log)' if log else ''}</text>"
+    )
+    parts.append(f'<path class="axis" d="M{left} {top}V{top + plot_h}H{left + _PLOT_W}"/>')
+    return parts
+
+
+def _expected_calls_marker(plot: _BreakEvenPlot, expected_calls: float | None, taken: list[Box]) -> list[str]:
+    """The context's expected calls per compile as a vertical line, labelled where there is room."""
+    if not (expected_calls and plot.x_low < expected_calls <= plot.x_high):
+        return []
+    x, top, unit = plot.sx(expected_calls), plot.top, plot.unit
+    text = f"expected {unit}s"
+    parts = [
+        f'<line class="expected" x1="{_num(x)}" y1="{top}" x2="{_num(x)}" y2="{top + plot.plot_h}">'
+        f"<title>expected {_text(unit)}s per compile: {format_count(expected_calls)}</title></line>"
+    ]
+    spot = _place(text, [(x + 4, top + 13, "start"), (x - 4, top + 13, "end")], taken, plot.area)
+    if spot:
+        parts.append(
+            f'<text class="expected-label" x="{_num(spot[0])}" y="{_num(spot[1])}" '
+            f'text-anchor="{spot[2]}">{_text(text)}</text>'
+        )
+    return parts
+
+
+def _cost_line(plot: _BreakEvenPlot, index: int, line: CostLine, end_y: float, label_y: float) -> list[str]:
+    """One backend's cumulative time, and its name right of the plot (with a leader when moved off the line's end)."""
+    unit = plot.unit
+    if plot.log:
+        samples = [plot.x_low * (plot.x_high / plot.x_low) ** (k / 48) for k in range(49)]
+    else:
+        samples = [plot.x_low, plot.x_high]
+    state = " highlighted" if line.highlighted else ""
+    path = "M" + "L".join(plot.point(n, line.seconds_after(n)) for n in samples)
+    parts = [
+        f'<path class="cost-line series-{index % 6}{state}" data-backend="{_text(line.label)}" '
+        f'd="{path}"><title>{_text(line.label)}: '
+        f"{format_quantity(line.compile_s)} s compile + {format_quantity(line.latency_ms)} ms per {_text(unit)}"
+        "</title></path>"
+    ]
+    label_x = plot.left + _PLOT_W + 10
+    if abs(label_y - 4 - end_y) > 1:  # moved off its line's end: a leader shows whose it is
+        parts.append(
+            f'<path class="leader series-{index % 6}" d="M{plot.left + _PLOT_W} {_num(end_y)}'
+            f'L{label_x - 2} {_num(label_y - 4)}"/>'
+        )
+    parts.append(
+        f'<text class="series-label series-{index % 6}{state}" x="{label_x}" y="{_num(label_y)}">'
+        f"{_text(_shorten(line.label, _SERIES_CHARS))}<title>{_text(line.label)}</title></text>"
+    )
+    return parts
+
+
+def _crossing_markers(plot: _BreakEvenPlot, shown: Sequence[Crossing], taken: list[Box]) -> list[str]:
+    """A circle (with its tooltip) at each crossing inside the plotted range; each marker's box is taken."""
+    parts = []
+    for c in shown:
+        cx, cy = plot.sx(c.calls), plot.sy(c.seconds)
+        taken.append(Box(cx - 6, cy - 6, cx + 6, cy + 6))
+        parts.append(
+            f'<circle class="crossing" cx="{_num(cx)}" cy="{_num(cy)}" r="5">'
+            f"<title>{_text(c.first)} = {_text(c.second)} after {format_count(c.calls)} "
+            f"{_text(plot.unit)}s</title></circle>"
+        )
+    return parts
+
+
+def _crossing_labels(
+    plot: _BreakEvenPlot, lines: Sequence[CostLine], shown: Sequence[Crossing], taken: list[Box]
+) -> list[str]:
+    """The calls at each crossing that matters (one involving a highlighted line, when any is), placed where no
+    other label is; one label where several lines meet in one point; none where there is no free spot."""
+    highlighted = {line.label for line in lines if line.highlighted}
+    wanted = [c for c in shown if not highlighted or {c.first, c.second} & highlighted]
+    said: set[tuple[int, int, str]] = set()
+    parts = []
+    for c in wanted:
+        cx, cy = plot.sx(c.calls), plot.sy(c.seconds)
+        text = f"{format_count(c.calls)} {plot.unit}s"
+        if (round(cx / 4), round(cy / 4), text) in said:  # three lines meeting in one point: one label
+            continue
+        said.add((round(cx / 4), round(cy / 4), text))
+        candidates = [
+            (cx + dx, cy + dy, "start" if dx > 0 else "end") for dy in (-8, 16, -22, 30, -36, 44) for dx in (8, -8)
+        ]
+        spot = _place(text, candidates, taken, plot.area)
+        if spot:
+            parts.append(
+                f'<text class="crossing-label" x="{_num(spot[0])}" y="{_num(spot[1])}" '
+                f'text-anchor="{spot[2]}">{_text(text)}</text>'
+            )
+    return parts
+
+
 def break_even_chart(
     lines: Sequence[CostLine],
     *,
@@ -460,120 +633,22 @@ def break_even_chart(
     if not lines:
         return _empty(title, "Needs at least one backend with latency and compile time.", "break-even-chart")
     meets = crossings(lines)
-    log = break_even_uses_log(meets, expected_calls)
-    left, top, plot_h = 70, 28, 240
-    width = left + _PLOT_W + _SERIES_LABEL_W
-    x_high = max([c.calls * 2 for c in meets] + [expected_calls or 0, 10.0])
-    if log:
-        x_low = 1.0
-        x_ticks = log_ticks(x_low, _decade_ceil(x_high))
-        x_high = x_ticks[-1]
-        y_values = [line.seconds_after(n) for line in lines for n in (x_low, x_high)]
-        positive = [v for v in y_values if v > 0]
-        y_low = _decade_floor(max(min(positive), 1e-9)) if positive else 1e-3
-        y_ticks = log_ticks(y_low, _decade_ceil(max(max(y_values), y_low * 10)), max_ticks=8)
-    else:
-        x_low, y_low = 0.0, 0.0
-        x_ticks = [float(t) for t in integer_ticks(x_high)]
-        x_high = x_ticks[-1]
-        y_ticks = nice_ticks(max(line.seconds_after(x_high) for line in lines), 4)
-    sx = _Axis(x_low, x_high, left, left + _PLOT_W, log)
-    sy = _Axis(y_low, y_ticks[-1], top + plot_h, top, log)
-    plot = Box(left, top, left + _PLOT_W, top + plot_h)
-
-    def point(calls: float, seconds: float) -> str:
-        return f"{_num(sx(calls))} {_num(sy(seconds))}"
-
-    desc = (
-        "; ".join(f"{c.first} and {c.second} cost the same after {format_count(c.calls)} {unit}s" for c in meets)
-        or f"No crossing: one backend is cheaper at every number of {unit}s."
-    )
-    if log:
-        desc += ". Both axes are logarithmic."
-    ends = [sy(line.seconds_after(x_high)) for line in lines]
+    plot = _break_even_plot(lines, meets, expected_calls, unit)
+    top, plot_h = plot.top, plot.plot_h
+    width = plot.left + _PLOT_W + _SERIES_LABEL_W
+    ends = [plot.sy(line.seconds_after(plot.x_high)) for line in lines]
     label_ys = _dodge([y + 4 for y in ends], _FONT_PX + 3, top + 10, top + plot_h)  # the names right of the plot
     height = max(top + plot_h + 46, max(label_ys) + 6)
-    parts = [_svg_open(width, height, title, desc, "break-even-chart" + (" log" if log else ""))]
-    for tick in y_ticks:
-        y = sy(tick)
-        parts.append(f'<line class="grid" x1="{left}" y1="{_num(y)}" x2="{left + _PLOT_W}" y2="{_num(y)}"/>')
-        parts.append(
-            f'<text class="tick" x="{left - 6}" y="{_num(y + 4)}" text-anchor="end">{format_tick(tick)}</text>'
-        )
-    y_unit = "total seconds" + (" (log)" if log else "")
-    parts.append(f'<text class="unit" x="8" y="{top - 14}">{y_unit}</text>')
-    for tick in x_ticks:
-        x = sx(tick)
-        parts.append(f'<line class="grid" x1="{_num(x)}" y1="{top}" x2="{_num(x)}" y2="{top + plot_h + 4}"/>')
-        parts.append(
-            f'<text class="tick x-tick" data-value="{round(tick)}" x="{_num(x)}" y="{top + plot_h + 18}" '
-            f'text-anchor="middle">{format_count(tick, compact=log or tick >= 10_000_000)}</text>'
-        )
-    parts.append(
-        f'<text class="unit" x="{left + _PLOT_W}" y="{top + plot_h + 34}" text-anchor="end">'
-        f"{_text(unit)}s{' (log)' if log else ''}</text>"
-    )
-    parts.append(f'<path class="axis" d="M{left} {top}V{top + plot_h}H{left + _PLOT_W}"/>')
+    desc = _break_even_desc(meets, unit, plot.log)
+    parts = [_svg_open(width, height, title, desc, "break-even-chart" + (" log" if plot.log else ""))]
+    parts += _break_even_axes(plot)
     taken: list[Box] = []  # label boxes (and crossing markers) already on the plot
-    if expected_calls and x_low < expected_calls <= x_high:
-        x = sx(expected_calls)
-        text = f"expected {unit}s"
-        parts.append(
-            f'<line class="expected" x1="{_num(x)}" y1="{top}" x2="{_num(x)}" y2="{top + plot_h}">'
-            f"<title>expected {_text(unit)}s per compile: {format_count(expected_calls)}</title></line>"
-        )
-        spot = _place(text, [(x + 4, top + 13, "start"), (x - 4, top + 13, "end")], taken, plot)
-        if spot:
-            parts.append(
-                f'<text class="expected-label" x="{_num(spot[0])}" y="{_num(spot[1])}" '
-                f'text-anchor="{spot[2]}">{_text(text)}</text>'
-            )
-    samples = [x_low, x_high] if not log else [x_low * (x_high / x_low) ** (k / 48) for k in range(49)]
+    parts += _expected_calls_marker(plot, expected_calls, taken)
     for i, line in enumerate(lines):
-        state = " highlighted" if line.highlighted else ""
-        path = "M" + "L".join(point(n, line.seconds_after(n)) for n in samples)
-        parts.append(
-            f'<path class="cost-line series-{i % 6}{state}" data-backend="{_text(line.label)}" '
-            f'd="{path}"><title>{_text(line.label)}: '
-            f"{format_quantity(line.compile_s)} s compile + {format_quantity(line.latency_ms)} ms per {_text(unit)}"
-            "</title></path>"
-        )
-        label_x = left + _PLOT_W + 10
-        if abs(label_ys[i] - 4 - ends[i]) > 1:  # moved off its line's end: a leader shows whose it is
-            parts.append(
-                f'<path class="leader series-{i % 6}" d="M{left + _PLOT_W} {_num(ends[i])}'
-                f'L{label_x - 2} {_num(label_ys[i] - 4)}"/>'
-            )
-        parts.append(
-            f'<text class="series-label series-{i % 6}{state}" x="{label_x}" y="{_num(label_ys[i])}">'
-            f"{_text(_shorten(line.label, _SERIES_CHARS))}<title>{_text(line.label)}</title></text>"
-        )
-    shown = [c for c in meets if x_low <= c.calls <= x_high]
-    for c in shown:
-        cx, cy = sx(c.calls), sy(c.seconds)
-        taken.append(Box(cx - 6, cy - 6, cx + 6, cy + 6))
-        parts.append(
-            f'<circle class="crossing" cx="{_num(cx)}" cy="{_num(cy)}" r="5">'
-            f"<title>{_text(c.first)} = {_text(c.second)} after {format_count(c.calls)} {_text(unit)}s</title></circle>"
-        )
-    highlighted = {line.label for line in lines if line.highlighted}
-    wanted = [c for c in shown if not highlighted or {c.first, c.second} & highlighted]  # the ones that matter
-    said: set[tuple[int, int, str]] = set()
-    for c in wanted:
-        cx, cy = sx(c.calls), sy(c.seconds)
-        text = f"{format_count(c.calls)} {unit}s"
-        if (round(cx / 4), round(cy / 4), text) in said:  # three lines meeting in one point: one label
-            continue
-        said.add((round(cx / 4), round(cy / 4), text))
-        candidates = [
-            (cx + dx, cy + dy, "start" if dx > 0 else "end") for dy in (-8, 16, -22, 30, -36, 44) for dx in (8, -8)
-        ]
-        spot = _place(text, candidates, taken, plot)
-        if spot:
-            parts.append(
-                f'<text class="crossing-label" x="{_num(spot[0])}" y="{_num(spot[1])}" '
-                f'text-anchor="{spot[2]}">{_text(text)}</text>'
-            )
+        parts += _cost_line(plot, i, line, ends[i], label_ys[i])
+    shown = [c for c in meets if plot.x_low <= c.calls <= plot.x_high]
+    parts += _crossing_markers(plot, shown, taken)
+    parts += _crossing_labels(plot, lines, shown, taken)
     parts.append("</svg>")
     return "".join(parts)
 
