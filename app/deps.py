@@ -1,8 +1,9 @@
-"""FastAPI dependencies: the per-request session, the service objects, the caller and role checks.
+"""FastAPI dependencies: the per-request session, the service objects, the caller.
 
-The caller is identified before the request's body is read: `app.upload_limit.UploadLimitMiddleware` runs
-`identify` (in a thread) for every state-changing API request and leaves the principal in the ASGI scope,
-where `get_principal` picks it up instead of looking the token up again.
+Who may call a route is declared here (`UserDep`, `WorkerDep`, `AnyRoleDep`: `require_role`) and decided once, before
+the request's body is read, by `app.authorization` (which reads these declarations as its table of routes); the
+dependency hands the decided principal to the handler. `identify`, `role_refusal` and `job_actor_refusal` are the
+pieces that decision is made of.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ ANY_ROLE = ("admin", "user", "worker")
 
 
 READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-PRINCIPAL_SCOPE_KEY = "npu_advisor.principal"  # set by the middleware once the caller is known
+PRINCIPAL_SCOPE_KEY = "npu_advisor.principal"  # set by app.authorization once the caller is allowed
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -55,14 +56,6 @@ SessionDep = Annotated[Session, Depends(get_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 QueueDep = Annotated[JobQueue, Depends(get_queue)]
 StoreDep = Annotated[ArtifactStorage, Depends(get_store)]
-
-
-def get_principal(request: Request, session: SessionDep, queue: QueueDep) -> Principal:
-    """The caller (see `identify`); already known when the body-guard middleware identified it."""
-    known = request.scope.get(PRINCIPAL_SCOPE_KEY)
-    if isinstance(known, Principal):
-        return known
-    return identify(request, session, now=queue.clock())
 
 
 def identify(request: Request, session: Session, *, now: datetime) -> Principal:
@@ -116,15 +109,19 @@ def role_refusal(principal: Principal, roles: tuple[str, ...]) -> str | None:
 
 
 def require_role(*roles: str) -> Callable[..., Principal]:
-    """A dependency that lets only `roles` through (403 with what is needed otherwise)."""
+    """The declaration "this route is for `roles`": `app.authorization` reads `.roles` and decides (403 with what
+    is needed otherwise) before the body; this dependency then hands over the principal it allowed."""
 
-    def check(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
-        refusal = role_refusal(principal, roles)
-        if refusal is not None:
-            raise HTTPException(status_code=403, detail=refusal)
-        return principal
+    def allowed(request: Request, session: SessionDep, queue: QueueDep) -> Principal:
+        known = request.scope.get(PRINCIPAL_SCOPE_KEY)
+        if isinstance(known, Principal):
+            return known
+        from app.authorization import Policy, decide  # a request the middleware did not see (direct ASGI use)
 
-    return check
+        return decide(request, session, Policy(roles=roles), now=queue.clock())
+
+    allowed.roles = roles  # type: ignore[attr-defined]
+    return allowed
 
 
 def actor_of(principal: Principal) -> Actor:
@@ -135,19 +132,6 @@ def actor_of(principal: Principal) -> Actor:
 def is_owner_or_admin(principal: Principal, submitted_by: str) -> bool:
     """Admins (and the anonymous admin of an open server) any; a user only what it submitted (by token name)."""
     return principal.role == "admin" or principal.name == submitted_by
-
-
-def require_owner_or_admin(principal: Principal, analysis: object, action: str = "change") -> None:
-    """403 unless `principal` submitted `analysis` (its token's name is the analysis' `submitted_by`) or is an admin.
-
-    Call it in the cancel and re-run handlers, after loading the analysis (404 first) and before acting."""
-    submitted_by = getattr(analysis, "submitted_by", None)
-    if not is_owner_or_admin(principal, str(submitted_by)):
-        raise HTTPException(
-            status_code=403,
-            detail=f"only the submitter ({submitted_by}) or an admin can {action} analysis "
-            f"{getattr(analysis, 'id', '?')}; you are signed in as {principal.name} ({principal.role})",
-        )
 
 
 def job_actor_refusal(session: Session, job_id: int, principal: Principal) -> str | None:

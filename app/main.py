@@ -20,7 +20,10 @@ from sqlmodel import Session
 
 from app.admission import AdmissionLimiter, install_busy_handlers
 from app.analyses import collect_orphans
+from app.authorization import AuthorizeBeforeBody
+from app.body_limits import BodySizeLimit
 from app.db import create_db_engine, read_only_engine, upgrade_database
+from app.host_check import LoopbackHostCheck
 from app.job_queue import Clock, JobQueue, QueueError, QueuePolicy, utcnow
 from app.lingering import LingeringClose
 from app.metrics import ServiceMetrics
@@ -28,7 +31,6 @@ from app.path_ids import PathIdRangeMiddleware
 from app.routes import analyses, artifacts, jobs, ops, suites, workers
 from app.settings import Settings, auth_mode, check_replica_settings, get_settings
 from app.storage import ArtifactStorage, UploadTooLarge, open_store
-from app.upload_limit import UploadLimitMiddleware
 
 API_PREFIX = "/api/v1"
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -100,11 +102,14 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
     app.add_exception_handler(RequestValidationError, _validation_error)
     install_busy_handlers(app, settings.retry_after_s)
     upload_paths = (f"{API_PREFIX}/analyze", "/analyze", "/upload")
+    # before the body, innermost first: every body capped; the caller decided; an open loopback server's Host checked
     app.add_middleware(
-        UploadLimitMiddleware,
+        BodySizeLimit,
         paths=upload_paths,
         limit_bytes=settings.max_upload_bytes + settings.max_inputs_bytes + (1 << 20),
     )
+    app.add_middleware(AuthorizeBeforeBody)
+    app.add_middleware(LoopbackHostCheck)
     app.add_middleware(PathIdRangeMiddleware)  # ids outside int64: 404, before any handler converts them
     app.add_middleware(  # a saturated server sheds uploads before any other work (no thread, no DB)
         AdmissionLimiter,

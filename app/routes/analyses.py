@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -27,6 +28,7 @@ from app.analyses import (
     rerun_analysis,
     submit_analysis,
 )
+from app.analysis_actions import ActionRefused, cancel_analysis, existing_analysis, owned_analysis, redecide_analysis
 from app.analysis_list import SORT_ALIASES, SORT_COLUMNS, AnalysisQuery, list_analyses
 from app.auth import Principal
 from app.deps import (
@@ -37,11 +39,9 @@ from app.deps import (
     StoreDep,
     UserDep,
     actor_of,
-    require_owner_or_admin,
 )
 from app.job_queue import JobQueue
 from app.models import Analysis, AnalysisPublic, AnalysisSummaryPage, Artifact, Job
-from app.outcomes import DecisionFailed, decide_recommendation, store_recommendation
 from app.routes.artifacts import stored_file_response
 from app.settings import Settings
 from app.storage import ArtifactStorage, Incoming, StoredFile
@@ -408,11 +408,9 @@ def report_json(analysis_id: int, session: SessionDep, _: UserDep) -> JSONRespon
     **DETAIL,
 )
 def cancel_route(analysis_id: int, session: SessionDep, queue: QueueDep, principal: UserDep) -> dict:
-    analysis, job = _load(session, analysis_id)
-    require_owner_or_admin(principal, analysis, "cancel")
-    if job is None:
-        raise HTTPException(409, detail=f"analysis {analysis_id} has no job to cancel")
-    queue.cancel(session, job_id=job.id)
+    with _refusals():
+        analysis = owned_analysis(session, principal, analysis_id, "cancel")
+        job = cancel_analysis(session, queue, analysis)
     return _detail(analysis_view(session, queue, analysis, job))
 
 
@@ -422,17 +420,19 @@ def cancel_route(analysis_id: int, session: SessionDep, queue: QueueDep, princip
     **DETAIL,
 )
 def redecide_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: UserDep) -> dict:
-    analysis, job = _load(session, analysis_id)
-    if analysis.inspection is None and analysis.measurements is None:
-        raise HTTPException(409, detail=f"analysis {analysis_id} has no results yet; wait until it is done")
+    with _refusals():
+        analysis = existing_analysis(session, analysis_id)
+        redecide_analysis(session, queue, analysis)
+    return _detail(analysis_view(session, queue, analysis, job_of(session, analysis_id)))
+
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """An action refused by app.analysis_actions, answered with its status."""
     try:
-        recommendation = decide_recommendation(analysis.context, analysis.inspection, analysis.measurements)
-    except DecisionFailed as exc:
-        raise HTTPException(409, detail=str(exc)) from None
-    store_recommendation(analysis, recommendation, queue.clock())
-    session.add(analysis)
-    session.commit()
-    return _detail(analysis_view(session, queue, analysis, job))
+        yield
+    except ActionRefused as exc:
+        raise HTTPException(exc.status_code, detail=str(exc)) from None
 
 
 @router.post(
@@ -455,9 +455,8 @@ def rerun_route(
     principal: UserDep,
 ) -> JSONResponse:
     """Always measures again (like `force=true`); the earlier analysis keeps its results."""
-    earlier = session.get(Analysis, analysis_id)
-    if earlier is not None:
-        require_owner_or_admin(principal, earlier, "re-run")
+    with _refusals():
+        owned_analysis(session, principal, analysis_id, "re-run")
     try:
         submission = rerun_analysis(
             session,

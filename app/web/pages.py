@@ -1,7 +1,7 @@
 """The dashboard: server-rendered HTML pages (Jinja2, autoescaped) served by the API app.
 
 Pages read through `app.web.queries` and the server's own `app.analyses`. Sign-in is a token kept in a
-cookie (`app.web.cookie_auth`) that the API accepts too (`app.deps.get_principal`, with a same-origin
+cookie (`app.web.cookie_auth`) that the API accepts too (`app.deps.identify`, with a same-origin
 check on state-changing requests), so the upload form's script (web.js) and the report downloads call the
 API directly. Cancel / re-decide / re-run, and the upload form without script, are plain form posts handled
 here (they answer with a redirect back to a page, so they work without JavaScript) by the same route /
@@ -28,9 +28,11 @@ from sqlmodel import Session
 
 from advisor.core.context import ContextError, decode_json_value
 from app.analyses import RerunRefused, analysis_view, job_of, rerun_analysis
+from app.analysis_actions import ActionRefused, cancel_analysis, existing_analysis, owned_analysis, redecide_analysis
 from app.auth import Principal, authenticate
+from app.authorization import VIEWER_SCOPE_KEY
 from app.clock import aware
-from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep, is_owner_or_admin, require_owner_or_admin
+from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep, is_owner_or_admin
 from app.job_queue import QueueError
 from app.models import Analysis
 from app.path_ids import id_or_none
@@ -38,7 +40,6 @@ from app.routes import analyses as analyses_api
 from app.storage import UploadTooLarge
 from app.suites import suite_summary, suite_tags
 from app.upload_form import ReceivedForm
-from app.upload_limit import VIEWER_SCOPE_KEY
 from app.web import queries
 from app.web.charts import format_quantity
 from app.web.compare import compare_rows
@@ -97,11 +98,14 @@ templates.env.filters["plain"] = _plain
 
 def _page_viewer(request: Request, session: SessionDep) -> Principal:
     request.state.web_session = session  # the same per-request session the handler gets; see _end_transaction
-    known = request.scope.get(VIEWER_SCOPE_KEY)  # a form post's viewer, found by the request guard (upload_limit)
+    known = request.scope.get(VIEWER_SCOPE_KEY)  # decided before the body by app.authorization
     principal = known if isinstance(known, Principal) else viewer(request, session)
     if principal is None:
         raise HTTPException(status_code=303, headers={"Location": _login_url(request)})
     return principal
+
+
+_page_viewer.signed_in_viewer = True  # type: ignore[attr-defined]  # the policy app.authorization reads
 
 
 def _login_url(request: Request) -> str:
@@ -244,17 +248,15 @@ def act(
     """Cancel / re-decide / re-run (the API's own functions), then back to the analysis (the new one after a re-run).
     Users cancel and re-run only their own analyses; admins any."""
     _acting(request, who)
-    if action in ("cancel", "rerun"):
-        analysis = session.get(Analysis, analysis_id)
-        if analysis is None:
-            raise HTTPException(404, detail=f"analysis {analysis_id} does not exist")
-        require_owner_or_admin(who, analysis, "re-run" if action == "rerun" else action)
-    if action == "cancel":
-        analyses_api.cancel_route(analysis_id, session, queue, who)
-    elif action == "redecide":
-        analyses_api.redecide_route(analysis_id, session, queue, who)
-    elif action == "rerun":
-        try:
+    if action not in ("cancel", "redecide", "rerun"):
+        raise HTTPException(404, detail=f"unknown action {action!r}")
+    try:
+        if action == "cancel":
+            cancel_analysis(session, queue, owned_analysis(session, who, analysis_id, "cancel"))
+        elif action == "redecide":
+            redecide_analysis(session, queue, existing_analysis(session, analysis_id))
+        else:
+            owned_analysis(session, who, analysis_id, "re-run")
             submission = rerun_analysis(
                 session,
                 queue,
@@ -263,11 +265,9 @@ def act(
                 submitted_by=who.name,
                 cache_window_s=settings.cache_window_s,
             )
-        except RerunRefused as exc:
-            raise HTTPException(exc.status_code, detail=str(exc)) from None
-        analysis_id = int(submission.analysis.id)
-    else:
-        raise HTTPException(404, detail=f"unknown action {action!r}")
+            analysis_id = int(submission.analysis.id)
+    except (ActionRefused, RerunRefused) as exc:
+        raise HTTPException(exc.status_code, detail=str(exc)) from None
     return RedirectResponse(f"/analyses/{analysis_id}", status_code=303)
 
 
@@ -440,7 +440,7 @@ async def login(request: Request, session: SessionDep) -> Response:
     if not same_origin(request):  # a foreign page must not sign the browser in (login CSRF)
         error = "Cross-site sign-in refused: sign in from this server's own /login page."
         return _render(request, "login.html", None, status_code=403, next="/", error=error)
-    form = await request.form(max_files=0, max_fields=8)  # the body is capped at 16 KiB (app.upload_limit)
+    form = await request.form(max_files=0, max_fields=8)  # the body is capped at 16 KiB (app.body_limits)
     token, target = str(form.get("token") or "").strip(), safe_next(str(form.get("next") or "/"))
     now = request.app.state.queue.clock()
     principal = await run_in_threadpool(authenticate, session, token, now=now) if token else None

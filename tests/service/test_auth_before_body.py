@@ -18,7 +18,7 @@ from sqlmodel import Session
 
 from app.auth import create_token
 from app.lingering import LINGER_BYTES
-from app.upload_limit import JSON_LIMIT_BYTES, LOGIN_LIMIT_BYTES, RESULTS_LIMIT_BYTES
+from app.body_limits import JSON_LIMIT_BYTES, LOGIN_LIMIT_BYTES, RESULTS_LIMIT_BYTES
 
 from .asgi_driver import http_scope, run_app
 
@@ -146,7 +146,7 @@ def test_uploads_keep_their_own_larger_cap(locked, settings):
 def test_a_busy_database_during_the_token_lookup_is_answered_by_the_apps_handler(locked, monkeypatch):
     from fastapi.responses import JSONResponse
 
-    import app.upload_limit
+    import app.authorization
 
     class Busy(Exception):
         pass
@@ -154,7 +154,7 @@ def test_a_busy_database_during_the_token_lookup_is_answered_by_the_apps_handler
     def busy(*_args, **_kwargs):  # noqa: ANN002, ANN003, ANN202
         raise Busy("database is locked")
 
-    monkeypatch.setattr(app.upload_limit, "identify", busy)
+    monkeypatch.setattr(app.authorization, "identify", busy)
     locked.add_exception_handler(Busy, lambda _r, _e: JSONResponse({"detail": "busy"}, 503, {"Retry-After": "2"}))
     answer = drive(locked, "POST", "/api/v1/workers/register", DECLARED_GIB)
     assert (answer.status, answer.pulled, answer.headers["retry-after"]) == (503, 0, "2")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from app.upload_limit import JSON_LIMIT_BYTES
+from app.body_limits import JSON_LIMIT_BYTES
 
 from .asgi_driver import http_scope, run_app
 from .conftest import stored_files

@@ -7,16 +7,15 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from fastapi import HTTPException
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlmodel import Session
 
+from app.analysis_actions import ActionRefused, owned_analysis
 from app.auth import ANONYMOUS, Principal, create_token
-from app.deps import require_owner_or_admin
+from app.host_check import host_allowed
 from app.main import create_app
 from app.models import Analysis, Job
-from app.upload_limit import host_allowed
 from app.web.cookie_auth import COOKIE_NAME
 from web import synthetic
 
@@ -99,7 +98,7 @@ def test_users_cancel_and_rerun_only_their_own_analyses_admins_any(team):
     assert by_admin.status_code == 303 and status_of(client, bobs) == "cancelled"
 
 
-def test_require_owner_or_admin():
+def test_owned_analysis_decides_ownership_once_404_first():
     analysis = Analysis(
         id=3,
         model_name="m",
@@ -111,12 +110,21 @@ def test_require_owner_or_admin():
         created_at=datetime.now(UTC),
         updated_at=datetime.now(UTC),
     )
+
+    class OneAnalysis:  # the only thing owned_analysis asks of its session
+        def get(self, _model: object, analysis_id: int) -> Analysis | None:
+            return analysis if analysis_id == 3 else None
+
+    session = OneAnalysis()
     for allowed in (ANONYMOUS, Principal("root", "admin", 1), Principal("bob", "user", 2)):
-        require_owner_or_admin(allowed, analysis, "cancel")
-    with pytest.raises(HTTPException) as refused:
-        require_owner_or_admin(Principal("alice", "user", 3), analysis, "cancel")
+        assert owned_analysis(session, allowed, 3, "cancel") is analysis
+    with pytest.raises(ActionRefused) as refused:
+        owned_analysis(session, Principal("alice", "user", 3), 3, "cancel")
     assert refused.value.status_code == 403
-    assert refused.value.detail.startswith("only the submitter (bob) or an admin can cancel analysis 3")
+    assert str(refused.value).startswith("only the submitter (bob) or an admin can cancel analysis 3")
+    with pytest.raises(ActionRefused) as missing:
+        owned_analysis(session, Principal("alice", "user", 3), 4, "cancel")
+    assert missing.value.status_code == 404
 
 
 # ------------------------------------------------------------------ Host (DNS rebinding)
