@@ -83,6 +83,9 @@ def analyze(
     device: str | None = typer.Option(None, "--device", help="where to measure here (default: the target)"),
     skip_measure: bool = typer.Option(False, "--skip-measure", help="inspect only: an unmeasured recommendation"),
     inputs: Path | None = typer.Option(None, "--inputs", help="example inputs saved with torch.save"),
+    calibration: Path | None = typer.Option(
+        None, "--calibration", help="int8 options: calibration samples, an .npz of input0, input1, ... (no pickle)"
+    ),
     input_shape: list[str] | None = typer.Option(None, "--input-shape", help="NAME=1x3x224x224:float32, per input"),
     fmt: str = typer.Option("text", "--format", help=f"report format: {' | '.join(FORMATS)}"),
     out: Path | None = typer.Option(None, "--out", help="write the report to this file instead of stdout"),
@@ -119,6 +122,9 @@ def analyze(
     if not source and export_to is not None:
         _fail("--export-to applies to path/to/file.py:factory only")
     context = _context(context_file, flags)
+    _check_calibration(calibration)
+    if calibration is not None and server:
+        _fail("--calibration applies to --local only for now (the server does not take a calibration file yet)")
     if server:
         local_only = {"--device": device, "--skip-measure": skip_measure or None, "--input-shape": input_shape or None}
         if given := [flag for flag, value in local_only.items() if value is not None]:
@@ -159,6 +165,7 @@ def analyze(
         skip_measure=skip_measure,
         inputs=inputs,
         input_shapes=input_shape,
+        calibration=calibration,
     )
     if source_report is not None:
         analysis = decide_with_source(analysis, source_report)
@@ -172,6 +179,18 @@ def analyze(
         typer.echo(report, nl=False)
 
 
+def _check_calibration(calibration: Path | None) -> None:
+    """A calibration file that is not a bounded, pickle-free .npz stops here, before anything is measured."""
+    if calibration is None:
+        return
+    from advisor.core.calibration import CalibrationRefused, check_file
+
+    try:
+        check_file(calibration)
+    except CalibrationRefused as exc:
+        _fail(f"{calibration}: {exc}")
+
+
 def analyze_locally(
     model: Path,
     context: Any,
@@ -181,6 +200,7 @@ def analyze_locally(
     skip_measure: bool,
     inputs: Path | None,
     input_shapes: list[str] | None,
+    calibration: Path | None = None,
 ) -> dict[str, Any]:
     """Inspect (sandboxed), measure and decide on this machine (advisor.harness.pipeline); returns the analysis
     dict for `render`."""
@@ -203,6 +223,7 @@ def analyze_locally(
         decode_tokens=context.decode_tokens,
         accuracy_tolerance=context.accuracy_tolerance.model_dump() if context.accuracy_tolerance else None,
         measure=not skip_measure,
+        calibration=str(calibration) if calibration else None,
     )
     outcome = run_analysis(request, _ProgressLines(device), context=context)
     if (stop := outcome.failure) is not None:

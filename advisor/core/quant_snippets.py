@@ -1,9 +1,9 @@
 """The snippets of the int8 options (catalogue `quantized_modes`): the real API calls, calibration included.
 
 Torch-free, like `advisor.core.snippets`. Each reproduces what the harness measured: PT2E int8 static with the X86
-Inductor quantizer from `torchao`, calibrated on the example inputs, compiled by Inductor; ONNX Runtime int8 with
-`onnxruntime.quantization` on the exported `model.onnx` (static QDQ calibrated on the example inputs when the graph
-has convolutions, dynamic otherwise).
+Inductor quantizer from `torchao`, compiled by Inductor; ONNX Runtime int8 with `onnxruntime.quantization` on the
+exported `model.onnx` (static QDQ when the graph has convolutions, dynamic otherwise). Calibration loops over the
+user's samples (`calibration.npz`, the file `analyze --calibration` takes) when it exists, else the example inputs.
 """
 
 from __future__ import annotations
@@ -11,6 +11,21 @@ from __future__ import annotations
 from advisor.core.snippets import POSITIONAL_CALL
 
 PT2E_PACKAGE_HINT = "pip install 'npu-advisor[quant]' (torchao)"
+CALIBRATION_FILE = "calibration.npz"
+
+
+def calibration_lines() -> list[str]:
+    """`batches`: the user's samples from an .npz (advisor.core.calibration's form: input0, input1, ... each
+    [samples, *input shape]; read without pickle), or the example inputs as the advisor calibrates without one."""
+    return [
+        f'CALIBRATION = "{CALIBRATION_FILE}"  # your samples: input0, input1, ... each [samples, *input shape]',
+        "if os.path.exists(CALIBRATION):  # `analyze --calibration` takes the same file",
+        "    with np.load(CALIBRATION, allow_pickle=False) as npz:",
+        '        arrays = [npz[f"input{i}"] for i in range(len(npz.files))]',
+        "    batches = [[torch.from_numpy(a[s]) for a in arrays] for s in range(len(arrays[0]))]",
+        "else:  # the example inputs (use a few hundred real samples)",
+        "    batches = [list(inputs)]",
+    ]
 
 
 def pt2e_int8_snippet(call: str = POSITIONAL_CALL) -> str:
@@ -22,17 +37,26 @@ def pt2e_int8_snippet(call: str = POSITIONAL_CALL) -> str:
         "\n".join(
             [
                 *([] if positional else ["# args: the positional inputs; kwargs: the keyword inputs"]),
+                *(["import os", "", "import numpy as np"] if positional else []),
                 "import torch",
                 "import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq",
                 "from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e",
                 "",
+                *(calibration_lines() + [""] if positional else []),
                 "# model in eval mode; torch 2.13 ships no torch.ao.quantization.quantize_pt2e: it is in torchao",
                 f"exported = torch.export.export(model, {export_args}).module()",
                 "quantizer = xiq.X86InductorQuantizer()",
                 "quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())  # int8 static",
                 "prepared = prepare_pt2e(exported, quantizer)",
                 "with torch.no_grad():",
-                f"    {calibrate}  # calibration: the example inputs (use a few hundred real samples)",
+                *(
+                    [
+                        "    for batch in batches:  # calibration: the observers record each sample's ranges",
+                        "        prepared(*batch)",
+                    ]
+                    if positional
+                    else [f"    {calibrate}  # calibration: the example inputs (use a few hundred real samples)"]
+                ),
                 "quantized = convert_pt2e(prepared)",
                 "# freezing packs the int8 weights for oneDNN (the PT2E X86 Inductor recipe); with torch 2.13 and",
                 "# torchao 0.18 it fails on some graphs (onednn.qconv_prepack / qlinear_prepack have no fake kernel)",
@@ -58,6 +82,7 @@ def ort_int8_snippet(call: str = POSITIONAL_CALL) -> str:
     return (
         "\n".join(
             [
+                *(["import os", "", "import numpy as np"] if positional else []),
                 "import onnx",
                 "import torch",
                 "import onnxruntime as ort",
@@ -70,9 +95,10 @@ def ort_int8_snippet(call: str = POSITIONAL_CALL) -> str:
                 f"    onnx_program = torch.onnx.export(model, {export_args}, dynamo=True)",
                 'onnx_program.save("model.onnx")',
                 'names = [i.name for i in onnx.load("model.onnx").graph.input]',
+                *([""] + calibration_lines() if positional else ["batches = [" + flat + "]  # the example inputs"]),
                 "",
                 "",
-                "class Calibration(CalibrationDataReader):  # the example inputs; use a few hundred real samples",
+                "class Calibration(CalibrationDataReader):  # static QDQ's calibration samples",
                 "    def __init__(self, batches):",
                 "        self.batches = iter([{n: t.numpy() for n, t in zip(names, b)} for b in batches])",
                 "",
@@ -83,7 +109,7 @@ def ort_int8_snippet(call: str = POSITIONAL_CALL) -> str:
                 'ops = {node.op_type for node in onnx.load("model.onnx").graph.node}',
                 'if ops & {"Conv", "ConvTranspose"}:  # convolutional: static QDQ, calibrated',
                 "    quantize_static(",
-                f'        "model.onnx", "model.int8.onnx", Calibration([{flat}]),',
+                '        "model.onnx", "model.int8.onnx", Calibration(batches),',
                 "        quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,",
                 "    )",
                 "else:  # Linear / MatMul (transformer-style): dynamic, activations quantized at run time",

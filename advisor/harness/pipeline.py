@@ -46,6 +46,7 @@ class AnalysisRequest:
     # the deployment context (DeploymentContext or its dict) to plan for: variants that no result of theirs could
     # make the recommendation are skipped (advisor.core.decision.plan_pruning); None: measure every variant
     plan_context: Any = None
+    calibration: str | None = None  # the int8 options' calibration .npz (advisor.core.calibration)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def run_analysis(
     `cancel` (an Event or a callable) stops the running child; the outcome is then a "cancelled" failure.
     `zygote`: a running one to fork every child from (the job sandbox the worker prepared; the caller closes it),
     used when its sandbox can read the model and inputs; None: the analysis starts its own."""
-    readable = [request.model, request.inputs]
+    readable = [request.model, request.inputs, request.calibration]
     on_progress(ProgressEvent("inspect", 0.0))
     # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis
     owned = zygote is None or not zygote.covers([p for p in readable if p], [])
@@ -111,6 +112,8 @@ def run_analysis(
         inspection = inspected.value
         on_progress(ProgressEvent("inspect", MEASURE_START, phase="done"))
         run = None
+        if request.measure and (refused := _calibration_refused(request, inspection)) is not None:
+            return AnalysisOutcome(inspection=inspection, failure=StepFailure("measure", "not_started", refused))
         if request.measure:
             if before_measure is not None:
                 before_measure()
@@ -125,6 +128,19 @@ def run_analysis(
         on_progress(ProgressEvent("decide", 1.0))
         recommendation = dict(decide(context, inspection, run))
     return AnalysisOutcome(inspection=inspection, measurements=run, recommendation=recommendation)
+
+
+def _calibration_refused(request: AnalysisRequest, inspection: dict) -> str | None:
+    """Why the calibration file does not fit the inspected model's inputs (before any child measures), or None."""
+    if request.calibration is None:
+        return None
+    from advisor.core.calibration import CalibrationRefused, check_against_inputs, check_file
+
+    try:
+        check_against_inputs(check_file(request.calibration), inspection.get("inputs") or [])
+    except CalibrationRefused as exc:
+        return str(exc)
+    return None
 
 
 def _builds_inductor_cpp(request: AnalysisRequest) -> bool:
@@ -175,6 +191,7 @@ def _measure(
             plan_context=plan,
             inspection=inspection,
             shape_sweep=sweep_spec(plan),
+            calibration_file=request.calibration,
             **{name: value for name, value in limits.items() if value is not None},
         )
     except measurement.MeasurementCancelled as exc:

@@ -35,6 +35,8 @@ class CompileRequest:
     dim_gears: dict[int, dict[int, list[int]]] = field(default_factory=dict)
     # How the pasted snippet calls the model: `model(*inputs)`, or `model(*args, **kwargs)` for keyword inputs.
     call: str = POSITIONAL_CALL
+    # int8 modes only: the user's calibration .npz (advisor.core.calibration); None: calibrate on the example inputs
+    calibration: str | None = None
 
 
 class UnsupportedRequest(ValueError):

@@ -70,9 +70,9 @@ class InductorBackend(Backend, catalogue_name="inductor"):
         counting in the cold compile, and the row's `compile_breakdown` says so (`freezing`, `freezing_error`)."""
         from advisor.harness.backends.quantize import FreezingFallback, pt2e_int8, weights_bytes
 
-        converted, steps = pt2e_int8(module, example_inputs)
+        converted, steps = pt2e_int8(module, example_inputs, request.calibration)
         compiled = FreezingFallback(converted, request.workload)
-        compiled.compile_breakdown.update(steps, quantization="PT2E static int8, calibrated on the example inputs")
+        compiled.compile_breakdown.update(steps, quantization="PT2E static int8")  # steps["calibration"]: on what
         compiled.serialized_bytes = weights_bytes(converted)  # int8 weights + scales and zero points
         return compiled
 

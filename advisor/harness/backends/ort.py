@@ -85,7 +85,7 @@ class OnnxRuntimeBackend(Backend, catalogue_name="onnxruntime"):
 
             int8_path = os.path.join(onnx_dir, _INT8_FILE)
             if not (cached and os.path.isfile(int8_path)):
-                quantized = ort_int8(path, int8_path, example_inputs)
+                quantized = ort_int8(path, int8_path, example_inputs, request.calibration)
             path = int8_path
             exported = time.perf_counter()
         options = onnxruntime.SessionOptions()

@@ -1,9 +1,9 @@
 """The int8 steps of the quantized modes (catalogue `quantized_modes`), run inside the measuring child.
 
 - `pt2e_int8`: PT2E static int8 with the X86 Inductor quantizer from `torchao` (torch 2.13 no longer ships
-  `torch.ao.quantization.quantize_pt2e`), calibrated on the example inputs; Inductor compiles the result
-  (`inductor:pt2e-int8`).
-- `ort_int8`: `onnxruntime.quantization` on the exported `model.onnx`: static QDQ calibrated on the example inputs
+  `torch.ao.quantization.quantize_pt2e`), calibrated on the user's calibration file (advisor.harness.calibration) or
+  the example inputs; Inductor compiles the result (`inductor:pt2e-int8`).
+- `ort_int8`: `onnxruntime.quantization` on the exported `model.onnx`: static QDQ calibrated likewise
   when the graph has convolutions, dynamic (weights int8, activations quantized at run time) otherwise, i.e. for
   Linear/MatMul models such as transformers (`onnxruntime:int8`).
 
@@ -30,13 +30,17 @@ def torchao_missing() -> str | None:
     return None
 
 
-def pt2e_int8(module: Any, example_inputs: Sequence[Any]) -> tuple[Any, dict[str, float]]:
-    """The converted (int8 Q/DQ) GraphModule of `module`, calibrated on `example_inputs`, and the seconds of each
-    step ({"export_s", "calibrate_s", "convert_s"})."""
+def pt2e_int8(module: Any, example_inputs: Sequence[Any], calibration: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """The converted (int8 Q/DQ) GraphModule of `module`, calibrated on the user's `calibration` .npz or else on
+    `example_inputs`, and the seconds of each step ({"export_s", "calibrate_s", "convert_s"}) with "calibration"
+    (what it was calibrated on)."""
     import torch
     import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+    from advisor.harness.calibration import calibration_samples
+
+    samples, source = calibration_samples(calibration, example_inputs)  # refused before anything is compiled
     started = time.perf_counter()
     with torch.no_grad():
         exported = torch.export.export(module, tuple(example_inputs)).module()
@@ -45,13 +49,15 @@ def pt2e_int8(module: Any, example_inputs: Sequence[Any]) -> tuple[Any, dict[str
     quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())
     prepared = prepare_pt2e(exported, quantizer)
     with torch.no_grad():
-        prepared(*example_inputs)  # calibration: the observers record the example inputs' ranges
+        for sample in samples:  # calibration: the observers record the samples' ranges
+            prepared(*sample)
     calibrated_at = time.perf_counter()
     converted = convert_pt2e(prepared)
     return converted, {
         "export_s": exported_at - started,
         "calibrate_s": calibrated_at - exported_at,
         "convert_s": time.perf_counter() - calibrated_at,
+        "calibration": source,
     }
 
 
@@ -152,8 +158,15 @@ def onnx_op_types(path: str) -> set[str]:
     return {node.op_type for node in onnx.load(path, load_external_data=False).graph.node}
 
 
-def ort_int8(fp32_path: str, int8_path: str, example_inputs: Sequence[Any]) -> dict[str, Any]:
-    """Quantize `fp32_path` into `int8_path`; returns {"quantize_s", "quantization": "static QDQ" | "dynamic"}."""
+def ort_int8(
+    fp32_path: str, int8_path: str, example_inputs: Sequence[Any], calibration: str | None = None
+) -> dict[str, Any]:
+    """Quantize `fp32_path` into `int8_path`; returns {"quantize_s", "quantization": "static QDQ" | "dynamic", ...}.
+    Static QDQ calibrates on the user's `calibration` .npz, else on the example inputs; dynamic needs no calibration
+    (its activations are quantized at run time), so a calibration file is checked but not used there."""
+    from advisor.harness.calibration import calibration_samples
+
+    samples, source = calibration_samples(calibration, example_inputs)  # refused before anything is quantized
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -170,7 +183,8 @@ def ort_int8(fp32_path: str, int8_path: str, example_inputs: Sequence[Any]) -> d
         names = [i.name for i in session.get_inputs()]
         del session
         feeds = [
-            {name: tensor.detach().cpu().numpy() for name, tensor in zip(names, example_inputs, strict=False)},
+            {name: tensor.detach().cpu().numpy() for name, tensor in zip(names, sample, strict=False)}
+            for sample in samples
         ]
 
         class _Calibration(CalibrationDataReader):
@@ -188,11 +202,13 @@ def ort_int8(fp32_path: str, int8_path: str, example_inputs: Sequence[Any]) -> d
             activation_type=QuantType.QUInt8,
             weight_type=QuantType.QInt8,
         )
-        kind = "static QDQ (calibrated on the example inputs)"
+        kind = f"static QDQ (calibrated on {source})"
     else:
         quantize_dynamic(fp32_path, int8_path, weight_type=QuantType.QInt8)
         kind = "dynamic (int8 weights, activations quantized at run time)"
+        source = "none (dynamic quantization needs no calibration)"
     return {
+        "calibration": source,
         "quantize_s": time.perf_counter() - started,
         "quantization": kind,
         "fp32_bytes": os.path.getsize(fp32_path),

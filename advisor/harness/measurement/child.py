@@ -83,6 +83,7 @@ def measure_variant(
     sweep: dict | None = None,
     decode_tokens: int = 32,
     reference_exists: bool = False,
+    calibration_file: str | None = None,
 ) -> dict:
     """One variant's row (see the module docstring). `reference_exists`: the baseline is timed again (a re-measure)
     and, for inference and training, reads the reference its first child wrote instead of computing it again (for
@@ -112,6 +113,7 @@ def measure_variant(
         workload="inference" if workload == "generation" else workload,  # both phases run under no_grad
         options=options or {},
         cache_dir=os.environ.get("ADVISOR_COMPILE_CACHE_DIR"),
+        calibration=calibration_file if catalogue.is_quantized(backend.name, mode) else None,
     )
     try:
         backend.check_request(request)

@@ -82,6 +82,7 @@ def measure_model(
     inspection: dict | None = None,
     shape_sweep: dict | None = None,
     decode_tokens: int = DEFAULT_DECODE_TOKENS,
+    calibration_file: str | None = None,
 ) -> MeasurementRun:
     """Measure `path` on `device`; returns one MeasurementRowDict per (backend, mode), eager included.
 
@@ -100,6 +101,7 @@ def measure_model(
     A variant named with its mode in `backends` ("inductor:max-autotune") is always measured.
     `shape_sweep`: advisor.core.shape_sweep.sweep_spec's points or ranges: each variant is also timed at those
     shapes (inference only; advisor.harness.measurement.sweep), its row's `sweep`.
+    `calibration_file`: the user's calibration .npz (advisor.core.calibration), read by the int8 variants' children.
 
     The run carries its `quality` (advisor.core.noise): when its timings say the machine was unquiet (eager drifting
     between processes, interleaved blocks disagreeing, a too-wide speedup CI), the noisy rows are timed again
@@ -117,7 +119,8 @@ def measure_model(
     notify = progress or (lambda event: None)
     # the children fork from one interpreter that has imported torch once (each still gets its own process)
     owns_zygote = zygote is None
-    zygote = zygote or measurement_zygote(device, [path, inputs_file], inductor=builds_inductor_cpp(variants))
+    files = [path, inputs_file, calibration_file]
+    zygote = zygote or measurement_zygote(device, files, inductor=builds_inductor_cpp(variants))
     # inside the zygote's sandbox (its size-capped /tmp) when isolated: the host never reads or writes there
     workdir = Path(zygote.new_path("measure"))
     common = {
@@ -132,8 +135,9 @@ def measure_model(
         "accuracy_tolerance": accuracy_tolerance,
         "sweep": shape_sweep,
         "decode_tokens": decode_tokens,
+        "calibration_file": os.path.abspath(calibration_file) if calibration_file else None,
     }
-    readable = [os.path.abspath(p) for p in (path, inputs_file) if p]
+    readable = [os.path.abspath(p) for p in files if p]
     sandbox = {
         "timeout_s": timeout_s,
         "memory_limit_mb": memory_limit_mb,
