@@ -59,59 +59,31 @@ def measure_generation(
     progress: Callable[..., None],
     warm_run: bool = False,
 ) -> dict:
-    import torch
-
     programs = loaded.programs or {"decode": loaded.exported_program}
     if "decode" not in programs:
         raise stage_error(ValueError("the archive has no decode program"), "loading the generation programs")
     compile_s = [0.0]
-
-    def build(name: str) -> Program | None:
-        if name not in programs:
-            return None
-        program = Program(programs[name])
-        program.module = dev.to_device(program.module)
-        return program
-
-    eager = {"prefill": build("prefill"), "decode": build("decode")}
-    mine = eager if is_baseline else {"prefill": build("prefill"), "decode": build("decode")}
+    eager = _programs(programs, dev)
+    mine = eager if is_baseline else _programs(programs, dev)
     prompt = dev.to_device(_prompt(eager))
     steps = _steps(eager, prompt, decode_tokens)
     dev.reset_peak_memory()
     if not is_baseline:
         progress("compiling")
-        for program in mine.values():
-            if program is not None:
-                example = dev.to_device((program.example_ids, program.example_positions))
-                program.fn = compile_variant(backend, program.module, example, request, compile_s)
+        _compile_programs(mine, backend, request, dev, compile_s)
     reset_dynamo_counters()
     progress("generating")
     tokens, first, _ = _greedy(mine, prompt, steps, dev)
     result: dict[str, Any] = {**graph_stats()}
-    if is_baseline:
-        torch.save({"tokens": tokens}, reference_path)
-        expected = tokens
-    else:
-        expected = torch.load(reference_path, weights_only=True)["tokens"]
-    mismatch = next((i for i, (a, b) in enumerate(zip(tokens, expected, strict=False)) if a != b), None)
-    if mismatch is None and len(tokens) != len(expected):
-        mismatch = min(len(tokens), len(expected))
+    expected = _reference_tokens(tokens, is_baseline, reference_path)
+    mismatch = _first_mismatch(tokens, expected)
     progress("timing")
     load_start = read_load()  # was the node shared while the phases were timed (advisor.core.noise.shared_reasons)
-    phases = {}
-    positions = prompt["positions"]
-    if eager["prefill"] is not None:
-        phases["prefill"] = _phase(mine["prefill"], eager["prefill"], prompt, positions, dev, timing, is_baseline)
-        phases["prefill"]["compile_s"] = _compile_s(first["prefill"], phases["prefill"], is_baseline)
-    token = dev.to_device(torch.tensor([[tokens[0]]], dtype=prompt["ids"].dtype))
-    at = dev.to_device(torch.tensor([prompt["next_position"]], dtype=positions.dtype))
-    phases["decode"] = _phase(mine["decode"], eager["decode"], {"ids": token}, at, dev, timing, is_baseline)
-    phases["decode"]["compile_s"] = _compile_s(first["decode"], phases["decode"], is_baseline)
+    phases, decode_step = _timed_phases(mine, eager, prompt, tokens[0], first, dev, timing, is_baseline)
     result["timing_load"] = {"start": load_start, "end": read_load()}
     generate_s, step_s, eager_steps = None, [], []
     if not warm_run:  # the warm-cache child is for the warm compile: one timed window per phase is enough there
-        generate_s, (_, _, step_s) = dev.timer()(lambda: _greedy(mine, prompt, steps, dev))
-        eager_steps = step_s if is_baseline else _greedy(eager, prompt, steps, dev)[2]
+        generate_s, step_s, eager_steps = _timed_generation(mine, eager, prompt, steps, dev, is_baseline)
     decode = phases["decode"]
     result.update(
         {key: decode[key] for key in ("latency", "eager_latency", "speedup_vs_eager", "speedup_ci")},
@@ -135,11 +107,89 @@ def measure_generation(
     result["peak_memory_mb"], result["memory_kind"] = dev.peak_memory_mb()
     if timing.profile and not warm_run:
         progress("profiling")
-        decode_step = mine["decode"]
-        result["time_breakdown"] = profiled_breakdown(
-            lambda: decode_step(token, at), (), dev, decode["latency"]["median_ms"]
-        )
+        result["time_breakdown"] = profiled_breakdown(decode_step, (), dev, decode["latency"]["median_ms"])
     return result
+
+
+def _programs(programs: dict[str, Any], dev: devices.Device) -> dict[str, Program | None]:
+    """A fresh prefill (None when the archive has none) and decode program on the device."""
+
+    def build(name: str) -> Program | None:
+        if name not in programs:
+            return None
+        program = Program(programs[name])
+        program.module = dev.to_device(program.module)
+        return program
+
+    return {"prefill": build("prefill"), "decode": build("decode")}
+
+
+def _compile_programs(
+    mine: dict[str, Program | None], backend: Any, request: Any, dev: devices.Device, compile_s: list[float]
+) -> None:
+    for program in mine.values():
+        if program is not None:
+            example = dev.to_device((program.example_ids, program.example_positions))
+            program.fn = compile_variant(backend, program.module, example, request, compile_s)
+
+
+def _reference_tokens(tokens: list, is_baseline: bool, reference_path: str) -> list:
+    """Eager's greedy tokens: the baseline writes its own, every other option reads them."""
+    import torch
+
+    if is_baseline:
+        torch.save({"tokens": tokens}, reference_path)
+        return tokens
+    return torch.load(reference_path, weights_only=True)["tokens"]
+
+
+def _first_mismatch(tokens: list, expected: list) -> int | None:
+    """The first step whose token differs from eager's (a shorter run differs where it ends); None when all match."""
+    mismatch = next((i for i, (a, b) in enumerate(zip(tokens, expected, strict=False)) if a != b), None)
+    if mismatch is None and len(tokens) != len(expected):
+        mismatch = min(len(tokens), len(expected))
+    return mismatch
+
+
+def _timed_phases(
+    mine: dict[str, Program | None],
+    eager: dict[str, Program | None],
+    prompt: dict,
+    first_token: Any,
+    first: dict,
+    dev: devices.Device,
+    timing: TimingPolicy,
+    is_baseline: bool,
+) -> tuple[dict[str, dict], Callable[[], Any]]:
+    """The prefill (when there is one) and one decode step after the prompt, each timed side by side with eager;
+    and that decode step as a callable (the profiler's)."""
+    import torch
+
+    phases = {}
+    positions = prompt["positions"]
+    if eager["prefill"] is not None:
+        phases["prefill"] = _phase(mine["prefill"], eager["prefill"], prompt, positions, dev, timing, is_baseline)
+        phases["prefill"]["compile_s"] = _compile_s(first["prefill"], phases["prefill"], is_baseline)
+    token = dev.to_device(torch.tensor([[first_token]], dtype=prompt["ids"].dtype))
+    at = dev.to_device(torch.tensor([prompt["next_position"]], dtype=positions.dtype))
+    phases["decode"] = _phase(mine["decode"], eager["decode"], {"ids": token}, at, dev, timing, is_baseline)
+    phases["decode"]["compile_s"] = _compile_s(first["decode"], phases["decode"], is_baseline)
+    decode_step = mine["decode"]
+    return phases, lambda: decode_step(token, at)
+
+
+def _timed_generation(
+    mine: dict[str, Program | None],
+    eager: dict[str, Program | None],
+    prompt: dict,
+    steps: int,
+    dev: devices.Device,
+    is_baseline: bool,
+) -> tuple[float, list[float], list[float]]:
+    """The whole greedy generation's seconds, its decode steps' seconds, and eager's steps (the baseline's own)."""
+    generate_s, (_, _, step_s) = dev.timer()(lambda: _greedy(mine, prompt, steps, dev))
+    eager_steps = step_s if is_baseline else _greedy(eager, prompt, steps, dev)[2]
+    return generate_s, step_s, eager_steps
 
 
 def _step_stats(step_s: list[float]) -> dict | None:
