@@ -37,8 +37,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
         # being split now (issue 29)
         ("advisor/harness/measurement/child.py", "measure_variant"),
         ("advisor/harness/measurement/run.py", "measure_model"),
-        ("advisor/core/report.py", "render_markdown"),
-        ("advisor/core/report.py", "render_text"),
         ("app/web/detail_view.py", "answer"),
     }
 )

@@ -8,6 +8,7 @@ Torch-free.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from io import StringIO
 from typing import Any, Literal
@@ -358,7 +359,19 @@ def render_text(analysis: dict[str, Any]) -> str:
     console.print(status_line(rec, run.environment if run else None, run_quality(run)))
     console.print()
     console.print(rec.summary or "")
+    for section in _TEXT_SECTIONS:
+        section(console, parts)
+    console.rule("Config to paste")
+    out.write((rec.snippet or "").rstrip() + "\n")
+    return out.getvalue()
 
+
+def _indented(console: Console, line: str | Text, indent: int) -> None:
+    console.print(Padding(line, (0, 0, 0, indent), expand=False))
+
+
+def _text_measurements(console: Console, parts: _Parts) -> None:
+    run = parts.run
     rows = measurement_rows(run)
     if rows:
         table = Table(title=measurements_title(run), title_justify="left", show_lines=False)
@@ -370,49 +383,92 @@ def render_text(analysis: dict[str, Any]) -> str:
         console.print(table)
     for line in compile_breakdown_lines(run):
         console.print(f"Compile time of {line}")
-    generation = generation_lines(run)
+
+
+def _text_generation(console: Console, parts: _Parts) -> None:
+    generation = generation_lines(parts.run)
     if generation:
         console.print(
-            f"\nGeneration (prompt of {_prompt_tokens(run)} tokens; decode = one token at the next position):"
+            f"\nGeneration (prompt of {_prompt_tokens(parts.run)} tokens; decode = one token at the next position):"
         )
         for line in generation:
-            console.print(Padding(Text(f"- {line}"), (0, 0, 0, 2), expand=False))
-    for line in sweep_lines(run):
+            _indented(console, Text(f"- {line}"), 2)
+
+
+def _text_sweep(console: Console, parts: _Parts) -> None:
+    for line in sweep_lines(parts.run):
         console.print(Text(line))  # input names come from the user's context: never read as rich markup
-    breakdowns = shown_breakdowns(run, rec)
+
+
+def _text_breakdowns(console: Console, parts: _Parts) -> None:
+    breakdowns = shown_breakdowns(parts.run, parts.rec)
     if breakdowns:
         console.print(f"\nWhere the time goes {breakdown_heading(breakdowns[0][1])}:")
         for label, breakdown in breakdowns:
-            console.print(Padding(Text(f"- {breakdown_line(label, breakdown)}"), (0, 0, 0, 2), expand=False))
-    sentence = break_even_sentence(rec.break_even)
+            _indented(console, Text(f"- {breakdown_line(label, breakdown)}"), 2)
+
+
+def _text_break_even(console: Console, parts: _Parts) -> None:
+    sentence = break_even_sentence(parts.rec.break_even)
     if sentence:
         console.print(f"\nBreak-even: {sentence}")
-    if rec.why_not:
+
+
+def _text_why_not(console: Console, parts: _Parts) -> None:
+    if parts.rec.why_not:
         console.print("\nWhy not the others:")
-        for label, reason in rec.why_not.items():
-            console.print(Padding(f"- {label}: {reason}", (0, 0, 0, 2), expand=False))
-    if rec.layered:
+        for label, reason in parts.rec.why_not.items():
+            _indented(console, f"- {label}: {reason}", 2)
+
+
+def _text_layered(console: Console, parts: _Parts) -> None:
+    if parts.rec.layered:
         console.print("\nLayered deployment:")
-        for role, part in rec.layered.items():
+        for role, part in parts.rec.layered.items():
             console.print(f"  - {role} ({', '.join(part.devices or ())}): {part.backend}:{part.mode} - {part.why}")
+
+
+def _text_path(console: Console, parts: _Parts) -> None:
     console.print("\nHow it was decided:")
-    for number, step in enumerate(rec.path or [], 1):
-        console.print(Padding(f"{number}. {step.question}", (0, 0, 0, 2), expand=False))
-        console.print(Padding(f"-> {step.outcome}", (0, 0, 0, 5), expand=False))
-    if rec.caveats:
+    for number, step in enumerate(parts.rec.path or [], 1):
+        _indented(console, f"{number}. {step.question}", 2)
+        _indented(console, f"-> {step.outcome}", 5)
+
+
+def _text_caveats(console: Console, parts: _Parts) -> None:
+    if parts.rec.caveats:
         console.print("\nCaveats and fixes:")
-        for caveat in rec.caveats:
-            console.print(Padding(f"- {caveat.issue}", (0, 0, 0, 2), expand=False))
-            console.print(Padding(f"fix: {caveat.fix}", (0, 0, 0, 4), expand=False))
+        for caveat in parts.rec.caveats:
+            _indented(console, f"- {caveat.issue}", 2)
+            _indented(console, f"fix: {caveat.fix}", 4)
+
+
+def _text_model(console: Console, parts: _Parts) -> None:
     console.print("\nModel:")
     for line in inspection_lines(parts.inspection):
         console.print(f"  {line}")
-    env = environment_line(run)
+
+
+def _text_environment(console: Console, parts: _Parts) -> None:
+    env = environment_line(parts.run)
     if env:
         console.print(f"\nEnvironment: {env}")
-    console.rule("Config to paste")
-    out.write((rec.snippet or "").rstrip() + "\n")
-    return out.getvalue()
+
+
+# the text report's sections after the summary, in order (the config snippet closes it)
+_TEXT_SECTIONS: tuple[Callable[[Console, _Parts], None], ...] = (
+    _text_measurements,
+    _text_generation,
+    _text_sweep,
+    _text_breakdowns,
+    _text_break_even,
+    _text_why_not,
+    _text_layered,
+    _text_path,
+    _text_caveats,
+    _text_model,
+    _text_environment,
+)
 
 
 # ------------------------------------------------------------------------------------------- markdown
@@ -423,72 +479,135 @@ def _cell(value: Any) -> str:
 def render_markdown(analysis: dict[str, Any]) -> str:
     analysis = _plain(analysis)
     parts = _Parts.of(analysis)
-    rec, run, context = parts.rec, parts.run, parts.context
+    rec, run = parts.rec, parts.run
     lines = [
         f"# npu-advisor report: {analysis.get('model_name', 'model')}",
         "",
-        f"**{headline(parts.raw_rec, context)}**",
+        f"**{headline(parts.raw_rec, parts.context)}**",
         "",
         f"_{status_line(rec, run.environment if run else None, run_quality(run))}_",
         "",
         rec.summary or "",
         "",
     ]
-    rows = measurement_rows(run)
-    if rows:
-        lines += [
-            f"## {measurements_title(run)}",
-            "",
-            "| " + " | ".join(measurement_columns(run)) + " |",
-            "|" + "---|" * len(MEASUREMENT_COLUMNS),
-        ]
-        lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
-        lines.append("")
-        breakdown = compile_breakdown_lines(run)
-        lines += [f"Compile time of {line}  " for line in breakdown] + ([""] if breakdown else [])
-    generation = generation_lines(run)
-    if generation:
-        lines += [f"## Generation (prompt of {_prompt_tokens(run)} tokens)", ""] + [f"- {_cell(g)}" for g in generation]
-        lines.append("")
-    sweep = sweep_lines(run)
-    if sweep:
-        lines += (
-            ["## Speedup by input shape", "", sweep[0].strip(), ""] + [f"- {_cell(line)}" for line in sweep[1:]] + [""]
-        )
-    breakdowns = shown_breakdowns(run, rec)
-    if breakdowns:
-        lines += ["## Where the time goes", "", breakdown_heading(breakdowns[0][1]), ""]
-        lines += [f"- {_cell(breakdown_line(f'`{label}`', breakdown, top=15))}" for label, breakdown in breakdowns]
-        lines.append("")
-    sentence = break_even_sentence(rec.break_even)
-    if sentence:
-        lines += ["## Break-even", "", sentence, ""]
-    if rec.why_not:
-        lines += ["## Why not the others", ""]
-        lines += [f"- `{label}`: {reason}" for label, reason in rec.why_not.items()]
-        lines.append("")
-    if rec.layered:
-        lines += ["## Layered deployment", ""]
-        lines += [
-            f"- **{role}** ({', '.join(part.devices or ())}): `{part.backend}:{part.mode}` - {part.why}"
-            for role, part in rec.layered.items()
-        ]
-        lines.append("")
-    lines += ["## How it was decided", ""]
-    lines += [
-        f"{n}. **{step.question}** {step.outcome} (rule `{step.rule}`)" for n, step in enumerate(rec.path or [], 1)
-    ]
-    lines.append("")
-    if rec.caveats:
-        lines += ["## Caveats and fixes", ""]
-        lines += [f"- {c.issue}  \n  **Fix:** {c.fix}" for c in rec.caveats]
-        lines.append("")
-    lines += ["## Model", ""] + [f"- {line}" for line in inspection_lines(parts.inspection)] + [""]
-    env = environment_line(run)
-    if env:
-        lines += ["## Environment", "", env, ""]
-    if context:
-        settings = ", ".join(f"{k}={v}" for k, v in context.items() if v not in (None, [], False))
-        lines += ["## Deployment context", "", settings or "defaults", ""]
-    lines += ["## Config to paste", "", "```python", (rec.snippet or "").rstrip(), "```", ""]
+    for section in _MARKDOWN_SECTIONS:
+        lines += section(parts)
     return "\n".join(lines)
+
+
+def _md_section(heading: str, body: list[str]) -> list[str]:
+    """A `## heading`, a blank line, the body and a blank line."""
+    return [f"## {heading}", "", *body, ""]
+
+
+def _md_measurements(parts: _Parts) -> list[str]:
+    run = parts.run
+    rows = measurement_rows(run)
+    if not rows:
+        return []
+    lines = [
+        f"## {measurements_title(run)}",
+        "",
+        "| " + " | ".join(measurement_columns(run)) + " |",
+        "|" + "---|" * len(MEASUREMENT_COLUMNS),
+    ]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    lines.append("")
+    breakdown = compile_breakdown_lines(run)
+    return lines + [f"Compile time of {line}  " for line in breakdown] + ([""] if breakdown else [])
+
+
+def _md_generation(parts: _Parts) -> list[str]:
+    generation = generation_lines(parts.run)
+    if not generation:
+        return []
+    return _md_section(
+        f"Generation (prompt of {_prompt_tokens(parts.run)} tokens)", [f"- {_cell(g)}" for g in generation]
+    )
+
+
+def _md_sweep(parts: _Parts) -> list[str]:
+    sweep = sweep_lines(parts.run)
+    if not sweep:
+        return []
+    return _md_section("Speedup by input shape", [sweep[0].strip(), "", *(f"- {_cell(line)}" for line in sweep[1:])])
+
+
+def _md_breakdowns(parts: _Parts) -> list[str]:
+    breakdowns = shown_breakdowns(parts.run, parts.rec)
+    if not breakdowns:
+        return []
+    body = [f"- {_cell(breakdown_line(f'`{label}`', breakdown, top=15))}" for label, breakdown in breakdowns]
+    return _md_section("Where the time goes", [breakdown_heading(breakdowns[0][1]), "", *body])
+
+
+def _md_break_even(parts: _Parts) -> list[str]:
+    sentence = break_even_sentence(parts.rec.break_even)
+    return _md_section("Break-even", [sentence]) if sentence else []
+
+
+def _md_why_not(parts: _Parts) -> list[str]:
+    why_not = parts.rec.why_not
+    return (
+        _md_section("Why not the others", [f"- `{label}`: {reason}" for label, reason in why_not.items()])
+        if why_not
+        else []
+    )
+
+
+def _md_layered(parts: _Parts) -> list[str]:
+    if not parts.rec.layered:
+        return []
+    body = [
+        f"- **{role}** ({', '.join(part.devices or ())}): `{part.backend}:{part.mode}` - {part.why}"
+        for role, part in parts.rec.layered.items()
+    ]
+    return _md_section("Layered deployment", body)
+
+
+def _md_path(parts: _Parts) -> list[str]:
+    steps = enumerate(parts.rec.path or [], 1)
+    return _md_section("How it was decided", [f"{n}. **{s.question}** {s.outcome} (rule `{s.rule}`)" for n, s in steps])
+
+
+def _md_caveats(parts: _Parts) -> list[str]:
+    caveats = parts.rec.caveats
+    return _md_section("Caveats and fixes", [f"- {c.issue}  \n  **Fix:** {c.fix}" for c in caveats]) if caveats else []
+
+
+def _md_model(parts: _Parts) -> list[str]:
+    return _md_section("Model", [f"- {line}" for line in inspection_lines(parts.inspection)])
+
+
+def _md_environment(parts: _Parts) -> list[str]:
+    env = environment_line(parts.run)
+    return _md_section("Environment", [env]) if env else []
+
+
+def _md_context(parts: _Parts) -> list[str]:
+    if not parts.context:
+        return []
+    settings = ", ".join(f"{k}={v}" for k, v in parts.context.items() if v not in (None, [], False))
+    return _md_section("Deployment context", [settings or "defaults"])
+
+
+def _md_snippet(parts: _Parts) -> list[str]:
+    return _md_section("Config to paste", ["```python", (parts.rec.snippet or "").rstrip(), "```"])
+
+
+# the markdown report's sections after the summary, in order
+_MARKDOWN_SECTIONS: tuple[Callable[[_Parts], list[str]], ...] = (
+    _md_measurements,
+    _md_generation,
+    _md_sweep,
+    _md_breakdowns,
+    _md_break_even,
+    _md_why_not,
+    _md_layered,
+    _md_path,
+    _md_caveats,
+    _md_model,
+    _md_environment,
+    _md_context,
+    _md_snippet,
+)
