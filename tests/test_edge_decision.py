@@ -153,3 +153,48 @@ def test_on_an_npu_the_float_dynamo_export_ships_and_the_int8_path_is_said_unmea
     assert "TorchAir has no quantization entry point" in outcome and "unknown" in outcome
     assert "npu_weight_quant_batchmatmul" in outcome
     assert any("int8 on the NPU is unmeasured" in c["issue"] for c in rec["caveats"])
+
+
+# ------------------------------------------------------------------ on the rows benchmarks/RESULTS.md recorded
+def _recorded(median_ms: float, speedup: float, ci: list[float], mib: float, peak: float, cold: float, **kw) -> dict:
+    """A row with the figures of benchmarks/quantized.py's first run (RESULTS.md), eager's median the reference."""
+    eager_ms = median_ms * speedup
+    row = measurement(kw.pop("backend", "onnxruntime"), median_ms=median_ms, eager_ms=eager_ms, compile_s=cold, **kw)
+    row.update(speedup_vs_eager=speedup, speedup_ci=ci, serialized_bytes=int(mib * MIB), peak_memory_mb=peak)
+    return row
+
+
+def _benchmark(model: str) -> dict[str, Any]:
+    if model == "resnet18":
+        eager = measurement("eager", median_ms=26.84, device="cpu")
+        rows = [
+            _recorded(17.68, 1.54, [1.49, 1.59], 44.7, 314, 3.3, device="cpu"),
+            _recorded(5.62, 4.65, [4.54, 4.74], 11.3, 339, 3.8, mode="int8", device="cpu"),
+        ]
+        drift = {"cosine": 0.9998, "top1_agreement": 1.0, "top1_rows": 1, "max_abs_err": 0.0597}
+    else:
+        eager = measurement("eager", median_ms=94.38, device="cpu")
+        rows = [
+            _recorded(69.14, 1.14, [1.09, 1.20], 255.8, 885, 4.6, device="cpu"),
+            _recorded(25.34, 3.03, [2.84, 3.17], 64.4, 1073, 7.1, mode="int8", device="cpu"),
+        ]
+        drift = {"cosine": 0.9980, "top1_agreement": 1.0, "top1_rows": 1, "max_abs_err": 0.00844}
+    eager.update(serialized_bytes=int((44.6 if model == "resnet18" else 255.4) * MIB), peak_memory_mb=4)
+    rows[1]["accuracy"] = {**rows[1]["accuracy"], "quantized": {**drift, "allclose": False}}
+    return run(eager, *rows, device="cpu")
+
+
+def test_on_the_recorded_resnet18_and_distilbert_rows_int8_ships_unless_drift_or_its_peak_rules_it_out() -> None:
+    rec = decide(EDGE, None, _benchmark("resnet18"))
+    assert _chosen(rec) == "onnxruntime:int8"
+    assert "deployed size 11.3 MiB int8 vs 44.7 MiB float, 0.25x" in _edge_step(rec)["outcome"]
+    assert rec["break_even"]["n_star"] < 100  # 0.5 s more of quantization, ~11.5 ms saved per call
+    strict = {**EDGE, "accuracy_tolerance": {"quantized": {"min_cosine": 0.99999}}}
+    assert _chosen(decide(strict, None, _benchmark("resnet18"))) == "onnxruntime:default"
+
+    rec = decide({**EDGE, "resource_constrained": True}, None, _benchmark("distilbert"))
+    assert _chosen(rec) == "onnxruntime:int8"
+    # int8's session holds more RSS than the float one's (1073 vs 885 MiB): a 1000 MiB budget ships the float export
+    rec = decide({**EDGE, "resource_constrained": True, "memory_budget_mb": 1000}, None, _benchmark("distilbert"))
+    assert _chosen(rec) == "onnxruntime:default"
+    assert rec["why_not"]["onnxruntime:int8"] == "over the memory budget: peak 1073 MiB > 1000 MiB"
