@@ -22,9 +22,21 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session
 
 from advisor.core.noise import is_noisy
+from advisor.core.results import Inspection, MeasurementRun, Recommendation, read
 from advisor.core.status import AnalysisStatus
 from app.job_queue import JobQueue
-from app.models import ACTIVE_JOB_STATUSES, MEASURE, Analysis, Artifact, Job, JobStatus, Worker
+from app.models import (
+    ACTIVE_JOB_STATUSES,
+    MEASURE,
+    Analysis,
+    AnalysisDetail,
+    Artifact,
+    Job,
+    JobAttempts,
+    JobStatus,
+    MeasuredBy,
+    Worker,
+)
 from app.storage import ArtifactStorage
 
 SUBMIT_ATTEMPTS = 3  # a submission's transaction, again after losing an artifact-row insert race (PostgreSQL)
@@ -271,30 +283,32 @@ def analysis_view(
     job: Job | None,
     *,
     positions: dict[int, int] | None = None,
-) -> dict[str, Any]:
-    """The public JSON of one analysis (the `GET /api/v1/analyses/{id}` shape). `positions`: the queue
-    positions of a page's jobs, found at once by `queue_positions` (otherwise one query here)."""
+) -> AnalysisDetail:
+    """The public shape of one analysis (app.models.AnalysisDetail): what the API answers and the analysis page
+    shows. `positions`: the queue positions of a page's jobs, found at once by `queue_positions` (otherwise one
+    query here)."""
     view = analysis_core(session, queue, analysis, job, positions=positions)
-    return view | {
-        "context": analysis.context,
-        "backends": analysis.backends,
-        "inspection": analysis.inspection,
-        "measurements": analysis.measurements,
-        "recommendation": analysis.recommendation,
-        "error": job.last_error if job and view["status"] == AnalysisStatus.FAILED else None,
-        "waiting_for_worker": queue.waiting_for_worker(session, job, unmeasured=_unmeasured(analysis)) if job else None,
-        "job": {"id": job.id, "attempts": job.attempts, "max_attempts": job.max_attempts} if job else None,
-        "measured_by": measured_by(session, job),
-    }
+    return AnalysisDetail(
+        **view,
+        context=analysis.context,
+        backends=analysis.backends,
+        inspection=read(Inspection, analysis.inspection),
+        measurements=read(MeasurementRun, analysis.measurements),
+        recommendation=read(Recommendation, analysis.recommendation),
+        error=job.last_error if job and view["status"] == AnalysisStatus.FAILED else None,
+        waiting_for_worker=queue.waiting_for_worker(session, job, unmeasured=_unmeasured(analysis)) if job else None,
+        job=JobAttempts(id=job.id, attempts=job.attempts, max_attempts=job.max_attempts) if job else None,
+        measured_by=measured_by(session, job),
+    )
 
 
-def measured_by(session: Session, job: Job | None) -> dict[str, str] | None:
-    """The worker whose completion the analysis' measurements are ({"worker_id", "name"}), once its measure job
-    succeeded; None before (an unmeasured recommendation, from an inspect job, names no one)."""
+def measured_by(session: Session, job: Job | None) -> MeasuredBy | None:
+    """The worker whose completion the analysis' measurements are, once its measure job succeeded; None before (an
+    unmeasured recommendation, from an inspect job, names no one)."""
     if job is None or job.status != JobStatus.SUCCEEDED or job.worker_id is None:
         return None
     worker = session.get(Worker, job.worker_id)
-    return {"worker_id": job.worker_id, "name": worker.name if worker is not None else ""}
+    return MeasuredBy(worker_id=job.worker_id, name=worker.name if worker is not None else "")
 
 
 def _unmeasured(analysis: Analysis) -> bool:

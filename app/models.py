@@ -13,6 +13,7 @@ from typing import Any, Literal
 from sqlalchemy import JSON, BigInteger, Column, Index, Integer, text
 from sqlmodel import Field, SQLModel
 
+from advisor.core.results import Inspection, MeasurementRun, Recommendation
 from advisor.core.status import AnalysisStatus
 
 
@@ -96,8 +97,29 @@ class Analysis(AnalysisBase, table=True):
     updated_at: datetime
 
 
-class AnalysisPublic(AnalysisBase):
-    """The analysis as the API returns it; status/stage/progress come from its job."""
+class MeasuredBy(SQLModel):
+    """The worker whose completion an analysis' measurements are."""
+
+    worker_id: str
+    name: str
+
+
+class JobAttempts(SQLModel):
+    """An analysis' measure job as the API shows it: which one, and how many of its attempts are spent."""
+
+    id: int
+    attempts: int
+    max_attempts: int
+
+
+class AnalysisDetail(AnalysisBase):
+    """The analysis as the API returns it (`GET /api/v1/analyses/{id}`, and after cancel and re-decide) and the
+    analysis page reads it: its one public shape, built by app.analyses.analysis_view. Status, stage and progress
+    come from its job; the results are typed (advisor.core.results, read leniently: an analysis stored by an older
+    version is served, never a 500), so /openapi.json documents their shapes.
+
+    Served with `response_model_exclude_unset`: a result field that was not stored is not sent, so the JSON is
+    the stored results as they were (plus unknown fields, which are kept)."""
 
     id: int
     status: AnalysisStatus
@@ -105,9 +127,9 @@ class AnalysisPublic(AnalysisBase):
     progress: float | None
     context: dict[str, Any]
     backends: list[str]
-    inspection: dict[str, Any] | None
-    measurements: dict[str, Any] | None
-    recommendation: dict[str, Any] | None
+    inspection: Inspection | None
+    measurements: MeasurementRun | None
+    recommendation: Recommendation | None
     error: str | None
     created_at: datetime
     updated_at: datetime
@@ -115,7 +137,8 @@ class AnalysisPublic(AnalysisBase):
     # queued and no worker can claim it now: why (no worker of its kind seen), and whether the recommendation shown
     # meanwhile is unmeasured ("no worker for npu has been seen; the recommendation below is unmeasured; ...")
     waiting_for_worker: str | None = None
-    job: dict[str, Any] | None  # {"id", "attempts", "max_attempts"}
+    job: JobAttempts | None
+    measured_by: MeasuredBy | None = None  # None until measured (an unmeasured recommendation names no one)
 
 
 SUMMARY_ERROR_CHARS = 500

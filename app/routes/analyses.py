@@ -15,7 +15,6 @@ from pydantic import BaseModel
 from sqlmodel import Session
 
 from advisor.core import catalogue
-from advisor.core.results import Inspection, MeasurementRun, Recommendation, read
 from advisor.core.status import AnalysisStatus
 from app.analyses import (
     RerunRefused,
@@ -41,7 +40,7 @@ from app.deps import (
     actor_of,
 )
 from app.job_queue import JobQueue
-from app.models import Analysis, AnalysisPublic, AnalysisSummaryPage, Artifact, Job
+from app.models import Analysis, AnalysisDetail, AnalysisSummaryPage, Artifact, Job
 from app.routes.artifacts import stored_file_response
 from app.settings import Settings
 from app.storage import ArtifactStorage, Incoming, StoredFile
@@ -66,29 +65,7 @@ class AnalysisAccepted(BaseModel):
     links: AnalysisLinks
 
 
-class AnalysisDetail(AnalysisPublic):
-    """One analysis with its results typed (advisor.core.results), so /openapi.json documents their shapes.
-
-    Served with `response_model_exclude_unset`: a result field that was not stored is not sent, so the JSON is
-    the stored results as they were (plus unknown fields, which are kept)."""
-
-    inspection: Inspection | None
-    measurements: MeasurementRun | None
-    recommendation: Recommendation | None
-    # the worker whose completion the measurements are: {"worker_id", "name"}; None until measured
-    measured_by: dict[str, str] | None = None
-
-
 DETAIL = {"response_model": AnalysisDetail, "response_model_exclude_unset": True}
-
-
-def _detail(view: dict) -> dict:
-    """`view` with its results read leniently: an analysis stored by an older version is served, never a 500."""
-    return view | {
-        "inspection": read(Inspection, view.get("inspection")),
-        "measurements": read(MeasurementRun, view.get("measurements")),
-        "recommendation": read(Recommendation, view.get("recommendation")),
-    }
 
 
 ANALYZE_FORM = {
@@ -381,9 +358,9 @@ def _load(session, analysis_id: int) -> tuple[Analysis, Job | None]:  # noqa: AN
 
 
 @router.get("/analyses/{analysis_id}", name="get_analysis", summary="One analysis with results", **DETAIL)
-def get_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: UserDep) -> dict:
+def get_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: UserDep) -> AnalysisDetail:
     analysis, job = _load(session, analysis_id)
-    return _detail(analysis_view(session, queue, analysis, job))
+    return analysis_view(session, queue, analysis, job)
 
 
 @router.get("/analyses/{analysis_id}/report.md", response_class=PlainTextResponse, summary="Markdown report")
@@ -407,11 +384,11 @@ def report_json(analysis_id: int, session: SessionDep, _: UserDep) -> JSONRespon
     summary="Cancel (queued: at once; running: at the next heartbeat)",
     **DETAIL,
 )
-def cancel_route(analysis_id: int, session: SessionDep, queue: QueueDep, principal: UserDep) -> dict:
+def cancel_route(analysis_id: int, session: SessionDep, queue: QueueDep, principal: UserDep) -> AnalysisDetail:
     with _refusals():
         analysis = owned_analysis(session, principal, analysis_id, "cancel")
         job = cancel_analysis(session, queue, analysis)
-    return _detail(analysis_view(session, queue, analysis, job))
+    return analysis_view(session, queue, analysis, job)
 
 
 @router.post(
@@ -419,11 +396,11 @@ def cancel_route(analysis_id: int, session: SessionDep, queue: QueueDep, princip
     summary="Re-run the decision engine on the stored results",
     **DETAIL,
 )
-def redecide_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: UserDep) -> dict:
+def redecide_route(analysis_id: int, session: SessionDep, queue: QueueDep, _: UserDep) -> AnalysisDetail:
     with _refusals():
         analysis = existing_analysis(session, analysis_id)
         redecide_analysis(session, queue, analysis)
-    return _detail(analysis_view(session, queue, analysis, job_of(session, analysis_id)))
+    return analysis_view(session, queue, analysis, job_of(session, analysis_id))
 
 
 @contextlib.contextmanager

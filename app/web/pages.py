@@ -211,7 +211,8 @@ def _analysis_dict(session: Session, queue: Any, analysis_id: int) -> dict[str, 
     analysis = session.get(Analysis, analysis_id)
     if analysis is None:
         raise HTTPException(404, detail=f"analysis {analysis_id} does not exist")
-    return analysis_view(session, queue, analysis, job_of(session, analysis_id))
+    # the API's shape (app.models.AnalysisDetail) as the page's dict: only what was stored or set
+    return analysis_view(session, queue, analysis, job_of(session, analysis_id)).model_dump(exclude_unset=True)
 
 
 @router.get("/analyses/{analysis_id}", response_class=HTMLResponse)
