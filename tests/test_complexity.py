@@ -37,7 +37,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
         # being split now (issue 29)
         ("advisor/harness/measurement/child.py", "measure_variant"),
         ("advisor/harness/measurement/run.py", "measure_model"),
-        ("app/web/detail_view.py", "answer"),
     }
 )
 

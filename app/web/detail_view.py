@@ -357,29 +357,12 @@ def run_quality(run: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 def answer(recommendation: Mapping[str, Any], rows: list[MeasurementRow], quality: Mapping | None) -> Answer:
     backend, mode = recommendation.get("backend"), recommendation.get("mode")
-    label = backend_label(backend, mode)
     chosen = next((r for r in rows if r.recommended), None)
-    speedup = speedup_ci = None
-    if not backend:
-        note = None
-    elif backend == "eager":
-        note = "eager is the baseline (1×)"
-    elif chosen is None or chosen.speedup is None:
-        note = "not measured"
-    else:
-        note, speedup, speedup_ci = None, chosen.speedup, chosen.speedup_ci
+    note, speedup, speedup_ci = _chosen_speedup(backend, chosen)
     quality = quality or {}
-    noisy, noisy_text = bool(quality.get("noisy")), None
-    if noisy and quality.get("whole_run"):
-        noisy_text = "; ".join(quality.get("run_reasons") or quality.get("reasons") or ())
-        noisy_text += ". Treat the speeds as rough and re-measure on a quiet node"
-    elif noisy and quality.get("noisy_rows"):
-        noisy_text = f"noisy timings for {', '.join(quality['noisy_rows'])} (marked in the measurements table)"
-    elif noisy:
-        noisy_text = "; ".join(quality.get("reasons") or ())
     confidence = str(recommendation.get("confidence") or "unknown")
     return Answer(
-        label=label,
+        label=backend_label(backend, mode),
         mode_note="default mode" if backend and backend != "eager" and (mode or "default") == "default" else None,
         speedup=speedup,
         speedup_ci=speedup_ci,
@@ -387,11 +370,37 @@ def answer(recommendation: Mapping[str, Any], rows: list[MeasurementRow], qualit
         confidence=confidence,
         measured=recommendation.get("measured") is not False,
         tie=bool(recommendation.get("tie")),
-        noisy=noisy,
-        noisy_text=noisy_text,
+        noisy=bool(quality.get("noisy")),
+        noisy_text=_noisy_text(quality),
         unresolved=bool(chosen and chosen.unresolved),
         summary=answer_summary(str(recommendation.get("summary") or ""), confidence, quality),
     )
+
+
+def _chosen_speedup(
+    backend: str | None, chosen: MeasurementRow | None
+) -> tuple[str | None, float | None, tuple[float, float] | None]:
+    """(why there is no speedup to show, the chosen row's speedup, its 95% CI): eager is the baseline; an option
+    without a measured speedup says so; no backend says nothing."""
+    if not backend:
+        return None, None, None
+    if backend == "eager":
+        return "eager is the baseline (1×)", None, None
+    if chosen is None or chosen.speedup is None:
+        return "not measured", None, None
+    return None, chosen.speedup, chosen.speedup_ci
+
+
+def _noisy_text(quality: Mapping[str, Any]) -> str | None:
+    """What made a noisy run noisy: the whole run's reasons (and what to do), else the noisy rows, else the reasons."""
+    if not quality.get("noisy"):
+        return None
+    if quality.get("whole_run"):
+        reasons = "; ".join(quality.get("run_reasons") or quality.get("reasons") or ())
+        return reasons + ". Treat the speeds as rough and re-measure on a quiet node"
+    if quality.get("noisy_rows"):
+        return f"noisy timings for {', '.join(quality['noisy_rows'])} (marked in the measurements table)"
+    return "; ".join(quality.get("reasons") or ())
 
 
 _USE_SENTENCE = re.compile(r"^Use .+? on [A-Za-z0-9_-]+\.\s*")

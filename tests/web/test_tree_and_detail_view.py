@@ -140,6 +140,31 @@ def test_default_mode_and_eager_say_what_they_are():
     assert answer.speedup is None and "baseline" in answer.speedup_note and answer.mode_note is None
 
 
+def test_the_answer_card_says_why_there_is_no_speedup_and_what_made_the_run_noisy():
+    from app.web.detail_view import answer
+
+    unmeasured = answer({"backend": "torchair", "mode": "max-autotune", "measured": False}, [], None)
+    assert (unmeasured.label, unmeasured.mode_note, unmeasured.speedup_note) == (
+        "torchair:max-autotune",
+        None,
+        "not measured",
+    )
+    assert (unmeasured.measured, unmeasured.noisy, unmeasured.noisy_text, unmeasured.confidence) == (
+        False,
+        False,
+        None,
+        "unknown",
+    )
+    nothing = answer({"backend": None, "confidence": "low"}, [], {"noisy": True, "reasons": ["load 3.0", "drift"]})
+    assert (nothing.speedup_note, nothing.mode_note, nothing.noisy_text) == (None, None, "load 3.0; drift")
+    whole = answer({"backend": "eager"}, [], {"noisy": True, "whole_run": True, "reasons": ["eager moved 2x"]})
+    assert whole.noisy_text == "eager moved 2x. Treat the speeds as rough and re-measure on a quiet node"
+    rows = answer({"backend": "eager"}, [], {"noisy": True, "noisy_rows": ["inductor", "<b>x</b>"]})
+    assert (
+        rows.noisy_text == "noisy timings for inductor, <b>x</b> (marked in the measurements table)"
+    )  # escaped by the page
+
+
 def test_noisy_and_unresolved_rows_are_marked_and_the_answer_says_noisy_run():
     analysis = decided(synthetic.analysis_dict() | {"measurements": synthetic.noisy_run()})
     view = detail_view(analysis)
