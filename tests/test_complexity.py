@@ -36,7 +36,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("advisor/cli/analyze_cmd.py", "analyze"),
         # being split now (issue 29)
         ("advisor/harness/measurement/child.py", "measure_variant"),
-        ("advisor/harness/measurement/run.py", "measure_model"),
     }
 )
 

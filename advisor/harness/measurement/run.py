@@ -8,7 +8,7 @@ import json
 import os
 import socket
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from advisor.core import noise, snippets
@@ -127,7 +127,7 @@ def measure_model(
         "model_path": os.path.abspath(path),
         "device": device,
         "workload": workload,
-        "inputs_file": os.path.abspath(inputs_file) if inputs_file else None,
+        "inputs_file": _absolute(inputs_file),
         "input_shapes": input_shapes,
         "reference_path": str(workdir / "reference.pt"),
         "policy": policy,
@@ -135,39 +135,20 @@ def measure_model(
         "accuracy_tolerance": accuracy_tolerance,
         "sweep": shape_sweep,
         "decode_tokens": decode_tokens,
-        "calibration_file": os.path.abspath(calibration_file) if calibration_file else None,
+        "calibration_file": _absolute(calibration_file),
     }
-    readable = [os.path.abspath(p) for p in files if p]
     sandbox = {
         "timeout_s": timeout_s,
         "memory_limit_mb": memory_limit_mb,
         "cancel": cancel,
         "on_progress": notify,
         "zygote": zygote,
-        "readable": readable,
+        "readable": [os.path.abspath(p) for p in files if p],
         "writable": [str(workdir)],
     }
+    plan = _Plan(variants, backends or (), plan_context, inspection, device, workload, call)
     try:
-        environment: Environment | None = None
-        rows: list[MeasurementRowDict] = []
-        baseline_failed: str | None = None
-        for index, (spec, mode) in enumerate(variants):
-            if baseline_failed:
-                rows.append(not_measured(spec, mode, device, workload, baseline_failed, call))
-                continue
-            asked = f"{spec}:{mode}" in (backends or ())  # a variant named with its mode is always measured
-            context = None if asked else plan_context
-            skip = _skip_reason(context, inspection, environment, workload, rows, spec, mode, index)
-            if skip is not None:
-                rows.append(skipped(spec, mode, device, workload, skip, call))
-                notify({"backend": rows[-1]["backend"], "mode": mode, "stage": "skipped", "reason": skip})
-                continue
-            cache_dir = workdir / f"cache-{index}"
-            row, env = measure_one(spec, mode, index == 0, common, sandbox, cache_dir, policy, call=call)
-            environment = environment or env
-            rows.append(row)
-            if index == 0 and row["status"] != "ok":
-                baseline_failed = f"not measured: the eager baseline failed ({row['status']}: {row['reason']})"
+        rows, environment, baseline_failed = _measure_variants(plan, common, sandbox, workdir, policy, notify)
         run = MeasurementRun(environment=environment or _host_environment(device), workload=workload, measurements=rows)
         _stamp_load(run, load_start)
         quality = noise.assess(run, load={"start": load_start, "end": noise.read_load()})
@@ -184,6 +165,51 @@ def measure_model(
             zygote.close()
         else:
             zygote.discard(str(workdir))
+
+
+def _absolute(path: str | None) -> str | None:
+    return os.path.abspath(path) if path else None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What `measure_model` measures and for which context (the pruning before each variant)."""
+
+    variants: list[tuple[str, str]]
+    asked: Sequence[str]  # the backends as named: a variant named with its mode is always measured
+    context: DeploymentContext | dict | None
+    inspection: dict | None
+    device: str
+    workload: str
+    call: str
+
+
+def _measure_variants(
+    plan: _Plan, common: dict, sandbox: dict, workdir: Path, policy: dict, notify: Progress
+) -> tuple[list[MeasurementRowDict], Environment | None, str | None]:
+    """Each variant's row in order, eager first: measured, skipped (pruned for the context) or, once the eager
+    baseline failed, not measured; the first child's environment; why the baseline failed (None when it did not)."""
+    environment: Environment | None = None
+    rows: list[MeasurementRowDict] = []
+    baseline_failed: str | None = None
+    device, workload, call = plan.device, plan.workload, plan.call
+    for index, (spec, mode) in enumerate(plan.variants):
+        if baseline_failed:
+            rows.append(not_measured(spec, mode, device, workload, baseline_failed, call))
+            continue
+        context = None if f"{spec}:{mode}" in plan.asked else plan.context
+        skip = _skip_reason(context, plan.inspection, environment, workload, rows, spec, mode, index)
+        if skip is not None:
+            rows.append(skipped(spec, mode, device, workload, skip, call))
+            notify({"backend": rows[-1]["backend"], "mode": mode, "stage": "skipped", "reason": skip})
+            continue
+        cache_dir = workdir / f"cache-{index}"
+        row, env = measure_one(spec, mode, index == 0, common, sandbox, cache_dir, policy, call=call)
+        environment = environment or env
+        rows.append(row)
+        if index == 0 and row["status"] != "ok":
+            baseline_failed = f"not measured: the eager baseline failed ({row['status']}: {row['reason']})"
+    return rows, environment, baseline_failed
 
 
 def builds_inductor_cpp(variants: Sequence[tuple[str, str]]) -> bool:
