@@ -140,7 +140,9 @@ class WorkerApi:
         From the server itself with the bearer token. From anywhere else only as the object store's presigned URL
         the server handed out with the job (one object, a bounded lifetime; app.object_store): fetched without the
         token, and only when the sha256 to check it against is known - given, or the content-addressed object's
-        own name (the URL path's last segment). The URL's signature never appears in an error message.
+        own name (the URL path's last segment). The URL's signature never appears in an error message. A URL the
+        store refuses (expired, revoked) is asked of the server instead: `GET /api/v1/artifacts/{sha256}` with the token
+        (allowed while this worker holds the job's lease; the server streams the object from the store).
         """
         target = self.client.base_url.join(url)
         base = self.client.base_url
@@ -154,13 +156,19 @@ class WorkerApi:
                 f"download {shown}: refusing to fetch from a host other than the server ({target.host}) without "
                 "the sha256 to check it against"
             )
+        refused: ApiError | None = None
         with httpx.Client(timeout=self.client.timeout, transport=self.direct_transport) as direct:  # no token
             try:
                 self._fetch(direct, str(target), dest, expected, f"download {shown} from the artifact store")
             except ApiError as exc:
-                if exc.status in (400, 403):  # e.g. the presigned URL expired: the next claim gets a fresh one
-                    raise StoreUrlRefused(str(exc), status=exc.status, body=None) from None
-                raise
+                if exc.status not in (400, 403):
+                    raise
+                refused = exc  # e.g. the presigned URL expired
+        if refused is not None:
+            try:
+                self._fetch(self.client, f"{API}/artifacts/{expected}", dest, expected, f"download {expected[:12]}…")
+            except ApiError:  # the server cannot either: the job goes back to the queue; its next claim gets a new URL
+                raise StoreUrlRefused(str(refused), status=refused.status, body=None) from None
         return dest
 
     def _fetch(self, client: httpx.Client, url: str, dest: Path, sha256: str | None, describe: str) -> None:

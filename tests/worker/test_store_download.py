@@ -1,6 +1,7 @@
 """Workers fetch models from the object store through the presigned URL of their job (issue 30, workers/api.py):
 without the bearer token, checked against the sha256 (given, or named by the content-addressed object's path); an
-expired URL is a retryable failure (the next claim gets a fresh URL); its signature never shows in an error."""
+expired URL is asked of the server instead, and only when that fails too is it a retryable failure (the next
+claim gets a fresh URL); its signature never shows in an error."""
 
 from __future__ import annotations
 
@@ -26,14 +27,22 @@ def store_transport(seen: list[httpx.Request], *, status: int = 200, body: bytes
     return httpx.MockTransport(handle)
 
 
-def server_api(direct: httpx.MockTransport) -> WorkerApi:
-    def refuse(request: httpx.Request) -> httpx.Response:
+def server_api(direct: httpx.MockTransport, *, server_has: bytes | None = None) -> WorkerApi:
+    """A worker whose server serves `/api/v1/artifacts/{SHA}` (with its token) when `server_has` is given and answers
+    anything else with a failed test."""
+
+    def server(request: httpx.Request) -> httpx.Response:
+        if server_has is not None and request.url.path == f"/api/v1/artifacts/{SHA}":
+            assert request.headers["authorization"] == "Bearer w-token"
+            return httpx.Response(200, content=server_has)
+        if server_has is not None:
+            return httpx.Response(404, json={"detail": "no artifact"})
         raise AssertionError(f"the server was asked for {request.url}")
 
     client = httpx.Client(
         base_url="http://advisor.test",
         headers={"Authorization": "Bearer w-token"},
-        transport=httpx.MockTransport(refuse),
+        transport=httpx.MockTransport(server),
     )
     return WorkerApi(client, RetryPolicy(sleep=lambda _s: None), direct_transport=direct)
 
@@ -64,9 +73,21 @@ def test_a_url_elsewhere_naming_no_sha256_is_refused(tmp_path: Path):
     assert not seen
 
 
-def test_an_expired_url_is_retryable_and_its_signature_is_not_shown(tmp_path: Path):
-    api = server_api(store_transport([], status=403, body=b"<Error><Code>AccessDenied</Code></Error>"))
+def test_an_expired_url_is_asked_of_the_server_instead(tmp_path: Path):
+    """A store that refuses the URL (expired: S3 answers 403 AccessDenied) costs the job nothing: the worker asks the
+    server, which streams the object while the worker holds the lease."""
+    seen: list[httpx.Request] = []
+    expired = store_transport(seen, status=403, body=b"<Error><Code>AccessDenied</Code></Error>")
+    api = server_api(expired, server_has=MODEL)
+    url = f"{STORE}/bucket/artifacts/{SHA[:2]}/{SHA}?X-Amz-Signature=secret&X-Amz-Expires=900"
+    api.download(url, tmp_path / "m", sha256=SHA)
+    assert (tmp_path / "m").read_bytes() == MODEL and len(seen) == 1
+
+
+def test_an_expired_url_the_server_cannot_serve_either_is_retryable_and_its_signature_is_not_shown(tmp_path: Path):
+    api = server_api(store_transport([], status=403, body=b"<Error><Code>AccessDenied</Code></Error>"), server_has=b"")
     with pytest.raises(StoreUrlRefused) as refused:
         api.download(f"{STORE}/bucket/artifacts/{SHA[:2]}/{SHA}?X-Amz-Signature=secret", tmp_path / "m", sha256=SHA)
     assert refused.value.retryable, "the job goes back to the queue; its next claim carries a fresh URL"
     assert "secret" not in str(refused.value)
+    assert not (tmp_path / "m").exists()
