@@ -18,11 +18,11 @@ so it is decided once where it is loaded: `app.analysis_actions.owned_analysis`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, HTTPException
-from fastapi.routing import iter_route_contexts
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -33,6 +33,14 @@ from app.auth import Principal
 from app.deps import PRINCIPAL_SCOPE_KEY, identify, job_actor_refusal, role_refusal
 from app.early_answers import answer_with_app_handler, has_body, send_refusal
 from app.web.cookie_auth import viewer
+
+try:  # FastAPI >= 0.16x includes routers as wrappers; this yields their routes, in match order
+    from fastapi.routing import iter_route_contexts
+except ImportError:  # older FastAPI: the app's routes are the flat list itself
+
+    def iter_route_contexts(routes: Iterable[object]) -> Iterator[object]:  # type: ignore[misc]
+        return iter(routes)
+
 
 VIEWER_SCOPE_KEY = "npu_advisor.viewer"  # the dashboard's signed-in principal (cookie or anonymous)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -128,7 +136,7 @@ class AuthorizeBeforeBody:
         await self.app(scope, receive, send)
 
     def _policy_for(self, scope: Scope) -> tuple[Policy | None, dict]:
-        if self._routes is None:  # routers included in FastAPI >= 0.16x are wrappers: their routes, in match order
+        if self._routes is None:  # the app's routes, in match order, once it serves
             self._routes = [(route, policy_of(route)) for route in iter_route_contexts(scope["app"].router.routes)]
         for route, policy in self._routes:
             match, child = route.matches(scope)  # type: ignore[attr-defined]
