@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from advisor.core import catalogue
@@ -98,6 +100,43 @@ def measure_variant(
         report_progress({**label, "stage": f"warm cache: {stage}" if warm_run else stage, "iterations": iterations})
 
     progress("loading")
+    opened = _open(backend, mode, device, workload, options, calibration_file)
+    if isinstance(opened, dict):
+        return opened
+    dev, request = opened
+    timing = TimingPolicy(**policy)
+    loaded = _load(model_path, inputs_file, input_shapes, timing)
+    if isinstance(loaded, dict):
+        return loaded
+    variant = _Variant(backend, request, dev, loaded, timing, is_baseline, warm_run, progress)
+    result: dict[str, Any] = {"environment": dev.describe()}
+    if workload == "generation":
+        generation = measure_generation(
+            backend=backend,
+            request=request,
+            loaded=loaded,
+            dev=dev,
+            timing=timing,
+            is_baseline=is_baseline,
+            reference_path=reference_path,
+            decode_tokens=decode_tokens,
+            progress=progress,
+            warm_run=warm_run,
+        )
+        return _with_status({**result, **generation}, generation["accuracy"], "generation")
+    import torch
+
+    with torch.no_grad():
+        return _measure_steps(
+            variant, result, workload, reference_path, reference_exists, optimizer, accuracy_tolerance, sweep
+        )
+
+
+def _open(
+    backend: Any, mode: str, device: str, workload: str, options: dict | None, calibration_file: str | None
+) -> tuple[Any, Any] | dict:
+    """(the device, the compile request), or the `unavailable` row when the device, the backend on it or the
+    request cannot be had here."""
     try:
         dev = devices.open_device(device)
     except devices.DeviceUnavailable as exc:
@@ -119,12 +158,15 @@ def measure_variant(
         backend.check_request(request)
     except UnsupportedRequest as exc:
         return {"status": "unavailable", "reason": str(exc)}
+    return dev, request
 
+
+def _load(model_path: str, inputs_file: str | None, input_shapes: list[str] | None, timing: TimingPolicy) -> Any:
+    """The loaded model, or the `load_error` / `unavailable` row when it cannot be loaded or run on this host."""
     import torch
 
     from advisor.harness.loading import LoadError, load_model
 
-    timing = TimingPolicy(**policy)
     if timing.profile:
         enable_kernel_markers()  # before compiling, in the warm-cache child too (same FX graph cache key)
     torch.manual_seed(0)
@@ -135,102 +177,149 @@ def measure_variant(
     runnable, why_not = loaded.runnable
     if not runnable:
         return {"status": "unavailable", "reason": why_not or "the model cannot run on this host"}
+    return loaded
 
-    result: dict[str, Any] = {"environment": dev.describe()}
-    if workload == "generation":
-        generation = measure_generation(
-            backend=backend,
-            request=request,
-            loaded=loaded,
-            dev=dev,
-            timing=timing,
-            is_baseline=is_baseline,
-            reference_path=reference_path,
-            decode_tokens=decode_tokens,
-            progress=progress,
-            warm_run=warm_run,
-        )
-        return _with_status({**result, **generation}, generation["accuracy"], "generation")
-    with torch.no_grad():
-        if is_baseline and not reference_exists:
-            progress("reference")
-            reference = _write_reference(loaded, dev, reference_path, workload)
-            result["determinism"] = reference.pop("determinism")
-        else:
-            reference = torch.load(reference_path, weights_only=True)
-        inputs = dev.to_device(tuple(reference["inputs"]))
-        module = dev.to_device(loaded.module)
-        # training: the eager copy of the model is made before the memory reset, so it is not counted
-        compile_s = [0.0]  # seconds spent in backend.compile() (eager export + session creation for ONNX Runtime)
-        steps = None
-        if workload == "training":
-            steps = training_steps(backend, module, inputs, request, optimizer, compile_s)
-        dev.reset_peak_memory()
 
-        progress("compiling")
-        compiled = steps.backend if steps else compile_variant(backend, module, inputs, request, compile_s)
-        reset_dynamo_counters()
-        try:
-            first_call_s, out = dev.timer()(lambda: compiled(*inputs))
-        except Exception as exc:
-            raise stage_error(exc, "the first (compiling) call") from exc
-        frames_after_first = dynamo_counter("frames", "total")
-        result.update(first_call_s=compile_s[0] + first_call_s, **graph_stats())
-        if not steps:  # what the option deploys (a training step's optimizer state is in `training` instead)
-            from advisor.harness.backends.quantize import serialized_bytes
+@dataclass
+class _Variant:
+    """What one inference or training child measures with, once loaded."""
 
-            result["serialized_bytes"] = serialized_bytes(compiled, module)
-        breakdown = compile_breakdown(compiled)
-        if breakdown is not None:
-            result["compile_breakdown"] = {**breakdown, "first_call_s": first_call_s}
+    backend: Any
+    request: Any
+    dev: devices.Device
+    loaded: Any
+    timing: TimingPolicy
+    is_baseline: bool
+    warm_run: bool
+    progress: Callable[..., None]
+    inputs: tuple = ()
+    module: Any = None
+    steps: Any = None  # the training steps (advisor.harness.measurement.training), None for inference
+    compiled: Any = None
 
-        progress("accuracy")
-        from advisor.harness.accuracy import compare_outputs
 
-        if steps:
-            from advisor.harness.grad_accuracy import compare_gradients
+def _measure_steps(
+    v: _Variant,
+    result: dict,
+    workload: str,
+    reference_path: str,
+    reference_exists: bool,
+    optimizer: str,
+    accuracy_tolerance: dict | None,
+    sweep: dict | None,
+) -> dict:
+    """An inference or training variant (under no_grad): reference, compile and first call, accuracy, then the
+    timed window and what is measured after it."""
+    import torch
 
-            accuracy = compare_gradients(steps.backend.gradients(), reference["gradients"], accuracy_tolerance)
-            result["training"] = training_details(steps, optimizer, dev.peak_memory_mb())
-        else:
-            accuracy = compare_outputs(
-                _leaves_on_cpu(out), reference["eager_out"], reference["fp64_out"], accuracy_tolerance
-            )
-            if catalogue.is_quantized(backend.name, mode):  # int8: judged by its drift from the float model
-                from advisor.harness.accuracy import judge_quantized
+    if v.is_baseline and not reference_exists:
+        v.progress("reference")
+        reference = _write_reference(v.loaded, v.dev, reference_path, workload)
+        result["determinism"] = reference.pop("determinism")
+    else:
+        reference = torch.load(reference_path, weights_only=True)
+    v.inputs = v.dev.to_device(tuple(reference["inputs"]))
+    v.module = v.dev.to_device(v.loaded.module)
+    frames_after_first, out = _compile_and_call(v, result, workload, optimizer)
+    v.progress("accuracy")
+    accuracy = _accuracy(v, result, out, reference, accuracy_tolerance, optimizer)
+    result["accuracy"] = accuracy
+    checked = "gradients" if v.steps else "output"
+    if v.warm_run:  # it measures the warm compile only: the parent subtracts the cold child's median latency
+        return _with_status(result, accuracy, checked)
+    v.progress("timing")
+    fns = _timed_window(v, result)
+    _after_the_window(v, result, fns, frames_after_first, sweep)
+    return _with_status(result, accuracy, checked)
 
-                accuracy = judge_quantized(accuracy, _leaves_on_cpu(out), reference["eager_out"], accuracy_tolerance)
-        result["accuracy"] = accuracy
-        if warm_run:  # it measures the warm compile only: the parent subtracts the cold child's median latency
-            return _with_status(result, accuracy, "gradients" if steps else "output")
 
-        progress("timing")
-        # eager is the very same callable the backend compiled (ep.module() has its own call overhead)
-        fns = {"backend": compiled} if is_baseline else {"backend": compiled, "eager": steps.eager if steps else module}
-        load_start = read_load()  # was the node shared while this window ran (advisor.core.noise.shared_reasons)
-        window = time_side_by_side(fns, inputs, dev, timing, lambda n: progress("timing", n))
-        result["timing_load"] = {"start": load_start, "end": read_load()}
-        result["timed_s"] = window.seconds
-        result.update(summaries(window, is_baseline))
-        result["peak_memory_mb"], result["memory_kind"] = dev.peak_memory_mb()
-        result["throughput"] = throughput(inputs, result["latency"]["median_ms"])
-        if steps:
-            result["peak_memory_mb"] = training_peak_mb(result["peak_memory_mb"], result["training"], steps)
+def _compile_and_call(v: _Variant, result: dict, workload: str, optimizer: str) -> tuple[int, Any]:
+    """Compile (for training: the training step, its eager copy made before the memory reset so it is not counted)
+    and make the first call; the row gets first_call_s, the graph stats, the deployed size and the compile
+    breakdown. Returns Dynamo's frame count after the first call and its output."""
+    compile_s = [0.0]  # seconds spent in backend.compile() (eager export + session creation for ONNX Runtime)
+    if workload == "training":
+        v.steps = training_steps(v.backend, v.module, v.inputs, v.request, optimizer, compile_s)
+    v.dev.reset_peak_memory()
 
-        if loaded.dynamic_dims and not warm_run and timing.dynamic_sizes > 0:
-            progress("dynamic shapes")
-            result["dynamic"] = measure_dynamic_sizes(loaded, inputs, fns, dev, timing)
-        if result["graph_count"] is not None:
-            result["recompiles"] = max(0, dynamo_counter("frames", "total") - frames_after_first)
-        if timing.profile and not warm_run:
-            progress("profiling")
-            result["time_breakdown"] = profiled_breakdown(compiled, inputs, dev, result["latency"]["median_ms"])
-        if sweep and not warm_run and not steps:
-            progress("shape sweep")  # last: its static pass resets Dynamo
-            dynamo_based = not is_baseline and result["graph_count"] is not None
-            static = (lambda: compile_variant(backend, module, inputs, request)) if dynamo_based else None
-            result["sweep"] = measure_sweep(sweep, loaded, inputs, fns, dev, timing, static)
-    return _with_status(result, accuracy, "gradients" if steps else "output")
+    v.progress("compiling")
+    v.compiled = v.steps.backend if v.steps else compile_variant(v.backend, v.module, v.inputs, v.request, compile_s)
+    reset_dynamo_counters()
+    compiled, inputs = v.compiled, v.inputs
+    try:
+        first_call_s, out = v.dev.timer()(lambda: compiled(*inputs))
+    except Exception as exc:
+        raise stage_error(exc, "the first (compiling) call") from exc
+    frames_after_first = dynamo_counter("frames", "total")
+    result.update(first_call_s=compile_s[0] + first_call_s, **graph_stats())
+    if not v.steps:  # what the option deploys (a training step's optimizer state is in `training` instead)
+        from advisor.harness.backends.quantize import serialized_bytes
+
+        result["serialized_bytes"] = serialized_bytes(compiled, v.module)
+    breakdown = compile_breakdown(compiled)
+    if breakdown is not None:
+        result["compile_breakdown"] = {**breakdown, "first_call_s": first_call_s}
+    return frames_after_first, out
+
+
+def _accuracy(v: _Variant, result: dict, out: Any, reference: dict, tolerance: dict | None, optimizer: str) -> dict:
+    """Training: the step's gradients against eager's (the row also gets its `training` details); inference: the
+    output against eager's float32 and the float64 reference (an int8 option: by its drift from the float model)."""
+    from advisor.harness.accuracy import compare_outputs
+
+    if v.steps:
+        from advisor.harness.grad_accuracy import compare_gradients
+
+        accuracy = compare_gradients(v.steps.backend.gradients(), reference["gradients"], tolerance)
+        result["training"] = training_details(v.steps, optimizer, v.dev.peak_memory_mb())
+        return accuracy
+    accuracy = compare_outputs(_leaves_on_cpu(out), reference["eager_out"], reference["fp64_out"], tolerance)
+    if catalogue.is_quantized(v.backend.name, v.request.mode):  # int8: judged by its drift from the float model
+        from advisor.harness.accuracy import judge_quantized
+
+        accuracy = judge_quantized(accuracy, _leaves_on_cpu(out), reference["eager_out"], tolerance)
+    return accuracy
+
+
+def _timed_window(v: _Variant, result: dict) -> dict[str, Any]:
+    """The side-by-side timed window (the compiled callable, and eager unless this is the baseline) and what the
+    row takes from it: the load at its start and end, the latencies, peak memory and throughput. Returns the
+    callables it timed."""
+    # eager is the very same callable the backend compiled (ep.module() has its own call overhead)
+    fns = {"backend": v.compiled}
+    if not v.is_baseline:
+        fns["eager"] = v.steps.eager if v.steps else v.module
+    load_start = read_load()  # was the node shared while this window ran (advisor.core.noise.shared_reasons)
+    window = time_side_by_side(fns, v.inputs, v.dev, v.timing, lambda n: v.progress("timing", n))
+    result["timing_load"] = {"start": load_start, "end": read_load()}
+    result["timed_s"] = window.seconds
+    result.update(summaries(window, v.is_baseline))
+    result["peak_memory_mb"], result["memory_kind"] = v.dev.peak_memory_mb()
+    result["throughput"] = throughput(v.inputs, result["latency"]["median_ms"])
+    if v.steps:
+        result["peak_memory_mb"] = training_peak_mb(result["peak_memory_mb"], result["training"], v.steps)
+    return fns
+
+
+def _after_the_window(
+    v: _Variant, result: dict, fns: dict[str, Any], frames_after_first: int, sweep: dict | None
+) -> None:
+    """What is measured after the timed window (never in the warm-cache child): other sizes of the dynamic dims,
+    recompiles, the profiled breakdown and, last (its static pass resets Dynamo), the shape sweep."""
+    if v.loaded.dynamic_dims and v.timing.dynamic_sizes > 0:
+        v.progress("dynamic shapes")
+        result["dynamic"] = measure_dynamic_sizes(v.loaded, v.inputs, fns, v.dev, v.timing)
+    if result["graph_count"] is not None:
+        result["recompiles"] = max(0, dynamo_counter("frames", "total") - frames_after_first)
+    if v.timing.profile:
+        v.progress("profiling")
+        result["time_breakdown"] = profiled_breakdown(v.compiled, v.inputs, v.dev, result["latency"]["median_ms"])
+    if sweep and not v.steps:
+        v.progress("shape sweep")  # last: its static pass resets Dynamo
+        dynamo_based = not v.is_baseline and result["graph_count"] is not None
+        backend, module, inputs, request = v.backend, v.module, v.inputs, v.request
+        static = (lambda: compile_variant(backend, module, inputs, request)) if dynamo_based else None
+        result["sweep"] = measure_sweep(sweep, v.loaded, inputs, fns, v.dev, v.timing, static)
 
 
 def _with_status(result: dict, accuracy: dict, checked: str) -> dict:
