@@ -4,14 +4,16 @@ upload is aborted, presigned URLs expire, and a worker on a replica that never s
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -456,3 +458,191 @@ def _results(sha: str) -> dict:
             device="cpu",
         ),
     }
+
+
+class OneAddress:
+    """The one address of the replicas (nginx in docker/compose.yaml): each connection goes to the first replica that
+    accepts it. `cut_completion` arms it to pass on half of the next job completion it sees, call `then` (kill that
+    replica) and drop the connection: a completion killed in the middle, as the worker sends it."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = ports
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.then: Callable[[], None] | None = None
+        self.cut = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut_completion(self, then: Callable[[], None]) -> None:
+        self.then = then
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        for port in self.ports:
+            try:
+                upstream = socket.create_connection(("127.0.0.1", port), timeout=2)
+                break
+            except OSError:
+                continue
+        else:
+            client.close()
+            return
+        upstream.settimeout(None)
+        threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+        with client, upstream:
+            while chunk := _recv(client):
+                head = chunk.split(b"\r\n", 1)[0]
+                if self.then is not None and head.startswith(b"POST /api/v1/jobs/") and b"/complete " in head:
+                    then, self.then = self.then, None
+                    upstream.sendall(chunk[: len(chunk) // 2])
+                    time.sleep(0.3)  # the replica is reading the completion
+                    then()
+                    self.cut.set()
+                    return
+                upstream.sendall(chunk)
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := _recv(source):
+                sink.sendall(chunk)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def _recv(sock: socket.socket) -> bytes:
+    try:
+        return sock.recv(1 << 16)
+    except OSError:
+        return b""
+
+
+@pytest.mark.slow
+def test_a_real_worker_behind_one_address_survives_a_replica_killed_mid_upload_and_mid_completion(
+    tmp_path: Path, s3_endpoint: str, bucket: str, s3, model_file: Path
+):
+    """Two replicas on one PostgreSQL and one store behind one address, a real worker process (`worker --cold`) and a
+    user. Replica a (the one the address prefers) is SIGKILLed while it receives an upload and, later, while it
+    receives the worker's completion; the worker's retry reaches replica b through the same address and lands once:
+    the analysis is done, measured by that worker, one attempt, one analysis, the model under its hash, nothing of
+    the half upload left in the store."""
+    import hashlib
+    import signal
+
+    from service_env import service_environment
+
+    from .conftest import empty_postgres
+
+    with empty_postgres() as url:
+        env = (
+            service_environment()
+            | CREDENTIALS
+            | {
+                "ADVISOR_ARTIFACT_STORE": f"s3://{bucket}/team",
+                "ADVISOR_S3_ENDPOINT_URL": s3_endpoint,
+                "ADVISOR_S3_REGION": REGION,
+                "ADVISOR_DATABASE_URL": url,
+                "ADVISOR_API_REPLICAS": "2",
+                "ADVISOR_S3_INCOMPLETE_MIN_AGE_S": "3",
+                "ADVISOR_ORPHAN_SWEEP_INTERVAL_S": "1",
+                "ADVISOR_REAPER_INTERVAL_S": "0.5",
+            }
+        )
+        ports = {name: free_port() for name in ("a", "b")}
+        processes = {
+            name: subprocess.Popen(
+                [*CLI, "serve", "--no-worker", "--port", str(port), "--data-dir", str(tmp_path / name)],
+                stdout=(tmp_path / name).open("ab"),
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+            for name, port in ports.items()
+        }
+        address = OneAddress([ports["a"], ports["b"]])
+        one = f"http://127.0.0.1:{address.port}"
+        try:
+            for name, port in ports.items():
+                deadline = time.monotonic() + 60
+                while True:
+                    assert processes[name].poll() is None, (tmp_path / name).read_text()
+                    try:
+                        if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                            break
+                    except httpx.TransportError:
+                        pass
+                    assert time.monotonic() < deadline, (tmp_path / name).read_text()
+                    time.sleep(0.2)
+
+            # the user's analysis, and an upload left half received by a
+            files = {"model": (model_file.name, model_file.read_bytes())}
+            accepted = httpx.post(f"{one}/api/v1/analyze", files=files, data={"context": CPU_CONTEXT}, timeout=60)
+            assert accepted.status_code == 202, accepted.text
+            analysis_id = accepted.json()["id"]
+            boundary = "c" * 16
+            preamble = (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="context"\r\n\r\n{CPU_CONTEXT}\r\n'
+                f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.pt2"\r\n\r\n'
+            ).encode()
+            upload = socket.create_connection(("127.0.0.1", address.port))
+            upload.sendall(
+                (
+                    f"POST /api/v1/analyze HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {40 << 20}\r\n\r\n"
+                ).encode()
+                + preamble
+                + b"\0" * (20 << 20)
+            )
+            deadline = time.monotonic() + 20
+            while not open_multipart_uploads(s3, bucket):
+                assert time.monotonic() < deadline, "a never started sending parts"
+                time.sleep(0.05)
+
+            # the worker measures through the one address; a dies under the upload and the completion
+            address.cut_completion(lambda: processes["a"].send_signal(signal.SIGKILL))
+            worker_log = tmp_path / "worker.log"
+            worker = subprocess.Popen(
+                [*CLI, "worker", "--server", one, "--backends", "eager", "--name", "real", "--cold", "--max-jobs", "1"],
+                stdout=worker_log.open("ab"),
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+            processes["worker"] = worker
+            assert address.cut.wait(120), worker_log.read_text()[-3000:]
+            processes["a"].wait(10)
+            upload.close()
+            assert worker.wait(60) == 0, worker_log.read_text()[-3000:]
+
+            b = f"http://127.0.0.1:{ports['b']}"
+            view = httpx.get(f"{b}/api/v1/analyses/{analysis_id}", timeout=10).json()
+            assert view["status"] == "done", (view.get("error"), worker_log.read_text()[-3000:])
+            assert view["measured_by"]["name"] == "real" and view["job"]["attempts"] == 1
+            assert [row["status"] for row in view["measurements"]["measurements"]] == ["ok"]
+            assert httpx.get(f"{b}/api/v1/analyses", timeout=10).json()["total"] == 1, "nothing double-counted"
+            assert "/complete" not in (tmp_path / "a").read_text(), "a died before it answered the completion"
+            assert (tmp_path / "b").read_text().count('/complete HTTP/1.1" 200') == 1, "the retry landed on b, once"
+            sha = hashlib.sha256(model_file.read_bytes()).hexdigest()
+            deadline = time.monotonic() + 30  # b sweeps what a left in the store
+            while open_multipart_uploads(s3, bucket) or [k for k in keys(s3, bucket) if "/incoming/" in k]:
+                assert time.monotonic() < deadline, "the killed replica's multipart upload was never aborted"
+                time.sleep(0.5)
+            assert keys(s3, bucket) == [f"team/artifacts/{sha[:2]}/{sha}"]
+        finally:
+            address.close()
+            for process in processes.values():
+                if process.poll() is None:
+                    process.terminate()
+            for process in processes.values():
+                try:
+                    process.wait(20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
