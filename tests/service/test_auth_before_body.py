@@ -17,8 +17,8 @@ import pytest
 from sqlmodel import Session
 
 from app.auth import create_token
-from app.lingering import LINGER_BYTES
 from app.body_limits import JSON_LIMIT_BYTES, LOGIN_LIMIT_BYTES, RESULTS_LIMIT_BYTES
+from app.lingering import LINGER_BYTES
 
 from .asgi_driver import http_scope, run_app
 
