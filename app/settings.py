@@ -61,8 +61,9 @@ class Settings(BaseSettings):
     max_concurrent_uploads: int = 8  # uploads received at once; more: 503
     max_uploads_per_client: int = 4  # at once per token (or address without one); more: 429. 0: no per-client cap
     retry_after_s: int = 2  # the Retry-After of a 503/429 (clients add jitter)
-    # a refused upload's body is read and dropped after the 503/429 (so the client, still sending, reads it), up
-    # to this much and this long; then the connection is closed anyway
+    # a refused request's body (503/429, and every 401/403/413/421 sent before the body: app.lingering) is read and
+    # dropped after the answer (so the client, still sending, reads it), up to this much and this long; then the
+    # connection is closed anyway
     refused_upload_linger_mb: float = 64
     refused_upload_linger_s: float = 30
     db_write_wait_s: float = 5  # SQLite: how long a write waits for the process's write gate; then 503
