@@ -23,6 +23,7 @@ from sqlmodel import Session
 
 from advisor.core.noise import is_noisy
 from advisor.core.results import Inspection, MeasurementRun, Recommendation, read
+from advisor.core.source_report import report_digest, source_report_or_none, with_source_report
 from advisor.core.status import AnalysisStatus
 from app.job_queue import JobQueue
 from app.models import (
@@ -66,12 +67,18 @@ def dedupe_key(
     target: str,
     backends: list[str],
     tag: str | None = None,
+    source_digest: str | None = None,
 ) -> str:
-    """Same artifact + inputs + context + target + requested backends (+ suite tag) = the same question. A tagged
-    submission is never answered by an analysis of another suite (or none): each suite keeps its own history."""
+    """Same artifact + inputs + context + target + requested backends (+ suite tag) (+ source-side report) = the same
+    question. A tagged submission is never answered by an analysis of another suite (or none): each suite keeps its own
+    history. `source_digest` (advisor.core.source_report.report_digest, timings left out): a program uploaded with
+    another source-side report is another question, measured again, so that report is stored and decided with, never
+    lost behind the earlier one's answer."""
     question = {"a": artifact_sha256, "i": inputs_sha256, "c": context, "t": target, "b": sorted(backends)}
     if tag is not None:  # untagged keys stay what they were before tags existed
         question["g"] = tag
+    if source_digest is not None:  # and so do keys without a source-side report
+        question["s"] = source_digest
     canonical = json.dumps(question, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -90,8 +97,10 @@ def submit_analysis(
     force: bool,
     cache_window_s: float,
     tag: str | None = None,
+    source_report: dict | None = None,
 ) -> Submission:
     """Create an analysis and its job, or return a recent identical one (unless `force`).
+    `source_report`: the validated source-side report uploaded with the program (app.routes.analyses), stored with it.
 
     One short write transaction: the artifact rows (`artifact`, `inputs`: rows to insert unless stored
     already; their files must be in the store), the analysis and its job (`JobQueue.enqueue`, whose commit
@@ -106,8 +115,9 @@ def submit_analysis(
         target=target,
         backends=backends,
         tag=tag,
+        source_digest=report_digest(source_report) if source_report is not None else None,
     )
-    fields = _NewAnalysis(artifact, inputs, context, target, model_name, backends, submitted_by, tag)
+    fields = _NewAnalysis(artifact, inputs, context, target, model_name, backends, submitted_by, tag, source_report)
     if session.in_transaction():
         session.commit()  # start from a fresh transaction (whatever was read before is not held across)
     for attempt in range(SUBMIT_ATTEMPTS):
@@ -136,6 +146,7 @@ class _NewAnalysis:
     backends: list[str]
     submitted_by: str
     tag: str | None = None
+    source_report: dict | None = None
 
 
 def _submit_once(
@@ -161,6 +172,7 @@ def _submit_once(
         target=target,
         submitted_by=fields.submitted_by,
         tag=fields.tag,
+        source_report=fields.source_report,
         artifact_sha256=artifact.sha256,
         inputs_sha256=inputs.sha256 if inputs else None,
         context=fields.context,
@@ -249,6 +261,7 @@ def rerun_analysis(
         force=True,
         cache_window_s=cache_window_s,
         tag=old.tag,  # a re-run stays in its suite
+        source_report=old.source_report,  # and keeps the report its program came with
     )
 
 
@@ -299,6 +312,7 @@ def analysis_view(
         waiting_for_worker=queue.waiting_for_worker(session, job, unmeasured=_unmeasured(analysis)) if job else None,
         job=JobAttempts(id=job.id, attempts=job.attempts, max_attempts=job.max_attempts) if job else None,
         measured_by=measured_by(session, job),
+        source_report=source_report_or_none(analysis.source_report),  # from the submitting machine
     )
 
 
@@ -379,11 +393,12 @@ def _last_change(analysis: Analysis, job: Job | None) -> datetime:
 
 
 def report_input(analysis: Analysis) -> dict:
-    """The dict `advisor.core.report.render` takes."""
+    """The dict `advisor.core.report.render` takes; the source-side report, when the program came with one, in its
+    inspection, where the reports list it labelled as the submitting machine's."""
     return {
         "model_name": analysis.model_name,
         "context": analysis.context,
-        "inspection": analysis.inspection,
+        "inspection": with_source_report(analysis.inspection, analysis.source_report),
         "measurements": analysis.measurements,
         "recommendation": analysis.recommendation,
     }

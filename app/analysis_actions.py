@@ -61,7 +61,9 @@ def redecide_analysis(session: Session, queue: JobQueue, analysis: Analysis) -> 
     if analysis.inspection is None and analysis.measurements is None:
         raise ActionRefused(f"analysis {analysis.id} has no results yet; wait until it is done", 409)
     try:
-        recommendation = decide_recommendation(analysis.context, analysis.inspection, analysis.measurements)
+        recommendation = decide_recommendation(
+            analysis.context, analysis.inspection, analysis.measurements, source_report=analysis.source_report
+        )
     except DecisionFailed as exc:
         raise ActionRefused(str(exc), 409) from None
     store_recommendation(analysis, recommendation, queue.clock())

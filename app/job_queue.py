@@ -422,6 +422,7 @@ class JobQueue:
         analysis = session.get(Analysis, job.analysis_id)
         analysis_id, purpose = job.analysis_id, job.purpose
         context = dict(analysis.context)
+        source_report = analysis.source_report  # the submitter's, decided with (app.outcomes)
         binding = JobBinding(
             artifact_sha256=analysis.artifact_sha256,
             backends=tuple(job.backends or (worker.backends if worker is not None else ())),
@@ -435,7 +436,7 @@ class JobQueue:
         except ResultsInvalid as exc:
             return Completion(job, newly_completed=False, problems=exc.problems)
         try:
-            recommendation = decide_recommendation(context, inspection, measurements)
+            recommendation = decide_recommendation(context, inspection, measurements, source_report=source_report)
         except DecisionFailed as exc:
             error = truncate_text(str(exc), ERROR_CHARS, keep="both")
             failed = self.fail(session, job_id=job_id, lease_token=lease_token, error=error, retryable=False)

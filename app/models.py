@@ -14,6 +14,7 @@ from sqlalchemy import JSON, BigInteger, Column, Index, Integer, text
 from sqlmodel import Field, SQLModel
 
 from advisor.core.results import Inspection, MeasurementRun, Recommendation
+from advisor.core.source_report import SourceReport
 from advisor.core.status import AnalysisStatus
 
 
@@ -88,6 +89,9 @@ class Analysis(AnalysisBase, table=True):
     # the MeasurementRun the worker posted (advisor.core.schema.MeasurementRun)
     measurements: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     recommendation: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    # the source-side report `analyze FILE.py:factory --server` uploaded with the program (advisor.core.source_report,
+    # validated on upload): from the submitting machine, not measured by a worker; the decision reads it (app.outcomes)
+    source_report: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     # Denormalised from `recommendation` (app.outcomes.store_recommendation) so the list sorts on indexes:
     recommended_backend: str | None = Field(default=None, max_length=64, index=True)
     recommended_mode: str | None = Field(default=None, max_length=64, index=True)
@@ -139,6 +143,9 @@ class AnalysisDetail(AnalysisBase):
     waiting_for_worker: str | None = None
     job: JobAttempts | None
     measured_by: MeasuredBy | None = None  # None until measured (an unmeasured recommendation names no one)
+    # uploaded with the program by `analyze FILE.py:factory --server`: from the submitting machine, not measured by a
+    # worker (advisor.core.source_report.SourceReport); None for an uploaded file
+    source_report: SourceReport | None = None
 
 
 SUMMARY_ERROR_CHARS = 500

@@ -20,12 +20,19 @@ class DecisionFailed(Exception):
     """The decision engine could not produce a recommendation; the message says why."""
 
 
-def decide_recommendation(context: dict, inspection: dict | None, measurements: dict | None) -> dict:
-    """Run the decision engine on stored data; the result carries `engine_version`."""
+def decide_recommendation(
+    context: dict, inspection: dict | None, measurements: dict | None, *, source_report: dict | None = None
+) -> dict:
+    """Run the decision engine on stored data; the result carries `engine_version`. `source_report`: the analysis'
+    source-side report (uploaded with its program), read by the engine from the inspection it decides with
+    (advisor.core.decision.source_rules: graph breaks, recompiles, export failures); the stored inspection is not
+    changed."""
     try:
         from advisor.core.context import parse_context
         from advisor.core.decision.engine import ENGINE_VERSION, decide
+        from advisor.core.source_report import with_source_report
 
+        inspection = with_source_report(inspection, source_report)
         recommendation = dict(decide(parse_context(context), inspection, measurements))
     except Exception as exc:  # noqa: BLE001 - surfaced to the user as the analysis' error
         raise DecisionFailed(f"the decision engine failed: {type(exc).__name__}: {exc}") from exc

@@ -2,10 +2,12 @@
 user would write for the same facts, `torch._dynamo.explain` + `torch.export.export`, side by side in one run.
 
 Both run as a child process of their own, from the same factory file, so each pays `import torch` and building the
-model once. The front end does more than the plain script: it also calls the model at a second batch size to find
-recompiles, marks the varying dims dynamic and calls again, and tries both strict and non-strict export (target
-<= 1.3x the plain script). Models: the tests' small MLP and BERT-base (seq 128, batch 1, random weights from a
-local config). A-B-B-A order per model, medians quoted.
+model once. The front end does more than the plain script: its first call is the plain script's explain (the same
+capture), then it calls the model at a second batch size (a recompile: a dynamic trace) and at the example shape
+again (which graph serves it tells whether marking the dims dynamic removes the recompile), and exports non-strict
+(strict only where non-strict fails; `--strict-export` tries both). Target: <= 1.3x the plain script. Models: the
+tests' small MLP and BERT-base (seq 128, batch 1, random weights from a local config). A-B-B-A order per model,
+medians quoted.
 
 Run: `.venv/bin/python benchmarks/source_front.py [--models mlp,bert]`. Prints Markdown for benchmarks/RESULTS.md.
 """

@@ -95,7 +95,8 @@ def test_second_batch_size_recompiles_until_marked_dynamic(batch: tuple[dict, Pa
     assert marked["dims"] == [{"input": "x", "dim": 0}]
     assert marked["recompiles"] == 0
     assert batch_report["graph_breaks"]["break_count"] == 0
-    assert [a["ok"] for a in batch_report["export"]["attempts"]] == [True, True]
+    # non-strict exported it: strict is not tried (`--strict-export` tries both)
+    assert [(a["strict"], a["ok"]) for a in batch_report["export"]["attempts"]] == [(False, True)]
 
 
 def test_shape_sweep_points_are_the_calls(tmp_path: Path) -> None:
@@ -251,4 +252,88 @@ def test_analyze_server_uploads_the_exported_program(tmp_path: Path, monkeypatch
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert Path(sent["model"]) == out and out.is_file()  # the exported file is what is uploaded
-    assert "the server does not store it yet" in result.output
+    report = sent["source_report"]  # with the source-side report, as validated here
+    assert report["factory"] == spec and report["recompiles"]["points"][0]["recompiled"] is True
+    assert "the report above is uploaded with the program (from the submitting machine" in result.output
+    assert "does not store" not in result.output
+
+
+# ------------------------------------------------------------------------------------------ the calls, read once
+class _Bucketed(__import__("torch").nn.Module):
+    """Specialises on the batch size (a shape-dependent branch): marking the batch dynamic does not save a compile."""
+
+    def forward(self, x):  # noqa: ANN001, ANN201
+        if x.shape[0] > 3:
+            return x * 2
+        return x + 1
+
+
+@pytest.mark.parametrize(
+    ("name", "base", "sweep"),
+    [
+        ("dynamic_batch", 2, None),  # marking removes the recompile
+        ("dynamic_batch", 1, None),  # a batch of 1 is specialised: it does not
+        ("logged", 2, {"points": [{"x": [3, 8]}, {"x": [8, 8]}]}),  # the frame resumed after the break is not marked
+        ("breaks", 2, None),
+        ("bucketed", 2, None),
+        ("bucketed", 2, {"points": [{"x": [3, 8]}, {"x": [8, 8]}]}),
+    ],
+)
+def test_marked_dynamic_read_from_the_calls_is_what_marking_gives(name: str, base: int, sweep: dict | None) -> None:
+    """`marked_dynamic` reads from the calls already made what calling again with the dims marked would give (one
+    dynamic trace fewer per model): the same number of recompiles as the calls made again with the marks, and Dynamo's
+    guard failures of the frames a mark does not reach."""
+    import importlib
+    import sys
+
+    import torch
+
+    from advisor.harness import source_probe
+
+    sys.path.insert(0, str(MODELS))
+    try:
+        model = _Bucketed() if name == "bucketed" else importlib.import_module(name).make()[0]
+    finally:
+        sys.path.remove(str(MODELS))
+    x = torch.randn(base, 8)
+    report, _, first = source_probe.recompiles(model, (x,), {}, ["x"], sweep)
+    inferred = report["marked_dynamic"]
+    shapes = [point["shapes"] for point in report["points"]]
+
+    def inputs_at(point: dict, dims: list = ()) -> tuple:  # noqa: ANN001
+        value = source_probe.resized(x, point["x"])
+        for _, dim in dims:
+            torch._dynamo.mark_dynamic(value, dim)
+        return (value,), {}
+
+    literal, _ = source_probe._calls(model, [{"x": [base, 8]}, *shapes], inputs_at, [("x", 0)])
+    assert inferred["recompiles"] == sum(1 for call in literal[1:] if call.compiled), (inferred, literal)
+    resumed = [f for call in literal[1:] for f in call.guard_failures if not f.startswith("0/")]
+    assert [f for f in inferred["guard_failures"] if not f.startswith("0/")] == resumed
+    assert first is not None and first.graph_count >= 1
+
+
+def test_graph_breaks_from_the_first_call_are_explains(breaks_report: dict) -> None:
+    """The recompile check's first call captures what `torch._dynamo.explain` does: the same breaks, no trace of
+    their own."""
+    import sys
+
+    from advisor.harness import source_probe
+
+    sys.path.insert(0, str(MODELS))
+    try:
+        import breaks as module
+    finally:
+        sys.path.remove(str(MODELS))
+    model, args = module.make()
+    explained = source_probe.graph_breaks(model, args, {})
+    assert (explained["break_count"], explained["graph_count"]) == (
+        breaks_report["graph_breaks"]["break_count"],
+        breaks_report["graph_breaks"]["graph_count"],
+    )
+    assert [b["line"] for b in explained["breaks"]] == [b["line"] for b in breaks_report["graph_breaks"]["breaks"]]
+
+
+def test_strict_export_on_request(tmp_path: Path) -> None:
+    report = inspect_json(_spec("dynamic_batch.py", "make"), "--strict-export")
+    assert [(a["strict"], a["ok"]) for a in report["export"]["attempts"]] == [(False, True), (True, True)]

@@ -94,6 +94,12 @@ def analyze(
         "--export-to",
         help="with file.py:factory: where the ExportedProgram is written (default ./<file>-<factory>.pt2)",
     ),
+    strict_export: bool = typer.Option(
+        False,
+        "--strict-export",
+        help="with file.py:factory: torch.export strict too when non-strict succeeds (default: strict only where "
+        "non-strict fails)",
+    ),
 ) -> None:
     """Recommend Inductor or TorchAir (or another backend) for MODEL in your deployment, by measuring."""
     flags = {
@@ -112,15 +118,15 @@ def analyze(
     }
     if fmt not in FORMATS:
         _fail(f"unknown --format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    from advisor.cli.source_front import decide_with_source, export_for_analysis, is_source_spec
+    from advisor.cli.source_front import decide_with_source, export_for_analysis, is_source_spec, upload_ready
 
     source = is_source_spec(model)
     if not source and not model.is_file():
         _fail(f"{model} does not exist or is not a file")
     if source and (inputs or input_shape):
         _fail("--inputs and --input-shape do not apply to file.py:factory (the factory returns the inputs)")
-    if not source and export_to is not None:
-        _fail("--export-to applies to path/to/file.py:factory only")
+    if not source and (export_to is not None or strict_export):
+        _fail("--export-to and --strict-export apply to path/to/file.py:factory only")
     context = _context(context_file, flags)
     _check_calibration(calibration)
     if calibration is not None and server:
@@ -130,9 +136,10 @@ def analyze(
         if given := [flag for flag, value in local_only.items() if value is not None]:
             _fail(f"{', '.join(given)} apply to --local only (the server's worker measures on its own device)")
         token = read_token(token_file)
-        if source:  # exported here; the server measures the file (its source-side report is not uploaded yet)
-            model, _ = export_for_analysis(str(model), context, export_to)
-            typer.echo("the report above stays on this machine: the server does not store it yet", err=True)
+        source_report = None
+        if source:  # exported here; the server measures the file and stores the source-side report with it
+            model, source_report = export_for_analysis(str(model), context, export_to, strict_export=strict_export)
+            source_report = upload_ready(source_report)
         raise typer.Exit(
             _analyze_on_server(
                 model=model,
@@ -146,6 +153,7 @@ def analyze(
                 force=force,
                 tag=tag,
                 out=out,
+                source_report=source_report,
             )
         )
     if force:
@@ -156,7 +164,7 @@ def analyze(
         _fail("choose --local or --server URL")
     source_report = None
     if source:
-        model, source_report = export_for_analysis(str(model), context, export_to)
+        model, source_report = export_for_analysis(str(model), context, export_to, strict_export=strict_export)
     analysis = analyze_locally(
         model,
         context,

@@ -85,11 +85,13 @@ class AdvisorClient:
         force: bool = False,
         backends: list[str] | None = None,
         tag: str | None = None,
+        source_report: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Upload a model (streamed) with its deployment context: `{"id", "status", "links", ...}`.
 
         `backends`: the backends the job measures (e.g. ["eager", "inductor"]); None leaves it to the server.
-        `tag`: the model suite it belongs to (the server summarises a suite at /suites/TAG)."""
+        `tag`: the model suite it belongs to (the server summarises a suite at /suites/TAG).
+        `source_report`: the source-side report of the model's code (advisor.core.source_report), uploaded with it."""
         model = Path(model)
         if not model.is_file():
             raise AdvisorError(f"no such model file: {model}")
@@ -102,6 +104,10 @@ class AdvisorClient:
             data["backends"] = ",".join(backends)
         if tag:
             data["tag"] = tag
+        if source_report is not None:
+            from advisor.core.source_report import upload_text
+
+            data["source_report"] = upload_text(source_report)
         with model.open("rb") as model_file:
             files: dict[str, Any] = {"model": (model.name, model_file, "application/octet-stream")}
             if inputs is None:

@@ -55,6 +55,12 @@ def inspect(
     export_to: Path | None = typer.Option(
         None, "--export-to", help="with file.py:factory: write the ExportedProgram here when torch.export succeeds"
     ),
+    strict_export: bool = typer.Option(
+        False,
+        "--strict-export",
+        help="with file.py:factory: torch.export strict too when non-strict succeeds (by default strict is tried "
+        "only where non-strict fails)",
+    ),
 ) -> None:
     """Show a model's ops with their Inductor/TorchAir coverage, graph breaks, inputs and size."""
     from advisor.cli.source_front import inspect_source, is_source_spec
@@ -62,11 +68,16 @@ def inspect(
 
     if is_source_spec(model):
         inspect_source(
-            str(model), as_json=as_json, export_to=export_to, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb
+            str(model),
+            as_json=as_json,
+            export_to=export_to,
+            timeout_s=timeout_s,
+            memory_limit_mb=memory_limit_mb,
+            strict_export=strict_export,
         )
         return
-    if export_to is not None:
-        typer.echo("error: --export-to applies to path/to/file.py:factory only", err=True)
+    if export_to is not None or strict_export:
+        typer.echo("error: --export-to and --strict-export apply to path/to/file.py:factory only", err=True)
         raise typer.Exit(2)
 
     if not model.is_file():

@@ -40,11 +40,13 @@ def analyze_remote(
     backends: list[str] | None = None,
     tag: str | None = None,
     out: Path | None = None,
+    source_report: dict[str, Any] | None = None,
 ) -> int:
     """Submit and (with `wait`) follow one analysis; returns the exit code (0 done, or its unmeasured report while no
     worker can measure it; 1 failed/cancelled; 2 error).
 
-    `backends`: what the job measures (None: the server's choice); `out`: write the report there, not stdout."""
+    `backends`: what the job measures (None: the server's choice); `out`: write the report there, not stdout;
+    `source_report`: the source-side report of `analyze FILE.py:factory`, uploaded with the model and stored there."""
     err = Console(stderr=True)
 
     def busy(line: str) -> None:
@@ -53,7 +55,14 @@ def analyze_remote(
     with AdvisorClient(server, token, on_busy=busy) as client:
         try:
             submitted = client.submit(
-                model, context, inputs=inputs, model_name=model_name, force=force, backends=backends, tag=tag
+                model,
+                context,
+                inputs=inputs,
+                model_name=model_name,
+                force=force,
+                backends=backends,
+                tag=tag,
+                source_report=source_report,
             )
         except AdvisorError as exc:
             err.print(f"[red]error:[/red] {exc}", highlight=False)
@@ -125,8 +134,11 @@ def _print_outcome(analysis: dict[str, Any], fmt: str, err: Console, out: Path |
         err.print(f"[red]analysis {analysis.get('id')} {status}:[/red] {reason}", highlight=False)
         return EXIT_ANALYSIS_FAILED
     from advisor.core.report import render
+    from advisor.core.source_report import with_source_report
 
-    report = render({key: analysis.get(key) for key in REPORT_FIELDS}, fmt).rstrip("\n") + "\n"
+    fields = {key: analysis.get(key) for key in REPORT_FIELDS}
+    fields["inspection"] = with_source_report(fields["inspection"], analysis.get("source_report"))  # as the server's
+    report = render(fields, fmt).rstrip("\n") + "\n"
     if out is None:
         sys.stdout.write(report)
     else:

@@ -5,7 +5,8 @@ The factory runs in a child process of its own (advisor.harness.source_probe thr
 hangs or crashes is reported in one line, never a traceback of this process. The child reports graph breaks,
 recompiles and torch.export's outcome (advisor.core.source_report) and, when an export succeeded and a path was
 given, writes the ExportedProgram there (completely or not at all). `analyze --local` then runs the usual analysis
-on that file and decides with the source-side report (advisor.core.decision.source_rules). Torch-free.
+on that file and decides with the source-side report (advisor.core.decision.source_rules); `analyze --server` uploads
+the file with the report (`upload_ready`), and the server stores it, shows it and decides with it. Torch-free.
 """
 
 from __future__ import annotations
@@ -52,9 +53,11 @@ def probe(
     export_to: Path | None = None,
     timeout_s: float | None = None,
     memory_limit_mb: int | None = None,
+    strict_export: bool = False,
 ) -> dict[str, Any]:
     """The source-side report of the factory's model, from a child process; exits (1, or 2 for a spec that does not
-    name a loadable factory) with one line when the child fails, hangs or crashes."""
+    name a loadable factory) with one line when the child fails, hangs or crashes. `strict_export`: torch.export
+    strict as well where non-strict exported it (otherwise strict only where non-strict failed)."""
     from advisor.harness.isolation import NO_ISOLATION
     from advisor.harness.sandbox import run_in_sandbox, scrubbed_environment
 
@@ -66,7 +69,7 @@ def probe(
     try:
         done = run_in_sandbox(
             _TARGET,
-            {"spec": spec, "sweep": sweep, "export_to": target, "temp_tag": tag},
+            {"spec": spec, "sweep": sweep, "export_to": target, "temp_tag": tag, "strict_export": strict_export},
             timeout_s=timeout_s or SOURCE_TIMEOUT_S,
             memory_limit_mb=memory_limit_mb,
             stage="your model code",
@@ -115,29 +118,59 @@ def print_source_report(data: dict[str, Any], console: Console) -> None:
 
 # ---------------------------------------------------------------------------------------------- the commands
 def inspect_source(
-    spec: str, *, as_json: bool, export_to: Path | None, timeout_s: float, memory_limit_mb: int | None
+    spec: str,
+    *,
+    as_json: bool,
+    export_to: Path | None,
+    timeout_s: float,
+    memory_limit_mb: int | None,
+    strict_export: bool = False,
 ) -> None:
     """`npu-advisor inspect file.py:factory`: the source-side report (and the ExportedProgram with --export-to)."""
     import json
 
-    report = probe(spec, export_to=export_to, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb)
+    report = probe(
+        spec,
+        export_to=export_to,
+        timeout_s=timeout_s,
+        memory_limit_mb=memory_limit_mb,
+        strict_export=strict_export,
+    )
     if as_json:
         typer.echo(json.dumps(report, indent=2))
     else:
         print_source_report(report, Console())
 
 
-def export_for_analysis(spec: str, context: Any, export_to: Path | None) -> tuple[Path, dict[str, Any]]:
+def export_for_analysis(
+    spec: str, context: Any, export_to: Path | None, *, strict_export: bool = False
+) -> tuple[Path, dict[str, Any]]:
     """Probe the factory at the context's shapes and export it; the written file and the report. No exported
     program (every export failed, or saving it did): the report on stderr and exit 1."""
     from advisor.core.shape_sweep import sweep_spec
 
     path = export_to or default_export_path(spec)
-    report = probe(spec, sweep=sweep_spec(context), export_to=path)
+    report = probe(spec, sweep=sweep_spec(context), export_to=path, strict_export=strict_export)
     print_source_report(report, Console(stderr=True))
     if not SourceReport.model_validate(report).export.written:
         fail("the model could not be exported, so there is no program to measure; fix the problems above", 1)
     return path, report
+
+
+def upload_ready(report: dict[str, Any]) -> dict[str, Any]:
+    """The report as `--server` uploads it (the API's `source_report` field, at most MAX_UPLOAD_BYTES of JSON): cut to
+    fit when it is longer (advisor.core.source_report.fit_for_upload; a line on stderr says so)."""
+    from advisor.core.source_report import MAX_UPLOAD_BYTES, fit_for_upload
+
+    fitted = fit_for_upload(report)
+    if fitted is not report:
+        typer.echo(
+            f"the source-side report is longer than the server takes ({MAX_UPLOAD_BYTES // 1024} KiB): the first "
+            f"items of its lists are uploaded ({fitted['graph_breaks'].get('note') or 'see inspect for all'})",
+            err=True,
+        )
+    typer.echo(f"the report above is uploaded with the program ({SOURCE_LABEL})", err=True)
+    return fitted
 
 
 def decide_with_source(analysis: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:

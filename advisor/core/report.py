@@ -33,7 +33,7 @@ from advisor.core.results import (
     read,
 )
 from advisor.core.shape_sweep import speedups_by_shape
-from advisor.core.source_report import inspection_source_lines
+from advisor.core.source_report import SOURCE_LABEL, inspection_source_lines
 from advisor.core.time_breakdown import breakdown_heading, breakdown_line, shown_breakdowns
 
 Format = Literal["text", "markdown", "json"]
@@ -72,7 +72,10 @@ def measurements_title(run: MeasurementRun | None) -> str:
 def render(analysis: dict[str, Any], fmt: Format = "text") -> str:
     """One analysis as `text` (terminal), `markdown` or `json`."""
     if fmt == "json":
-        return json.dumps(_plain(analysis), indent=2, sort_keys=True, default=str) + "\n"
+        plain = _plain(analysis)
+        if inspection_source_lines(plain.get("inspection")):  # the submitter's report: said where it comes from
+            plain = {**plain, "source_report_label": SOURCE_LABEL}
+        return json.dumps(plain, indent=2, sort_keys=True, default=str) + "\n"
     if fmt == "markdown":
         return render_markdown(analysis)
     if fmt == "text":

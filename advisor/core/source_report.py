@@ -10,6 +10,9 @@ capped, numbers are bounded. Torch-free.
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -28,6 +31,10 @@ MAX_INPUTS = 64
 MAX_DIMS = 64
 MAX_COUNT = 10**9
 MAX_DIM_SIZE = 2**31 - 1
+# The report as the API's `source_report` form field (JSON text): a longer one is refused (422). The CLI fits a report
+# to it before uploading (`fit_for_upload`); a real one is a few KiB.
+MAX_UPLOAD_BYTES = 256 * 1024
+MAX_UPLOAD_PROBLEMS = 20  # the validation problems a 422 lists
 
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
 Short = Annotated[str, Field(max_length=MAX_SHORT)]
@@ -87,7 +94,8 @@ class DynamicDim(_Strict):
 
 
 class MarkedDynamic(_Strict):
-    """The same calls again with the varying dims marked dynamic (torch._dynamo.mark_dynamic)."""
+    """The calls with the varying dims marked dynamic (torch._dynamo.mark_dynamic) from the first: how many compile
+    again (advisor.harness.source_probe.marked_dynamic reads it from the calls already made, with Dynamo's guards)."""
 
     dims: Annotated[list[DynamicDim], Field(max_length=MAX_INPUTS)]
     recompiles: Count | None = None  # calls after the first that compiled again; None when it could not run
@@ -164,6 +172,99 @@ def source_report_or_none(data: Any) -> SourceReport | None:
         return None
 
 
+class SourceReportRefused(ValueError):
+    """An uploaded report that is not a valid SourceReport; `problems` are `{"field", "message"}`, never the value."""
+
+    def __init__(self, problems: list[dict[str, str]]) -> None:
+        super().__init__("; ".join(f"{p['field']}: {p['message']}" for p in problems))
+        self.problems = problems
+
+
+def parse_uploaded_report(raw: str | bytes, *, field: str = "source_report") -> SourceReport:
+    """The JSON text of an uploaded report, decoded and validated (pydantic's JSON parser: no Python recursion on deep
+    nesting, no NaN or Infinity); SourceReportRefused naming each bad field (`source_report.graph_breaks.breaks.0.
+    reason: ...`), never echoing a value. Text over MAX_UPLOAD_BYTES is refused before it is parsed."""
+    size = len(raw.encode("utf-8", "replace") if isinstance(raw, str) else raw)
+    if size > MAX_UPLOAD_BYTES:
+        raise SourceReportRefused(
+            [{"field": field, "message": f"too large: {size} bytes (at most {MAX_UPLOAD_BYTES})"}]
+        )
+    try:
+        return SourceReport.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False, include_context=False)
+        problems = [
+            {"field": ".".join(str(part) for part in (field, *err["loc"])), "message": clip(err["msg"], 300) or ""}
+            for err in errors[:MAX_UPLOAD_PROBLEMS]
+        ]
+        if len(errors) > MAX_UPLOAD_PROBLEMS:
+            problems.append({"field": field, "message": f"{len(errors) - MAX_UPLOAD_PROBLEMS} more problem(s)"})
+        raise SourceReportRefused(problems) from None
+
+
+def upload_text(report: SourceReport | dict[str, Any]) -> str:
+    """The report as the compact JSON text that is uploaded (and hashed by `report_digest`)."""
+    data = report.model_dump(mode="json") if isinstance(report, SourceReport) else report
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def report_digest(report: SourceReport | dict[str, Any]) -> str:
+    """sha256 of the report without its timings (each export attempt's `seconds`): two runs of the same code give the
+    same digest, so the server's dedupe treats them as the same question (app.analyses.dedupe_key)."""
+    data = (report.model_dump(mode="json") if isinstance(report, SourceReport) else copy.deepcopy(report)) or {}
+    for attempt in (data.get("export") or {}).get("attempts") or []:
+        if isinstance(attempt, dict):
+            attempt.pop("seconds", None)
+    return hashlib.sha256(upload_text(data).encode()).hexdigest()
+
+
+def fit_for_upload(report: dict[str, Any], max_bytes: int = MAX_UPLOAD_BYTES) -> dict[str, Any]:
+    """`report` (valid) cut until its upload text fits `max_bytes`: the longest of its lists (breaks, draft_export's
+    problems, guard failures) halved, keeping the first items, until it fits; the graph-break note says how many
+    breaks were left out. `npu-advisor inspect FILE.py:factory` still shows everything."""
+    if len(upload_text(report).encode()) <= max_bytes:
+        return report
+    data = copy.deepcopy(report)
+    total_breaks = len(data["graph_breaks"].get("breaks") or [])
+    for _ in range(100):
+        longest = max(_cuttable_lists(data), key=len)
+        if len(longest) <= 1:
+            break
+        del longest[(len(longest) + 1) // 2 :]
+        kept = len(data["graph_breaks"].get("breaks") or [])
+        if kept < total_breaks:
+            data["graph_breaks"]["note"] = (
+                f"{kept} of {total_breaks} distinct graph breaks uploaded (the rest would go over the upload's size "
+                "limit); `npu-advisor inspect` lists them all"
+            )
+        if len(upload_text(data).encode()) <= max_bytes:
+            return data
+    raise ValueError(f"the source-side report does not fit {max_bytes} bytes even cut down")
+
+
+def _cuttable_lists(data: dict[str, Any]) -> list[list[Any]]:
+    recompiles, export = data["recompiles"], data["export"]
+    points = recompiles.setdefault("points", [])
+    marked = recompiles.get("marked_dynamic") or {}
+    draft = export.get("draft") or {}
+    return [
+        data["graph_breaks"].setdefault("breaks", []),
+        points,
+        *(point.setdefault("guard_failures", []) for point in points),
+        marked.get("guard_failures") if isinstance(marked.get("guard_failures"), list) else [],
+        draft.get("problems") if isinstance(draft.get("problems"), list) else [],
+    ]
+
+
+def with_source_report(inspection: Any, report: Any) -> Any:
+    """A copy of `inspection` (a worker's, or None) carrying the submitter's report as `source_report`, where the
+    decision engine (advisor.core.decision.source_rules) and the reports read it; `inspection` itself when there is no
+    report. The stored inspection stays the worker's own."""
+    if report is None:
+        return inspection
+    return {**(inspection if isinstance(inspection, dict) else {}), "source_report": report}
+
+
 def clip(text: str | None, limit: int = MAX_TEXT) -> str | None:
     """`text` cut to `limit` characters with a marker of how much was left out."""
     if text is None or len(text) <= limit:
@@ -193,6 +294,8 @@ def report_lines(report: SourceReport) -> list[str]:
         lines.append(f"Graph breaks: not analysed - {breaks.note or ''}")
     else:
         lines.append(f"Graph breaks: {breaks.break_count} ({breaks.graph_count} graph(s))")
+        if breaks.note:
+            lines.append(f"  note: {breaks.note}")
         for number, item in enumerate(breaks.breaks, 1):
             times = f" (x{item.count})" if item.count > 1 else ""
             where = f"{item.where} in {item.function}" if item.function else item.where
@@ -230,6 +333,8 @@ def report_lines(report: SourceReport) -> list[str]:
             error = "\n       ".join((attempt.error or "").splitlines()[:4])
             outcome = "ok" if attempt.ok else f"failed: {error}"
             lines.append(f"torch.export ({name}): {outcome}")
+        if [(a.strict, a.ok) for a in export.attempts] == [(False, True)]:
+            lines.append("torch.export (strict): not tried - non-strict exported it (`--strict-export` tries both)")
         if export.draft is not None:
             draft = export.draft
             if draft.error:

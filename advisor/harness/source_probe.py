@@ -4,16 +4,20 @@ Runs in a child process of its own (advisor.cli.source_front starts it with advi
 it is the user's code on the user's machine), so a factory that raises, hangs or crashes the interpreter is a
 status, never the CLI's end. `probe_source` builds the model with the factory, then:
 
-- graph breaks: `torch._dynamo.explain` on the real Python code; each break's kind, Dynamo's explanation and hints
-  (the lines of its own message), the user's file:line and the source line's text, deduplicated, in the order of
-  the files' first break and then by line;
+- graph breaks: what Dynamo captures on the real Python code at the example inputs (the recompile check's first
+  call, with the capture `torch._dynamo.explain` makes; explain itself where that call is not made); each break's
+  kind, Dynamo's explanation and hints (the lines of its own message), the user's file:line and the source line's
+  text, deduplicated, in the order of the files' first break and then by line;
 - recompiles: the model compiled by Dynamo (a counting backend, nothing lowered) and called at the example shapes,
   then at each other shape (the context's shape sweep or shape ranges, else a second batch size), with the guard
-  failures Dynamo logs (`TORCH_LOGS=recompiles`'s records); then the same calls with the varying dims marked
-  dynamic (`torch._dynamo.mark_dynamic`), to tell whether that removes them;
-- export: `torch.export.export` strict and non-strict; when both fail, `torch.export.draft_export`'s report of
-  every problem with its location. A program that exported is written with `torch.export.save` to a temporary
-  file next to `export_to` and renamed onto it only once complete, so a failed save never leaves a partial file.
+  failures Dynamo logs (`TORCH_LOGS=recompiles`'s records), then at the example shapes again; whether marking the
+  varying dims dynamic (`torch._dynamo.mark_dynamic`) removes them is read from those calls (`marked_dynamic`:
+  the graph Dynamo recompiles with those dims dynamic, its guards, the frames it resumes after graph breaks), or,
+  where they do not tell, from the same calls made again with the dims marked;
+- export: `torch.export.export` non-strict (torch's default), then strict where non-strict failed or its program
+  could not be saved (always with `strict_export`); when both fail, `torch.export.draft_export`'s report of every
+  problem with its location. A program that exported is written with `torch.export.save` to a temporary file next
+  to `export_to` and renamed onto it only once complete, so a failed save never leaves a partial file.
 
 The report is plain JSON, validated against advisor.core.source_report.SourceReport before it is returned.
 """
@@ -133,22 +137,25 @@ def probe_source(
     export_to: str | None = None,
     export: bool = True,
     temp_tag: str = "npu-advisor",
+    strict_export: bool = False,
 ) -> dict[str, Any]:
     """The source-side report (advisor.core.source_report.SourceReport, as JSON) of the factory's model; writes the
     ExportedProgram to `export_to` when given and the export succeeded. `sweep`: advisor.core.shape_sweep's spec
-    (`{"points": [...]}` or `{"ranges": [...]}`), None for a second batch size."""
+    (`{"points": [...]}` or `{"ranges": [...]}`), None for a second batch size. `strict_export`: export strict as well
+    when non-strict succeeded (otherwise strict is tried only where non-strict failed)."""
     model, args, kwargs, dynamic_shapes = build(spec)
     import torch
 
     names = input_names(model, args, kwargs)
-    recompile_report, break_messages = recompiles(model, args, kwargs, names, sweep)
+    recompile_report, break_messages, first_call = recompiles(model, args, kwargs, names, sweep)
+    logged = logged_break_reasons(break_messages)
     report: dict[str, Any] = {
         "version": 1,
         "factory": clip(spec, MAX_SHORT),
         "torch_version": torch.__version__[:64],
         "recompiles": recompile_report,
-        "graph_breaks": graph_breaks(model, args, kwargs, logged_break_reasons(break_messages)),
-        "export": export_report(model, args, kwargs, dynamic_shapes, export_to, temp_tag)
+        "graph_breaks": breaks_of(first_call, logged) if first_call else graph_breaks(model, args, kwargs, logged),
+        "export": export_report(model, args, kwargs, dynamic_shapes, export_to, temp_tag, strict_too=strict_export)
         if export
         else {"attempts": []},
     }
@@ -183,14 +190,18 @@ def graph_breaks(
         with torch.no_grad():
             result = torch._dynamo.explain(model)(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - a hard Dynamo error is a finding
-        return {
-            "analysed": False,
-            "note": clip(f"torch.compile fails on this model (a hard error, not a graph break): {_first_lines(exc)}"),
-        }
+        return _hard_error(exc)
     finally:
         torch._dynamo.reset()
+    return _ordered_breaks(result.graph_count, result.graph_break_count, result.break_reasons, logged)
+
+
+def _ordered_breaks(
+    graph_count: int, break_count: int, reasons: list[Any], logged: dict[tuple[str, int], str] | None
+) -> dict[str, Any]:
+    """Each distinct break once (kind, file, line) with how often it was hit, ordered by file and line."""
     found: dict[tuple, dict[str, Any]] = {}
-    for reason in result.break_reasons:
+    for reason in reasons:
         item = describe_break(reason.reason, reason.user_stack, logged or {})
         key = (item["kind"], item["file"], item["line"])
         if key in found:
@@ -202,11 +213,37 @@ def graph_breaks(
         if item["file"] not in files:
             files.append(item["file"])
     ordered = sorted(found.values(), key=lambda b: (files.index(b["file"]), b["line"] if b["line"] is not None else 0))
+    return {"analysed": True, "graph_count": graph_count, "break_count": break_count, "breaks": ordered[:MAX_BREAKS]}
+
+
+class FirstCall:
+    """What Dynamo captured on the recompile check's first call (at the example shapes, after a reset): the same
+    capture `torch._dynamo.explain` makes (a backend that keeps each graph and its `compile_subgraph_reason`), so the
+    graph breaks come from it instead of a trace of their own."""
+
+    def __init__(self) -> None:
+        self.graph_count = 0
+        self.break_reasons: list[Any] = []
+        self.error: BaseException | None = None
+
+    def record(self, gm: Any) -> None:
+        self.graph_count += 1
+        reason = getattr(gm, "compile_subgraph_reason", None)
+        if reason is not None and getattr(reason, "graph_break", False):
+            self.break_reasons.append(reason)
+
+
+def breaks_of(first: FirstCall, logged: dict[tuple[str, int], str] | None = None) -> dict[str, Any]:
+    """The graph-break report of the first call's capture (as `graph_breaks` reads `explain`'s)."""
+    if first.error is not None:
+        return _hard_error(first.error)
+    return _ordered_breaks(first.graph_count, max(first.graph_count - 1, 0), first.break_reasons, logged)
+
+
+def _hard_error(exc: BaseException) -> dict[str, Any]:
     return {
-        "analysed": True,
-        "graph_count": result.graph_count,
-        "break_count": result.graph_break_count,
-        "breaks": ordered[:MAX_BREAKS],
+        "analysed": False,
+        "note": clip(f"torch.compile fails on this model (a hard error, not a graph break): {_first_lines(exc)}"),
     }
 
 
@@ -386,16 +423,17 @@ def resized(tensor: Any, shape: list[int]) -> Any:
 
 def recompiles(
     model: Any, args: tuple, kwargs: dict, names: list[str], sweep: dict[str, Any] | None
-) -> tuple[dict[str, Any], list[str]]:
-    """The recompile report, and the graph-break messages Dynamo logged on the way (with its explanation and hints,
-    which `explain`'s reasons lack for some kinds of break)."""
+) -> tuple[dict[str, Any], list[str], FirstCall | None]:
+    """The recompile report; the graph-break messages Dynamo logged on the way (with its explanation and hints,
+    which `explain`'s reasons lack for some kinds of break); and what the first call captured (`explain`'s capture,
+    so the graph breaks need no trace of their own), None when no call was made."""
     import torch
     import torch._dynamo
 
     named = {**dict(zip(names, args, strict=True)), **kwargs}
     base = {name: list(value.shape) for name, value in named.items() if isinstance(value, torch.Tensor)}
     if not base:
-        return {"analysed": False, "note": "the example inputs hold no tensor at the top level"}, []
+        return {"analysed": False, "note": "the example inputs hold no tensor at the top level"}, [], None
     shapes = sweep_shapes(base, names, sweep)
 
     def inputs_at(point: dict[str, list[int]], dims: list[tuple[str, int]] = ()) -> tuple[tuple, dict]:
@@ -404,18 +442,24 @@ def recompiles(
             torch._dynamo.mark_dynamic(values[name], dim)
         return tuple(values[n] for n in names), {k: values[k] for k in kwargs}
 
-    calls, break_messages = _calls(model, [base, *shapes], inputs_at, [])
+    first = FirstCall()
+    # the example shapes, each other shape, then the example shapes again (which graph serves them: see marked_dynamic)
+    calls, break_messages = _calls(
+        model, [base, *shapes, base] if shapes else [base], inputs_at, [], first=first, probe_last=bool(shapes)
+    )
     if not shapes:
-        return {"analysed": False, "note": "no other shape to call the model at", "base_shapes": base}, break_messages
+        note = "no other shape to call the model at"
+        return {"analysed": False, "note": note, "base_shapes": base}, break_messages, first
+    again = calls.pop()
     points = [
         {
             "shapes": point,
-            "recompiled": compiled > 0,
-            "graphs_compiled": compiled,
-            "guard_failures": failures,
-            "error": error,
+            "recompiled": call.compiled > 0,
+            "graphs_compiled": call.compiled,
+            "guard_failures": call.guard_failures,
+            "error": call.error,
         }
-        for point, (compiled, failures, error) in zip(shapes, calls[1:], strict=True)
+        for point, call in zip(shapes, calls[1:], strict=True)
     ]
     varying = [
         (name, dim)
@@ -425,87 +469,207 @@ def recompiles(
     ]
     marked = None
     if varying and any(p["recompiled"] for p in points):
-        again, _ = _calls(model, [base, *shapes], inputs_at, varying)
-        first_error = next((error for _, _, error in again if error), None)
-        marked = {
-            "dims": [{"input": name, "dim": dim} for name, dim in varying],
-            "recompiles": None if first_error else sum(1 for compiled, _, _ in again[1:] if compiled > 0),
-            "guard_failures": [f for _, failures, _ in again[1:] for f in failures][:MAX_GUARDS],
-            "error": first_error,
-        }
-    return {"analysed": True, "base_shapes": base, "points": points, "marked_dynamic": marked}, break_messages
+        marked = marked_dynamic(calls, again)
+        if marked is None:  # the calls do not tell: make them again with the dims marked
+            literal, _ = _calls(model, [base, *shapes], inputs_at, varying)
+            first_error = next((call.error for call in literal if call.error), None)
+            marked = {
+                "recompiles": None if first_error else sum(1 for call in literal[1:] if call.compiled > 0),
+                "guard_failures": [f for call in literal[1:] for f in call.guard_failures][:MAX_GUARDS],
+                "error": first_error,
+            }
+        marked = {"dims": [{"input": name, "dim": dim} for name, dim in varying], **marked}
+    return {"analysed": True, "base_shapes": base, "points": points, "marked_dynamic": marked}, break_messages, first
+
+
+_GUARD_FRAME = re.compile(r"^(?P<frame>\d+)/(?P<compile>\d+):")  # a failed guard's graph: frame / its compile
+
+
+def marked_dynamic(calls: list[Call], again: Call) -> dict[str, Any] | None:
+    """Whether marking the varying dims dynamic before the first call removes the recompiles, read from the calls
+    already made instead of making them all again with the dims marked (each dynamic trace of a large model takes
+    seconds). At the first shape that differs Dynamo recompiles the model's frame with the dims that changed dynamic
+    (automatic dynamic shapes): the graph a mark gives from the start. So, call by call, marked:
+    - the model's own frame (the first graph's) compiles again only where it did here after that first recompile
+      (that graph's guards failed), and at that first one when the graph does not serve the example shapes: called
+      again at them last, Dynamo ran the example shapes' own graph (it checks the most recently used graph first);
+    - a frame Dynamo resumes after a graph break takes inputs of its own, which a mark does not reach: where one
+      compiled here, it compiles with the dims marked too.
+    Its guard failures are Dynamo's, logged at those calls. None when the calls do not tell (no compile ids, an
+    error in a call): the caller then makes the calls again with the dims marked."""
+    top = calls[0].frames[0] if calls and calls[0].frames else None
+    if top is None or again.error or any(call.error or None in call.frames for call in [*calls, again]):
+        return None
+    served = not again.frames and top not in again.ran_frames_from_first_call
+    recompiles, failures, first_recompile = 0, [], None
+    for index, call in enumerate(calls[1:], 1):
+        top_again = top in call.frames and first_recompile is not None
+        if top in call.frames and first_recompile is None:
+            first_recompile = index
+        resumed = any(frame != top for frame in call.frames)
+        if resumed or top_again or (index == first_recompile and not served):
+            recompiles += 1
+            failures += _marked_failures(call.guard_failures, top, top_again)
+    return {"recompiles": recompiles, "guard_failures": failures[:MAX_GUARDS], "error": None}
+
+
+def _marked_failures(failures: list[str], top: int, top_again: bool) -> list[str]:
+    """The guard failures a call would log with the dims marked: those of the frames resumed after graph breaks, and
+    the model's own frame's where it compiled again, but never its example-shapes graph's (`top/0`): marked, there
+    is no such graph."""
+    kept = []
+    for failure in failures:
+        found = _GUARD_FRAME.match(failure)
+        if found is None:
+            continue
+        frame, compiled = int(found["frame"]), int(found["compile"])
+        if frame != top or (top_again and compiled != 0):
+            kept.append(failure)
+    return kept
+
+
+class Call:
+    """One call of the compiled model: how many graphs it compiled and the frames they belong to (Dynamo's compile
+    ids; None where torch does not say), the guard failures Dynamo logged, the error it raised, and the frames of the
+    graphs compiled on the first call that ran in it."""
+
+    def __init__(self) -> None:
+        self.compiled = 0
+        self.frames: list[int | None] = []
+        self.guard_failures: list[str] = []
+        self.error: str | None = None
+        self.ran_frames_from_first_call: set[int | None] = set()
+
+
+class _Stopped(Exception):  # noqa: N818 - not an error: a call stopped once it told what it was made for
+    """Raised by a compiled graph instead of running it (see `_calls`)."""
 
 
 def _calls(
-    model: Any, shapes: list[dict[str, list[int]]], inputs_at: Callable, dims: list[tuple[str, int]]
-) -> tuple[list[tuple[int, list[str], str | None]], list[str]]:
-    """(graphs compiled, guard failures, error) per call of one fresh compiled model, in order; and the graph-break
-    messages Dynamo logged."""
+    model: Any,
+    shapes: list[dict[str, list[int]]],
+    inputs_at: Callable,
+    dims: list[tuple[str, int]],
+    first: FirstCall | None = None,
+    *,
+    probe_last: bool = False,
+) -> tuple[list[Call], list[str]]:
+    """One `Call` per shape, in order, of one fresh compiled model; and the graph-break messages Dynamo logged.
+    `first`: filled with the first call's capture (its graphs and their break reasons).
+
+    Only the compiles matter here, not the outputs, so a graph is not run where running it tells nothing more: after
+    a first call that compiled the model as one graph (no graph break: no frame of the model's code comes after it), a
+    later call stops when its graph is about to run, its compiles and guard failures recorded; and with `probe_last`
+    the last call stops at the first graph it runs (which graph Dynamo chose is all it is made for)."""
     import torch
     import torch._dynamo
 
-    compiled_graphs = 0
+    results: list[Call] = []
+    graphs: list[tuple[int | None, int]] = []  # (frame, call that compiled it) per graph
+    capturing = first is not None
+    stop_runs = False
 
     def counting_backend(gm: Any, example_inputs: Any) -> Any:
-        nonlocal compiled_graphs
-        compiled_graphs += 1
-        return gm.forward
+        index, call = len(graphs), results[-1]
+        frame = _frame_id()
+        graphs.append((frame, len(results) - 1))
+        call.compiled += 1
+        call.frames.append(frame)
+        if capturing and first is not None:
+            first.record(gm)
+        forward = gm.forward
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if graphs[index][1] == 0:
+                results[-1].ran_frames_from_first_call.add(graphs[index][0])
+            if stop_runs or (probe_last and len(results) == len(shapes)):
+                raise _Stopped
+            return forward(*args, **kwargs)
+
+        return run
 
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=counting_backend)
-    results = []
     try:
         with dynamo_records() as (records, breaks), torch.no_grad():
             for point in shapes:
-                before, seen = compiled_graphs, len(records.records)
-                error = None
+                call, seen = Call(), len(records.records)
+                results.append(call)
                 try:
                     args, kwargs = inputs_at(point, dims)
                     compiled(*args, **kwargs)
+                except _Stopped:
+                    pass
                 except Exception as exc:  # noqa: BLE001 - e.g. a dim marked dynamic that the model specializes
-                    error = clip(_first_lines(exc, 6))
-                results.append((compiled_graphs - before, guard_failures(records.records[seen:]), error))
+                    call.error = clip(_first_lines(exc, 6))
+                    if capturing and first is not None:
+                        first.error = exc
+                if capturing:
+                    stop_runs = len(graphs) == 1 and call.error is None  # one graph: nothing runs after it
+                capturing = False
+                call.guard_failures = guard_failures(records.records[seen:])
     finally:
         torch._dynamo.reset()
     return results, breaks.records
 
 
+def _frame_id() -> int | None:
+    """The frame Dynamo is compiling (its compile id's frame_id); None where torch does not say."""
+    try:
+        from torch._guards import CompileContext
+
+        compile_id = CompileContext.current_compile_id()
+        return int(compile_id.frame_id) if compile_id is not None else None
+    except Exception:  # noqa: BLE001 - a private API: without it the calls are made again with the dims marked
+        return None
+
+
 # ------------------------------------------------------------------------------------------------ export
 def export_report(
-    model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any, export_to: str | None, temp_tag: str = "npu-advisor"
+    model: Any,
+    args: tuple,
+    kwargs: dict,
+    dynamic_shapes: Any,
+    export_to: str | None,
+    temp_tag: str = "npu-advisor",
+    *,
+    strict_too: bool = False,
 ) -> dict[str, Any]:
+    """torch.export non-strict (its default) and, where that fails or its program cannot be saved, strict; both
+    always with `strict_too` (`--strict-export`). When neither exports, draft_export's report. The first program that
+    saves is written to `export_to` (completely or not at all)."""
     import torch
 
-    attempts = []
-    programs = {}
+    attempts: list[dict[str, Any]] = []
+    report: dict[str, Any] = {"attempts": attempts}
+    exported = False
+    save_errors: list[str] = []
     for strict in (False, True):
+        if strict and exported and (report.get("written") or not export_to) and not strict_too:
+            break  # non-strict exported (and saved): strict would only repeat it, at several times the cost
         started = time.perf_counter()
         try:
-            programs[strict] = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+            program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
             error = None
         except Exception as exc:  # noqa: BLE001 - a failed export is a finding
-            error = clip(_first_lines(exc, 8, "\n"))
+            program, error = None, clip(_first_lines(exc, 8, "\n"))
         attempts.append(
             {"strict": strict, "ok": error is None, "error": error, "seconds": round(time.perf_counter() - started, 3)}
         )
-    report: dict[str, Any] = {"attempts": attempts}
-    if not programs:
-        report["draft"] = draft_report(model, args, kwargs, dynamic_shapes)
-        return report
-    if export_to:
-        errors = []
-        for strict in (False, True):  # non-strict first: what torch.export does by default
-            if strict not in programs:
-                continue
+        if program is None:
+            continue
+        exported = True
+        if export_to and not report.get("written"):
             try:
-                save_atomically(programs[strict], export_to, temp_tag)
+                save_atomically(program, export_to, temp_tag)
             except Exception as exc:  # noqa: BLE001 - e.g. SerializeError: Failed serializing node flat_apply
-                errors.append(f"{'strict' if strict else 'non-strict'}: {_first_lines(exc, 4)}")
-                continue
-            report["written"] = clip(os.path.basename(export_to), MAX_SHORT)
-            break
-        else:
-            report["save_error"] = clip("torch.export.save failed (no file was left): " + "; ".join(errors))
+                save_errors.append(f"{'strict' if strict else 'non-strict'}: {_first_lines(exc, 4)}")
+            else:
+                report["written"] = clip(os.path.basename(export_to), MAX_SHORT)
+    if not exported:
+        report["draft"] = draft_report(model, args, kwargs, dynamic_shapes)
+    elif export_to and not report.get("written"):
+        report["save_error"] = clip("torch.export.save failed (no file was left): " + "; ".join(save_errors))
     return report
 
 

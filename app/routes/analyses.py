@@ -15,6 +15,12 @@ from pydantic import BaseModel
 from sqlmodel import Session
 
 from advisor.core import catalogue
+from advisor.core.source_report import (
+    MAX_UPLOAD_BYTES,
+    SOURCE_LABEL,
+    SourceReportRefused,
+    parse_uploaded_report,
+)
 from advisor.core.status import AnalysisStatus
 from app.analyses import (
     RerunRefused,
@@ -87,6 +93,13 @@ ANALYZE_FORM = {
                     },
                     "backends": {"type": "string", "description": "comma-separated backends the job needs"},
                     "force": {"type": "boolean", "description": "measure again even if an identical analysis exists"},
+                    "source_report": {
+                        "type": "string",
+                        "maxLength": MAX_UPLOAD_BYTES,
+                        "description": "the source-side report of `npu-advisor analyze FILE.py:factory` (graph breaks, "
+                        "recompiles, export) as a JSON object, validated against SourceReport; stored with the "
+                        f"analysis and shown as {SOURCE_LABEL!r}; the decision uses it",
+                    },
                 },
             }
         }
@@ -107,7 +120,8 @@ ANALYZE_FORM = {
         415: {"description": "not a TorchScript / ExportedProgram file (the message says what it is)"},
         422: {
             "description": "invalid form or context: one {field, message} per problem (also: a form of more "
-            "than 16 parts, or a text field over 1 MiB)"
+            "than 16 parts, a text field over 1 MiB, or a source_report that is not a valid SourceReport or is "
+            "over 256 KiB: the field named, e.g. source_report.graph_breaks.breaks.0.reason)"
         },
         429: {"description": "this client already has its share of uploads in progress: retry after Retry-After"},
         503: {
@@ -183,6 +197,7 @@ async def receive_and_submit(
             tag=fields["tag"],
             force=fields["force"],
             cache_window_s=settings.cache_window_s,
+            source_report=fields["source_report"],
         )
     )
 
@@ -239,7 +254,19 @@ def _form_fields(form: ReceivedForm) -> dict:
         "tag": tag,
         "backends": backends,
         "force": force_text in ("true", "1", "yes", "on"),
+        "source_report": _source_report(form.fields.get("source_report")),
     }
+
+
+def _source_report(raw: str | None) -> dict | None:
+    """The uploaded source-side report, validated (advisor.core.source_report: bounds, types, no unknown fields) and
+    stored as validated; 422 naming each bad field, never echoing its value. Absent or empty: None."""
+    if raw is None or not raw.strip():
+        return None
+    try:
+        return parse_uploaded_report(raw).model_dump(mode="json")
+    except SourceReportRefused as exc:
+        raise HTTPException(422, detail=exc.problems) from None
 
 
 def _check_backend_names(backends: list[str]) -> None:

@@ -19,6 +19,7 @@ from advisor.core.decision import torchair_status_unknown
 from advisor.core.report import generation_lines
 from advisor.core.results import MeasurementRun, Recommendation, read
 from advisor.core.shape_sweep import speedups_by_shape
+from advisor.core.source_report import SOURCE_LABEL, report_lines, source_report_or_none
 from advisor.core.status import TERMINAL_ANALYSIS_STATUSES
 from advisor.core.time_breakdown import breakdown_facts, breakdown_heading, shown_breakdowns
 from app.web.charts import (
@@ -117,6 +118,31 @@ class BreakdownPanel:
     facts: list[str]
 
 
+@dataclass(frozen=True)
+class SourceView:
+    """The source-side report uploaded with the program (`analyze FILE.py:factory --server`): its lines as the reports
+    list them (advisor.core.source_report.report_lines), shown as text (autoescaped) under SOURCE_LABEL."""
+
+    factory: str
+    torch_version: str
+    label: str
+    lines: list[str]
+    break_count: int | None
+
+
+def source_view(data: Any) -> SourceView | None:
+    report = source_report_or_none(data)
+    if report is None:
+        return None
+    return SourceView(
+        factory=report.factory,
+        torch_version=report.torch_version or "?",
+        label=SOURCE_LABEL,
+        lines=report_lines(report),
+        break_count=report.graph_breaks.break_count if report.graph_breaks.analysed else None,
+    )
+
+
 @dataclass
 class DetailView:
     analysis: Mapping[str, Any]
@@ -139,6 +165,7 @@ class DetailView:
     breakdowns: list[BreakdownPanel] = field(default_factory=list)  # eager's and the recommended option's
     generation: list[str] = field(default_factory=list)  # a generation run's phases per option (report lines)
     measured_by: Mapping[str, Any] | None = None  # the worker whose completion the measurements are
+    source: SourceView | None = None  # the source-side report uploaded with the program, if any
 
     @property
     def unit(self) -> str:
@@ -300,6 +327,7 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
         training=(run.get("workload") or context.get("workload")) == "training",
         quality=quality,
         measured_by=analysis.get("measured_by") or None,
+        source=source_view(analysis.get("source_report")),
     )
     if recommendation:
         view.answer = answer(recommendation, rows, quality)

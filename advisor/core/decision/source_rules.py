@@ -88,10 +88,11 @@ def recompile_caveat(report: SourceReport, backend: str | None) -> Caveat | None
                 "a few fixed sizes (bucketing) and expect one compile per bucket."
             )
         else:
-            fix = (
-                f"Marking {dims} dynamic still recompiled {marked.recompiles} time(s) "
-                f"({'; '.join(marked.guard_failures[:2]) or 'other guards'})"
+            guards = (
+                "; ".join(marked.guard_failures[:2])
+                or "the graph compiled with them dynamic does not serve every shape"
             )
+            fix = f"Marking {dims} dynamic still recompiled {marked.recompiles} time(s) ({guards})"
             if report.graph_breaks.break_count:
                 fix += (
                     ": the graph breaks split forward into functions Dynamo resumes with inputs of their own, which "
