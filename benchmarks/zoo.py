@@ -20,8 +20,8 @@ another job on the node would be), running through both the analysis and its tru
 
 Needs the `zoo` extra (`pip install -e '.[torch,export,quant,zoo]'`, which keeps torch 2.13.0), e.g. in .venv-zoo.
 Run: `.venv-zoo/bin/python benchmarks/zoo.py [--dir data/zoo] [--analyze resnet18,...] [--loads quiet,busy]
-[--submit URL --tag T]`. Models are built once into --dir and reused. `--submit` also hands each analysed file to a
-team server with `--tag T` (`npu-advisor analyze --server`), so /suites/T shows them.
+[--via URL --tag T]`. Models are built once into --dir and reused. `--via` runs each analysis through a team server
+(`npu-advisor analyze --server URL --tag T`, its worker measures), so /suites/T shows them.
 """
 
 from __future__ import annotations
@@ -253,7 +253,8 @@ def build_all(directory: Path, names: set[str] | None) -> dict[str, dict]:
 # ---------------------------------------------------------------------------------------------- inspect
 def inspect_all(directory: Path, manifest: dict[str, dict]) -> dict[str, dict]:
     rows = {}
-    for name, built in manifest.items():
+    order = [entry.name for entry in MODELS]
+    for name, built in sorted(manifest.items(), key=lambda item: order.index(item[0]) if item[0] in order else 99):
         if "file" not in built:
             rows[name] = {"ok": False, "why": "not built: " + built.get("error", "?")}
             continue
@@ -398,13 +399,16 @@ class BusyLoad:
             child.wait()
 
 
-def analyse(path: Path, built: dict) -> dict[str, Any]:
+def analyse(path: Path, built: dict, server: str = "", tag: str = "") -> dict[str, Any]:
+    """`npu-advisor analyze` as a user runs it: here (--local), or through a team server's worker with a suite tag
+    (--server URL --tag T --force: measured again even when the server already has the file)."""
     out = path.with_suffix(".analysis.json")
     extra = ["--inputs", str(path.with_suffix(".inputs.pt"))] if built["saved_as"] == "jit.trace" else []
+    where = ["--server", server, "--tag", tag, "--force"] if server else ["--local"]
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     done = subprocess.run(
-        [CLI, "analyze", str(path), "--local", *PRODUCTION, *extra, "--format", "json", "--out", str(out)],
+        [CLI, "analyze", str(path), *where, *PRODUCTION, *extra, "--format", "json", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=3600,
@@ -465,18 +469,6 @@ def regret(pick: str, judged_by: dict[str, Any]) -> float | None:
     accurate = [o["median_ms"] for o in options.values() if o.get("accurate") and "median_ms" in o]
     chosen = (options.get(pick) or {}).get("median_ms")
     return chosen / min(accurate) if accurate and chosen else None
-
-
-def submit(url: str, tag: str, path: Path, built: dict) -> dict[str, Any]:
-    extra = ["--inputs", str(path.with_suffix(".inputs.pt"))] if built["saved_as"] == "jit.trace" else []
-    started = time.perf_counter()
-    done = subprocess.run(
-        [CLI, "analyze", str(path), "--server", url, "--tag", tag, *PRODUCTION, *extra, "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
-    return {"ok": done.returncode == 0, "wall_s": time.perf_counter() - started, "why": done.stderr.strip()[-300:]}
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -546,8 +538,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--min-run-time", type=float, default=0.5)
     parser.add_argument("--skip-inspect", action="store_true")
-    parser.add_argument("--submit", default="", help="a team server URL: also analyse the subset there")
-    parser.add_argument("--tag", default="zoo")
+    parser.add_argument("--via", default="", help="a team server URL: analyse there (its worker measures), --tag")
+    parser.add_argument("--tag", default="zoo", help="with --via: the model suite the analyses belong to")
     parser.add_argument("--json", type=Path, help="write every number here too")
     parser.add_argument("--truth-of", help=argparse.SUPPRESS)
     parser.add_argument("--options", default=",".join(TRUTH_OPTIONS), help=argparse.SUPPRESS)
@@ -575,7 +567,7 @@ def main() -> None:
                 continue
             path = args.dir / built["file"]
             with BusyLoad(os.cpu_count() or 1) if load == "busy" else _Quiet():
-                analysis = analyse(path, built)
+                analysis = analyse(path, built, args.via, args.tag)
                 measured = measure_truth(path, list(TRUTH_OPTIONS), args.rounds, args.min_run_time)
             if load == "quiet" and measured.get("ok"):
                 quiet_truth[name] = measured
@@ -594,15 +586,6 @@ def main() -> None:
                 file=sys.stderr,
                 flush=True,
             )
-    if args.submit:
-        for name in [n for n in args.analyze.split(",") if n]:
-            built = manifest.get(name, {})
-            if "file" in built:
-                print(
-                    f"submitted {name}: {submit(args.submit, args.tag, args.dir / built['file'], built)}",
-                    file=sys.stderr,
-                    flush=True,
-                )
     print(
         f"\nnode: {os.cpu_count()} cores; torch threads as each process defaults; load average now "
         f"{os.getloadavg()[0]:.2f}\n"
