@@ -180,25 +180,6 @@ class AnalysisSummaryPage(SQLModel):
     per_page: int
 
 
-# ---------------------------------------------------------------- Measurement
-class MeasurementBase(SQLModel):
-    backend: str = Field(max_length=64, index=True)
-    mode: str | None = Field(default=None, max_length=64)
-    device: str | None = Field(default=None, max_length=16)
-    status: str = Field(max_length=32)
-    median_ms: float | None = None
-    compile_s_cold: float | None = None
-    speedup_vs_eager: float | None = None
-
-
-class Measurement(MeasurementBase, table=True):
-    """One backend row of an analysis' MeasurementRun, flattened for filtering and charts."""
-
-    id: int | None = Field(default=None, primary_key=True)
-    analysis_id: int = Field(foreign_key="analysis.id", index=True)
-    data: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
-
-
 # ---------------------------------------------------------------- Job
 class JobBase(SQLModel):
     analysis_id: int = Field(foreign_key="analysis.id", index=True)

@@ -1,4 +1,4 @@
-"""What a finished job leaves on its analysis: the results, the engine's recommendation, the measurement rows.
+"""What a finished job leaves on its analysis: the results and the engine's recommendation.
 
 Torch-free: the server decides with `advisor.core.decision` only (it never imports the harness). Used by the
 queue's completion (`app.job_queue.JobQueue.complete_with_results`, inside the completing transaction) and by
@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from app.models import Analysis, Measurement
+from app.models import Analysis
 from app.results import finite_json
 
 
@@ -48,13 +48,13 @@ def store_outcome(
     recommendation: dict,
     now: datetime,
 ) -> None:
-    """Store a completed job's results on its analysis, with the recommendation and one row per measurement."""
+    """Store a completed job's results on its analysis, with the recommendation. The results stay one JSON document
+    (the MeasurementRun): every page and report reads it there (the flattened copy, table `measurement`, that nothing
+    read went with migration 0007)."""
     analysis = session.get(Analysis, analysis_id)
     analysis.inspection = inspection
     analysis.measurements = measurements
     store_recommendation(analysis, recommendation, now)
-    for row in (measurements or {}).get("measurements", []):
-        session.add(measurement_row(analysis_id, row))
 
 
 def store_recommendation(analysis: Analysis, recommendation: dict, now: datetime) -> None:
@@ -82,18 +82,3 @@ def recommendation_columns(recommendation: dict | None, measurements: dict | Non
             speedup = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
             break
     return {"recommended_backend": backend, "recommended_mode": mode, "speedup_vs_eager": speedup}
-
-
-def measurement_row(analysis_id: int, row: dict) -> Measurement:
-    latency = row.get("latency") or {}
-    return Measurement(
-        analysis_id=analysis_id,
-        backend=str(row.get("backend", "?")),
-        mode=row.get("mode"),
-        device=row.get("device"),
-        status=str(row.get("status", "?")),
-        median_ms=latency.get("median_ms"),
-        compile_s_cold=row.get("compile_s_cold"),
-        speedup_vs_eager=row.get("speedup_vs_eager"),
-        data=row,
-    )

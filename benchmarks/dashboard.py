@@ -1,8 +1,8 @@
 """Dashboard benchmark: fill the database with N analyses, then time the list and detail pages.
 
 The app is the real one (`app.main.create_app`) on a temp-file SQLite database; the analyses are
-synthetic (tests/web/synthetic.py: about half finished, with inspection, measurements, recommendation
-and measurement rows like a real finished job). Each scenario is requested `--repeat` times through an
+synthetic (tests/web/synthetic.py: about half finished, with inspection, measurements and recommendation
+like a real finished job). Each scenario is requested `--repeat` times through an
 in-process client after warm-up; the time is the full request (routing, queries, template) as the server
 handles it, without a network.
 

@@ -29,7 +29,8 @@ def test_upgrade_from_empty_reaches_head_and_is_idempotent(tmp_path):
     assert upgrade_database(engine) == head_revision()
     assert upgrade_database(engine) == head_revision()
     tables = set(inspect(engine).get_table_names())
-    assert {"artifact", "analysis", "measurement", "job", "job_event", "worker", "api_token"} <= tables
+    assert {"artifact", "analysis", "job", "job_event", "worker", "api_token"} <= tables
+    assert "measurement" not in tables  # nothing read it: dropped by 0007
     assert database_ready(engine) == (True, f"database at revision {current_revision(engine)}")
 
 
@@ -105,6 +106,66 @@ def test_migration_0003_makes_every_existing_job_a_measure_job(tmp_path):
     with engine.connect() as db:
         assert db.execute(text("SELECT id, device_kind FROM job")).all() == [(1, "npu")]
     engine.dispose()
+    command.upgrade(config, "head")
+
+
+def test_migration_0007_drops_the_measurement_table_and_its_downgrade_refills_it_from_the_results(tmp_path):
+    """The rows were a copy of each analysis' MeasurementRun; going back to 0006 rebuilds them from it."""
+    import json
+    from datetime import UTC, datetime
+
+    from alembic import command
+    from sqlalchemy import text
+
+    from app.db import alembic_config
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    config = alembic_config(url)
+    command.upgrade(config, "head")
+    engine = create_db_engine(url)
+    assert "measurement" not in inspect(engine).get_table_names()
+    now = datetime(2026, 1, 1, tzinfo=UTC).isoformat(" ")
+    run = {
+        "measurements": [
+            {"backend": "eager", "mode": None, "device": "cpu", "status": "ok", "latency": {"median_ms": 2.0}},
+            {
+                "backend": "inductor",
+                "mode": "default",
+                "device": "cpu",
+                "status": "ok",
+                "latency": {"median_ms": 1.0},
+                "compile_s_cold": 3.5,
+                "speedup_vs_eager": 2.0,
+            },
+        ]
+    }
+    with engine.begin() as db:
+        db.execute(text("INSERT INTO artifact VALUES ('a', 'model', NULL, 1, NULL, NULL, '[]', :now)"), {"now": now})
+        for analysis_id, measurements in ((1, json.dumps(run)), (2, None)):  # 2: not measured (yet)
+            db.execute(
+                text(
+                    "INSERT INTO analysis (id, model_name, target, submitted_by, artifact_sha256, context, backends,"
+                    " dedupe_key, measurements, created_at, updated_at)"
+                    " VALUES (:id, 'm', 'cpu', 'x', 'a', '{}', '[]', 'k', :run, :now, :now)"
+                ),
+                {"id": analysis_id, "run": measurements, "now": now},
+            )
+    engine.dispose()
+
+    command.downgrade(config, "0006")
+    engine = create_db_engine(url)
+    with engine.connect() as db:
+        rows = db.execute(
+            text(
+                "SELECT analysis_id, backend, mode, status, median_ms, compile_s_cold, speedup_vs_eager"
+                " FROM measurement"
+            )
+        ).all()
+    engine.dispose()
+    assert sorted(rows, key=lambda row: row[1]) == [
+        (1, "eager", None, "ok", 2.0, None, None),
+        (1, "inductor", "default", "ok", 1.0, 3.5, 2.0),
+    ]
     command.upgrade(config, "head")
 
 

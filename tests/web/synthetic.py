@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import func, insert, select
 from sqlmodel import Session
 
-from app.models import Analysis, Artifact, Job, Measurement
+from app.models import Analysis, Artifact, Job
 from app.outcomes import recommendation_columns
 
 DEFAULT_BACKENDS = (("eager", "default"), ("inductor", "default"), ("inductor", "max-autotune"))
@@ -226,7 +226,7 @@ def seed_analyses(
     seed: int = 0,
     batch: int = 2000,
 ) -> None:
-    """Insert `count` analyses with their artifact, job and measurement rows (bulk inserts, one commit)."""
+    """Insert `count` analyses with their artifact and job rows (bulk inserts, one commit)."""
     rng = random.Random(seed)
     start = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=count + 5)  # oldest first, all in the past
     first_id = (session.scalar(select(func.max(Analysis.id))) or 0) + 1
@@ -237,7 +237,7 @@ def seed_analyses(
     shared_run = run(seed=seed)
     shared_inspection = inspection()
     for offset in range(0, count, batch):
-        analyses, jobs, measurements = [], [], []
+        analyses, jobs = [], []
         for i in range(offset, min(count, offset + batch)):
             analysis_id = first_id + i
             status = statuses[rng.randrange(len(statuses))]
@@ -281,23 +281,6 @@ def seed_analyses(
                     "last_error": "worker crashed twice" if status == "failed" else None,
                 }
             )
-            if done:
-                for row in shared_run["measurements"]:
-                    measurements.append(
-                        {
-                            "analysis_id": analysis_id,
-                            "backend": row["backend"],
-                            "mode": row["mode"],
-                            "device": "cpu",
-                            "status": row["status"],
-                            "median_ms": row["latency"]["median_ms"],
-                            "compile_s_cold": row["compile_s_cold"],
-                            "speedup_vs_eager": row["speedup_vs_eager"],
-                            "data": row,
-                        }
-                    )
         session.execute(insert(Analysis), analyses)
         session.execute(insert(Job), jobs)
-        if measurements:
-            session.execute(insert(Measurement), measurements)
     session.commit()
