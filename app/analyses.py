@@ -68,17 +68,21 @@ def dedupe_key(
     backends: list[str],
     tag: str | None = None,
     source_digest: str | None = None,
+    calibration_sha256: str | None = None,
 ) -> str:
     """Same artifact + inputs + context + target + requested backends (+ suite tag) (+ source-side report) = the same
     question. A tagged submission is never answered by an analysis of another suite (or none): each suite keeps its own
     history. `source_digest` (advisor.core.source_report.report_digest, timings left out): a program uploaded with
     another source-side report is another question, measured again, so that report is stored and decided with, never
-    lost behind the earlier one's answer."""
+    lost behind the earlier one's answer. `calibration_sha256`: the int8 options' calibration file; another file
+    calibrates (and measures) them differently, so it is another question too."""
     question = {"a": artifact_sha256, "i": inputs_sha256, "c": context, "t": target, "b": sorted(backends)}
     if tag is not None:  # untagged keys stay what they were before tags existed
         question["g"] = tag
     if source_digest is not None:  # and so do keys without a source-side report
         question["s"] = source_digest
+    if calibration_sha256 is not None:  # and without a calibration file
+        question["k"] = calibration_sha256
     canonical = json.dumps(question, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -98,9 +102,11 @@ def submit_analysis(
     cache_window_s: float,
     tag: str | None = None,
     source_report: dict | None = None,
+    calibration: Artifact | None = None,
 ) -> Submission:
     """Create an analysis and its job, or return a recent identical one (unless `force`).
     `source_report`: the validated source-side report uploaded with the program (app.routes.analyses), stored with it.
+    `calibration`: the checked calibration .npz's row (advisor.core.calibration), like `inputs`.
 
     One short write transaction: the artifact rows (`artifact`, `inputs`: rows to insert unless stored
     already; their files must be in the store), the analysis and its job (`JobQueue.enqueue`, whose commit
@@ -116,8 +122,11 @@ def submit_analysis(
         backends=backends,
         tag=tag,
         source_digest=report_digest(source_report) if source_report is not None else None,
+        calibration_sha256=calibration.sha256 if calibration else None,
     )
-    fields = _NewAnalysis(artifact, inputs, context, target, model_name, backends, submitted_by, tag, source_report)
+    fields = _NewAnalysis(
+        artifact, inputs, context, target, model_name, backends, submitted_by, tag, source_report, calibration
+    )
     if session.in_transaction():
         session.commit()  # start from a fresh transaction (whatever was read before is not held across)
     for attempt in range(SUBMIT_ATTEMPTS):
@@ -147,6 +156,7 @@ class _NewAnalysis:
     submitted_by: str
     tag: str | None = None
     source_report: dict | None = None
+    calibration: Artifact | None = None
 
 
 def _submit_once(
@@ -162,7 +172,7 @@ def _submit_once(
     # Outside the window an identical job may still be queued or running (it holds the key's unique index):
     # this one is measured again, as a job without the key, like a forced one.
     job_key = None if force or queue.active_job_with_key(session, key) is not None else key
-    for row in (artifact, inputs):
+    for row in (artifact, inputs, fields.calibration):
         if row is not None and session.get(Artifact, row.sha256) is None:
             session.add(_new_artifact_row(row))
     session.flush()  # the artifact rows first: the analysis refers to them (no ORM relationship orders it)
@@ -175,6 +185,7 @@ def _submit_once(
         source_report=fields.source_report,
         artifact_sha256=artifact.sha256,
         inputs_sha256=inputs.sha256 if inputs else None,
+        calibration_sha256=fields.calibration.sha256 if fields.calibration else None,
         context=fields.context,
         backends=backends,
         dedupe_key=key,
@@ -236,7 +247,8 @@ def rerun_analysis(
     submitted_by: str,
     cache_window_s: float,
 ) -> Submission:
-    """Measure the stored artifact (and inputs) again with the same context and backends, as a new analysis.
+    """Measure the stored artifact (and inputs, calibration file) again with the same context and backends, as a new
+    analysis.
 
     Always a new measurement (`force`: no dedupe against the earlier one, whose results stay as they are)."""
     old = session.get(Analysis, analysis_id)
@@ -248,6 +260,9 @@ def rerun_analysis(
     inputs = session.get(Artifact, old.inputs_sha256) if old.inputs_sha256 else None
     if old.inputs_sha256 and (inputs is None or not store.exists(old.inputs_sha256)):
         raise RerunRefused(f"the inputs file of analysis {analysis_id} is no longer stored; upload it again", 409)
+    calibration = session.get(Artifact, old.calibration_sha256) if old.calibration_sha256 else None
+    if old.calibration_sha256 and (calibration is None or not store.exists(old.calibration_sha256)):
+        raise RerunRefused(f"the calibration file of analysis {analysis_id} is no longer stored; upload it again", 409)
     return submit_analysis(
         session,
         queue,
@@ -262,6 +277,7 @@ def rerun_analysis(
         cache_window_s=cache_window_s,
         tag=old.tag,  # a re-run stays in its suite
         source_report=old.source_report,  # and keeps the report its program came with
+        calibration=calibration,
     )
 
 

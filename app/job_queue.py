@@ -578,8 +578,8 @@ class JobQueue:
         self, session: Session, actor: Actor, *, sha256: str | None = None, analysis_id: int | None = None
     ) -> bool:
         """Whether `actor` acts for a worker that holds a live lease (running, not expired) on a job of the
-        analysis `analysis_id`, or of an analysis whose model or inputs file is `sha256`. Admins always do.
-        What a worker token may download: only the files of the jobs it is working on now."""
+        analysis `analysis_id`, or of an analysis whose model, inputs or calibration file is `sha256`. Admins always
+        do. What a worker token may download: only the files of the jobs it is working on now."""
         if actor.admin:
             return True
         if actor.token_id is None:
@@ -593,7 +593,13 @@ class JobQueue:
             )
         )
         if sha256 is not None:
-            query = query.where(or_(Analysis.artifact_sha256 == sha256, Analysis.inputs_sha256 == sha256))
+            query = query.where(
+                or_(
+                    Analysis.artifact_sha256 == sha256,
+                    Analysis.inputs_sha256 == sha256,
+                    Analysis.calibration_sha256 == sha256,
+                )
+            )
         if analysis_id is not None:
             query = query.where(Job.analysis_id == analysis_id)
         return session.scalar(query.limit(1)) is not None

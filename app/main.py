@@ -18,6 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from sqlmodel import Session
 
+from advisor.core.calibration import MAX_CALIBRATION_BYTES
 from app.admission import AdmissionLimiter, install_busy_handlers
 from app.analyses import collect_orphans
 from app.authorization import AuthorizeBeforeBody
@@ -106,7 +107,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
     app.add_middleware(
         BodySizeLimit,
         paths=upload_paths,
-        limit_bytes=settings.max_upload_bytes + settings.max_inputs_bytes + (1 << 20),
+        limit_bytes=settings.max_upload_bytes + settings.max_inputs_bytes + MAX_CALIBRATION_BYTES + (1 << 20),
     )
     app.add_middleware(AuthorizeBeforeBody)
     app.add_middleware(LoopbackHostCheck)

@@ -50,7 +50,7 @@ ROLES = ("admin", "user", "worker")
 # ---------------------------------------------------------------- Artifact
 class ArtifactBase(SQLModel):
     sha256: str = Field(primary_key=True, max_length=64)
-    kind: str = Field(default="model", max_length=16)  # "model" | "inputs"
+    kind: str = Field(default="model", max_length=16)  # "model" | "inputs" | "calibration"
     format: str | None = Field(default=None, max_length=32)  # "exported_program" | "torchscript" for models
     # uploads may pass 2 GiB, where PostgreSQL's INTEGER stops (SQLite's INTEGER holds 8 bytes already)
     size_bytes: int = Field(sa_type=BigInteger().with_variant(Integer(), "sqlite"))
@@ -82,6 +82,8 @@ class Analysis(AnalysisBase, table=True):
     id: int | None = Field(default=None, primary_key=True)
     artifact_sha256: str = Field(foreign_key="artifact.sha256", max_length=64)
     inputs_sha256: str | None = Field(default=None, foreign_key="artifact.sha256", max_length=64)
+    # the int8 options' calibration .npz (advisor.core.calibration), checked on upload; None: the example inputs
+    calibration_sha256: str | None = Field(default=None, foreign_key="artifact.sha256", max_length=64)
     context: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     backends: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     dedupe_key: str = Field(max_length=64, index=True)

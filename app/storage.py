@@ -35,6 +35,7 @@ class UploadTooLarge(Exception):
 
     def __init__(self, limit_bytes: int, what: str = "upload") -> None:
         self.limit_bytes = limit_bytes
+        self.what = what
         super().__init__(f"{what} is larger than the server's limit of {_human(limit_bytes)} (ADVISOR_MAX_UPLOAD_MB)")
 
 

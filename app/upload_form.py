@@ -21,9 +21,9 @@ from app.storage import ArtifactStorage, Incoming
 
 WRITE_BYTES = 1 << 20
 MAX_FIELD_BYTES = 1 << 20  # each text field; over it: 422 naming the field
-# The API's form has 8 fields (model, inputs, context, model_name, tag, backends, force, source_report); more
-# parts than this are refused with a 422 that says so, before any further part is read (a cap on per-part
-# bookkeeping).
+# The API's form has 9 fields (model, inputs, calibration, context, model_name, tag, backends, force,
+# source_report); more parts than this are refused with a 422 that says so, before any further part is read (a cap
+# on per-part bookkeeping).
 MAX_PARTS = 16
 
 
@@ -73,8 +73,8 @@ async def receive_form(
     def on_part_begin() -> None:
         if len(parts) >= max_parts:
             hint = (
-                "; send only the fields model, inputs, context, model_name, tag, backends, force and source_report "
-                "(the deployment context as one `context` JSON field)"
+                "; send only the fields model, inputs, calibration, context, model_name, tag, backends, force and "
+                "source_report (the deployment context as one `context` JSON field)"
                 if max_parts == MAX_PARTS
                 else ""
             )

@@ -223,8 +223,12 @@ def test_analyze_local_refuses_a_calibration_file_that_does_not_match_the_model_
         and "is int64, the example input float32" in result.output
     )
     assert "Traceback" not in result.output and "measuring on" not in result.output
-    on_server = runner.invoke(app, ["analyze", str(mlp_file), "--server", "http://x", "--calibration", str(wrong)])
-    assert on_server.exit_code == 2 and "--calibration applies to --local only" in on_server.output
+    # with --server a refused file is not uploaded: the same check stops it here, before the server is asked
+    pickled = tmp_path / "calibration.npz"
+    pickled.write_bytes(pickle.dumps([1, 2, 3]))
+    on_server = runner.invoke(app, ["analyze", str(mlp_file), "--server", "http://x", "--calibration", str(pickled)])
+    assert on_server.exit_code == 2 and "never unpickled" in on_server.output
+    assert "cannot reach" not in on_server.output
 
 
 @pytest.mark.slow

@@ -210,7 +210,8 @@ class WorkerAgent:
                 heartbeat.update(ProgressEvent("download", 0.0))
                 spec = self._spec(claim, job_dir)
             except ApiError as exc:
-                return self._report_failure(claim, f"could not download the model: {exc}", retryable=exc.retryable)
+                error = f"could not download the job's files: {exc}"
+                return self._report_failure(claim, error, retryable=exc.retryable)
             process = self._start_runner(spec, job_dir, heartbeat)
             self._current = process
             outcome = self._supervise(process, heartbeat, wake)
@@ -305,6 +306,11 @@ class WorkerAgent:
         downloads = sandbox.inbox if sandbox is not None else job_dir
         artifact = self.api.download(job["artifact_url"], downloads / "model", sha256=job.get("artifact_sha256"))
         inputs = self.api.download(job["inputs_url"], downloads / "inputs") if job.get("inputs_url") else None
+        calibration = None
+        if job.get("calibration_url"):  # checked against its sha256: the file the server checked on upload
+            calibration = self.api.download(
+                job["calibration_url"], downloads / "calibration.npz", sha256=job.get("calibration_sha256")
+            )
         wanted = job.get("backends") or self.config.backends
         context = job.get("context") or {}
         return {
@@ -312,6 +318,7 @@ class WorkerAgent:
             "job": job,
             "artifact_path": str(artifact),
             "inputs_path": str(inputs) if inputs else None,
+            "calibration_path": str(calibration) if calibration else None,
             "device": self.config.device,
             # an int8 mode is asked for by name (`onnxruntime:int8`); the worker offers its backend
             "backends": [name for name in wanted if name.split(":", 1)[0] in self.config.backends] or ["eager"],

@@ -49,6 +49,9 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
         model=spec["artifact_path"],
         device=spec["device"],
         inputs=spec.get("inputs_path"),
+        # the int8 options' calibration .npz: checked against the model's inputs after the inspection (a mismatch
+        # fails the job before anything is measured, naming the arrays)
+        calibration=spec.get("calibration_path"),
         backends=list(dict.fromkeys(spec["backends"])) or ["eager"],
         workload=spec.get("workload", DEFAULT_WORKLOAD),
         optimizer=spec.get("optimizer", DEFAULT_OPTIMIZER),

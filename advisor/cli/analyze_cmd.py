@@ -128,9 +128,7 @@ def analyze(
     if not source and (export_to is not None or strict_export):
         _fail("--export-to and --strict-export apply to path/to/file.py:factory only")
     context = _context(context_file, flags)
-    _check_calibration(calibration)
-    if calibration is not None and server:
-        _fail("--calibration applies to --local only for now (the server does not take a calibration file yet)")
+    _check_calibration(calibration)  # here too with --server: a refused file is not uploaded
     if server:
         local_only = {"--device": device, "--skip-measure": skip_measure or None, "--input-shape": input_shape or None}
         if given := [flag for flag, value in local_only.items() if value is not None]:
@@ -154,6 +152,7 @@ def analyze(
                 tag=tag,
                 out=out,
                 source_report=source_report,
+                calibration=calibration,
             )
         )
     if force:

@@ -13,6 +13,7 @@ Torch-free. Every failure is an `AdvisorError` whose message is meant for a pers
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -86,17 +87,21 @@ class AdvisorClient:
         backends: list[str] | None = None,
         tag: str | None = None,
         source_report: dict[str, Any] | None = None,
+        calibration: str | Path | None = None,
     ) -> dict[str, Any]:
         """Upload a model (streamed) with its deployment context: `{"id", "status", "links", ...}`.
 
         `backends`: the backends the job measures (e.g. ["eager", "inductor"]); None leaves it to the server.
         `tag`: the model suite it belongs to (the server summarises a suite at /suites/TAG).
-        `source_report`: the source-side report of the model's code (advisor.core.source_report), uploaded with it."""
+        `source_report`: the source-side report of the model's code (advisor.core.source_report), uploaded with it.
+        `calibration`: the int8 options' calibration .npz (advisor.core.calibration), streamed like the model."""
         model = Path(model)
         if not model.is_file():
             raise AdvisorError(f"no such model file: {model}")
         if inputs is not None and not Path(inputs).is_file():
             raise AdvisorError(f"no such inputs file: {inputs}")
+        if calibration is not None and not Path(calibration).is_file():
+            raise AdvisorError(f"no such calibration file: {calibration}")
         data = {"context": json.dumps(context), "model_name": model_name or model.name}
         if force:
             data["force"] = "true"
@@ -108,13 +113,14 @@ class AdvisorClient:
             from advisor.core.source_report import upload_text
 
             data["source_report"] = upload_text(source_report)
-        with model.open("rb") as model_file:
-            files: dict[str, Any] = {"model": (model.name, model_file, "application/octet-stream")}
-            if inputs is None:
-                return self._json("POST", f"{API}/analyze", data=data, files=files)
-            with Path(inputs).open("rb") as inputs_file:
-                files["inputs"] = (Path(inputs).name, inputs_file, "application/octet-stream")
-                return self._json("POST", f"{API}/analyze", data=data, files=files)
+        named = {"model": model, "inputs": inputs, "calibration": calibration}
+        with contextlib.ExitStack() as opened:
+            files: dict[str, Any] = {
+                field: (Path(path).name, opened.enter_context(Path(path).open("rb")), "application/octet-stream")
+                for field, path in named.items()
+                if path is not None
+            }
+            return self._json("POST", f"{API}/analyze", data=data, files=files)
 
     def get(self, analysis_id: str | int) -> dict[str, Any]:
         return self._json("GET", f"{API}/analyses/{analysis_id}")

@@ -41,12 +41,15 @@ def analyze_remote(
     tag: str | None = None,
     out: Path | None = None,
     source_report: dict[str, Any] | None = None,
+    calibration: Path | None = None,
 ) -> int:
     """Submit and (with `wait`) follow one analysis; returns the exit code (0 done, or its unmeasured report while no
     worker can measure it; 1 failed/cancelled; 2 error).
 
     `backends`: what the job measures (None: the server's choice); `out`: write the report there, not stdout;
-    `source_report`: the source-side report of `analyze FILE.py:factory`, uploaded with the model and stored there."""
+    `source_report`: the source-side report of `analyze FILE.py:factory`, uploaded with the model and stored there;
+    `calibration`: the int8 options' calibration .npz, uploaded with the model (checked by the server, and against the
+    model's inputs by its worker)."""
     err = Console(stderr=True)
 
     def busy(line: str) -> None:
@@ -63,6 +66,7 @@ def analyze_remote(
                 backends=backends,
                 tag=tag,
                 source_report=source_report,
+                calibration=calibration,
             )
         except AdvisorError as exc:
             err.print(f"[red]error:[/red] {exc}", highlight=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterator
 from typing import Annotated, Literal
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 from sqlmodel import Session
 
 from advisor.core import catalogue
+from advisor.core.calibration import MAX_CALIBRATION_BYTES, CalibrationRefused, check_stream
 from advisor.core.source_report import (
     MAX_UPLOAD_BYTES,
     SOURCE_LABEL,
@@ -49,12 +51,13 @@ from app.job_queue import JobQueue
 from app.models import Analysis, AnalysisDetail, AnalysisSummaryPage, Artifact, Job
 from app.routes.artifacts import stored_file_response
 from app.settings import Settings
-from app.storage import ArtifactStorage, Incoming, StoredFile
+from app.storage import ArtifactStorage, Incoming, StoredFile, UploadTooLarge
 from app.suites import TAG_PATTERN, TAG_RULE
 from app.summaries import analysis_summary
 from app.upload_form import MAX_PARTS, FileLimit, ReceivedForm, receive_form
 
 router = APIRouter(tags=["analyses"])
+CALIBRATION_FILE = "the calibration file"  # its FileLimit's `what`: an oversized one is the calibration's own 422
 
 
 class AnalysisLinks(BaseModel):
@@ -85,6 +88,13 @@ ANALYZE_FORM = {
                     "model": {"type": "string", "format": "binary", "description": "TorchScript or ExportedProgram"},
                     "context": {"type": "string", "description": "DeploymentContext as a JSON object", "default": "{}"},
                     "inputs": {"type": "string", "format": "binary", "description": "example inputs (torch.save)"},
+                    "calibration": {
+                        "type": "string",
+                        "format": "binary",
+                        "description": "the int8 options' calibration samples: an .npz (numpy.savez) of input0, "
+                        "input1, ... shaped [samples, *example input shape], at most "
+                        f"{MAX_CALIBRATION_BYTES // 2**20} MiB; never a pickle (refused: 422)",
+                    },
                     "model_name": {"type": "string", "maxLength": 200},
                     "tag": {
                         "type": "string",
@@ -121,7 +131,9 @@ ANALYZE_FORM = {
         422: {
             "description": "invalid form or context: one {field, message} per problem (also: a form of more "
             "than 16 parts, a text field over 1 MiB, or a source_report that is not a valid SourceReport or is "
-            "over 256 KiB: the field named, e.g. source_report.graph_breaks.breaks.0.reason)"
+            "over 256 KiB: the field named, e.g. source_report.graph_breaks.breaks.0.reason; a calibration file "
+            "that is not a bounded .npz of numeric arrays - a pickle, garbage, a zip bomb, over "
+            f"{MAX_CALIBRATION_BYTES // 2**20} MiB - field calibration, nothing stored)"
         },
         429: {"description": "this client already has its share of uploads in progress: retry after Retry-After"},
         503: {
@@ -169,14 +181,23 @@ async def receive_and_submit(
     limits = {
         "model": FileLimit(settings.max_upload_bytes, "the model file"),
         "inputs": FileLimit(settings.max_inputs_bytes, "the inputs file"),
+        "calibration": FileLimit(MAX_CALIBRATION_BYTES, CALIBRATION_FILE),
     }
-    form = await receive_form(request, store, limits, max_parts=max_parts)
+    try:
+        form = await receive_form(request, store, limits, max_parts=max_parts)
+    except UploadTooLarge as exc:
+        if exc.what != CALIBRATION_FILE:
+            raise
+        raise _calibration_refused(f"calibration file too large: more than {MAX_CALIBRATION_BYTES:,} bytes") from None
     try:
         if prepare is not None:
             prepare(form)
         fields = _form_fields(form)
         if "model" not in form.files:
             raise HTTPException(422, detail=[{"field": "model", "message": "Field required: the model file"}])
+        calibration_row = None  # checked first: a refused one leaves nothing stored, not even the model
+        if "calibration" in form.files and form.files["calibration"].size > 0:
+            calibration_row = await run_in_threadpool(_store_calibration, form.files["calibration"], queue.clock())
         artifact = await run_in_threadpool(_store_model, form.files["model"], queue.clock())
         inputs_row = None
         if "inputs" in form.files and form.files["inputs"].size > 0:
@@ -198,6 +219,7 @@ async def receive_and_submit(
             force=fields["force"],
             cache_window_s=settings.cache_window_s,
             source_report=fields["source_report"],
+            calibration=calibration_row,
         )
     )
 
@@ -325,6 +347,30 @@ def _store_model(incoming: Incoming, now) -> Artifact:  # noqa: ANN001
 def _store_inputs(incoming: Incoming, now) -> Artifact:  # noqa: ANN001
     stored, _ = incoming.commit()
     return _artifact_row(stored, now, kind="inputs", info=None)
+
+
+def _store_calibration(incoming: Incoming, now) -> Artifact:  # noqa: ANN001
+    """Check the calibration .npz from its zip directory and .npy headers (advisor.core.calibration: never unpickled,
+    never expanded) before it is stored; a refused one leaves nothing in the store. Its shapes against the model's
+    inputs are checked by the worker, after the inspection (as `analyze --local` does)."""
+    size = incoming.size
+
+    def check(source) -> None:  # noqa: ANN001 - the local store's temp Path, or object storage's reader
+        if isinstance(source, (str, os.PathLike)):
+            with open(source, "rb") as handle:
+                check_stream(handle, size)
+        else:
+            check_stream(source, size)
+
+    try:
+        stored, _ = incoming.commit(check=check)
+    except CalibrationRefused as exc:
+        raise _calibration_refused(str(exc)) from None
+    return _artifact_row(stored, now, kind="calibration", info=None)
+
+
+def _calibration_refused(message: str) -> HTTPException:
+    return HTTPException(422, detail=[{"field": "calibration", "message": message}])
 
 
 def _artifact_row(stored: StoredFile, now, *, kind: str, info) -> Artifact:  # noqa: ANN001

@@ -40,6 +40,9 @@ class ClaimedJob(BaseModel):
     artifact_url: str
     inputs_url: str | None
     inputs_sha256: str | None = None
+    # the int8 options' calibration .npz (advisor.core.calibration), checked on upload; the worker checks the sha256
+    calibration_url: str | None = None
+    calibration_sha256: str | None = None
     context: dict
     backends: list[str]
     # "measure": inspect and measure; "inspect": the inspection alone (its analysis' target has no worker yet)
@@ -117,6 +120,11 @@ def _try_claim(engine, queue, worker_id: str, actor: Actor, base_url: str, store
         inputs_url = None
         if analysis.inputs_sha256:
             inputs_url = store.download_url(analysis.inputs_sha256, ttl) or f"{api}/analyses/{analysis.id}/inputs"
+        calibration_url = None
+        if analysis.calibration_sha256:  # GET /artifacts/{sha256}: allowed while the worker holds the job's lease
+            calibration_url = (
+                store.download_url(analysis.calibration_sha256, ttl) or f"{api}/artifacts/{analysis.calibration_sha256}"
+            )
         return ClaimResponse(
             job=ClaimedJob(
                 id=lease.job.id,
@@ -126,6 +134,8 @@ def _try_claim(engine, queue, worker_id: str, actor: Actor, base_url: str, store
                 artifact_url=artifact_url,
                 inputs_url=inputs_url,
                 inputs_sha256=analysis.inputs_sha256,
+                calibration_url=calibration_url,
+                calibration_sha256=analysis.calibration_sha256,
                 context=analysis.context,
                 backends=lease.job.backends,
                 purpose=lease.job.purpose,

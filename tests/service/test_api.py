@@ -12,6 +12,8 @@ import zipfile
 import pytest
 from fixtures_decide import inspection, measurement, run
 
+from advisor.core.calibration import MAX_CALIBRATION_BYTES
+
 from .conftest import stored_files
 
 CPU_CONTEXT = {"stage": "production", "target": "cpu"}
@@ -146,7 +148,7 @@ def test_upload_over_the_cap_is_413_naming_the_limit_and_leaves_nothing(client, 
 
 
 def test_declared_oversize_request_is_refused_before_its_body_is_read(client, settings):
-    limit = settings.max_upload_bytes + settings.max_inputs_bytes + (1 << 20)
+    limit = settings.max_upload_bytes + settings.max_inputs_bytes + MAX_CALIBRATION_BYTES + (1 << 20)
     response = client.post(
         "/api/v1/analyze",
         content=b"x",

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session
 
+from advisor.core.calibration import MAX_CALIBRATION_BYTES
 from app.auth import create_token
 from app.body_limits import JSON_LIMIT_BYTES, LOGIN_LIMIT_BYTES, RESULTS_LIMIT_BYTES
 from app.lingering import LINGER_BYTES
@@ -133,7 +134,7 @@ def test_login_refuses_a_huge_multipart_without_spooling_it(locked, tmp_path: Pa
 
 def test_uploads_keep_their_own_larger_cap(locked, settings):
     user = {"authorization": f"Bearer {token(locked, 'user')}"}
-    limit = settings.max_upload_bytes + settings.max_inputs_bytes + (1 << 20)
+    limit = settings.max_upload_bytes + settings.max_inputs_bytes + MAX_CALIBRATION_BYTES + (1 << 20)
     declared = drive(
         locked,
         "POST",
