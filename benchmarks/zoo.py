@@ -29,10 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -287,7 +289,6 @@ def inspect_all(directory: Path, manifest: dict[str, dict]) -> dict[str, dict]:
 # ---------------------------------------------------------------------------------------------- truth
 def truth(path: str, inputs_path: str, options: list[str], rounds: int, min_run_time: float) -> dict[str, Any]:
     """The independent measurement (runs in its own process): plain torch/onnxruntime calls, torch.utils.benchmark."""
-    import tempfile
 
     import torch
     import torch.utils.benchmark as tb
@@ -295,6 +296,11 @@ def truth(path: str, inputs_path: str, options: list[str], rounds: int, min_run_
     threads = torch.get_num_threads()
     started = time.perf_counter()
     if path.endswith(".pt2"):
+        # transformers' output classes are registered with pytree without a serialized name, so their programs
+        # load only with the advisor's stand-ins for those containers (loading is not what is timed here)
+        from advisor.harness import custom_op_stubs, pytree_outputs
+
+        pytree_outputs.register_stand_ins(custom_op_stubs.read_program_json(path))
         module = torch.export.load(path).module()
         args, kwargs = torch.load(inputs_path, weights_only=True)
     else:
@@ -440,6 +446,7 @@ def analyse(path: Path, built: dict, server: str = "", tag: str = "") -> dict[st
 
 def measure_truth(path: Path, options: list[str], rounds: int, min_run_time: float) -> dict[str, Any]:
     started = time.perf_counter()
+    cold = tempfile.mkdtemp(prefix="zoo-inductor-")  # compiles start cold, as the advisor's own children do
     done = subprocess.run(
         [
             sys.executable,
@@ -456,8 +463,10 @@ def measure_truth(path: Path, options: list[str], rounds: int, min_run_time: flo
         capture_output=True,
         text=True,
         timeout=3600,
+        env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": cold},
     )
     wall = time.perf_counter() - started
+    shutil.rmtree(cold, ignore_errors=True)
     if done.returncode != 0:
         return {"ok": False, "why": done.stderr.strip()[-400:], "process_wall_s": wall}
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -488,7 +497,7 @@ def print_tables(inspected: dict[str, dict], manifest: dict[str, dict], runs: li
     ok = sum(1 for run in runs if run["analysis"]["ok"])
     print(f"\n## analyze (production, target cpu): {ok} of {len(runs)} pass\n")
     print(
-        "| model | load | pick (confidence) | fastest accurate in truth | regret | analysis s | truth s | ratio | "
+        "| model | load | pick (confidence) | fastest accurate in truth | regret (by) | analysis s | truth s | ratio | "
         "load avg before |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
@@ -503,12 +512,14 @@ def print_tables(inspected: dict[str, dict], manifest: dict[str, dict], runs: li
                 best = min(accurate, key=accurate.get)
                 fastest = f"{best} {accurate[best]:.2f} ms"
         r = regret(analysis.get("pick", ""), judged) if analysis["ok"] and judged.get("ok") else None
+        judged_by = "quiet truth" if run.get("judged_by_quiet") else "own truth"
         truth_wall = run["truth"].get("process_wall_s")
         ratio = analysis["wall_s"] / truth_wall if analysis["ok"] and truth_wall else None
         print(
             f"| {run['model']} | {run['load']} | "
             f"{analysis.get('pick', 'FAILED: ' + analysis.get('why', '')[:80])} ({analysis.get('confidence', '-')}) | "
-            f"{fastest} | {f'{r:.2f}' if r else '-'} | {analysis['wall_s']:.0f} | "
+            f"{fastest} | {f'{r:.2f}' if r else '-'} ({judged_by}) | "
+            f"{analysis['wall_s']:.0f} | "
             f"{f'{truth_wall:.0f}' if truth_wall else '-'} | {f'{ratio:.2f}' if ratio else '-'} | "
             f"{analysis.get('load_before', 0):.2f} |"
         )
@@ -541,6 +552,12 @@ def main() -> None:
     parser.add_argument("--via", default="", help="a team server URL: analyse there (its worker measures), --tag")
     parser.add_argument("--tag", default="zoo", help="with --via: the model suite the analyses belong to")
     parser.add_argument("--json", type=Path, help="write every number here too")
+    parser.add_argument(
+        "--analyses-from", type=Path, help="an earlier run's --json: reuse its analyses, measure the truth again"
+    )
+    parser.add_argument(
+        "--quiet-truth", type=Path, help="an earlier run's --json: judge this run's picks by its quiet truth"
+    )
     parser.add_argument("--truth-of", help=argparse.SUPPRESS)
     parser.add_argument("--options", default=",".join(TRUTH_OPTIONS), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -560,6 +577,12 @@ def main() -> None:
     )
     runs: list[dict] = []
     quiet_truth: dict[str, dict] = {}
+    reused: dict[tuple[str, str], dict] = {}
+    if args.analyses_from:
+        reused = {(r["model"], r["load"]): r["analysis"] for r in json.loads(args.analyses_from.read_text())["runs"]}
+    if args.quiet_truth:
+        earlier = json.loads(args.quiet_truth.read_text())["runs"]
+        quiet_truth = {run["model"]: run["truth"] for run in earlier if run["load"] == "quiet" and run["truth"]["ok"]}
     for load in [x for x in args.loads.split(",") if x]:
         for name in [n for n in args.analyze.split(",") if n]:
             built = manifest.get(name, {})
@@ -567,7 +590,7 @@ def main() -> None:
                 continue
             path = args.dir / built["file"]
             with BusyLoad(os.cpu_count() or 1) if load == "busy" else _Quiet():
-                analysis = analyse(path, built, args.via, args.tag)
+                analysis = reused.get((name, load)) or analyse(path, built, args.via, args.tag)
                 measured = measure_truth(path, list(TRUTH_OPTIONS), args.rounds, args.min_run_time)
             if load == "quiet" and measured.get("ok"):
                 quiet_truth[name] = measured
@@ -578,6 +601,7 @@ def main() -> None:
                     "analysis": analysis,
                     "truth": measured,
                     "judged_by": quiet_truth.get(name, measured),
+                    "judged_by_quiet": name in quiet_truth,
                 }
             )
             print(
