@@ -1,7 +1,7 @@
 """Database tables and their API shapes (SQLModel: Base -> table / Create / Public per entity).
 
 Timestamps are timezone-aware UTC datetimes (the server clock is the only clock). JSON payloads (context,
-inspection, measurements, recommendation) are stored as JSON columns in the shapes of advisor.core.schema.
+inspection, measurements, recommendation) are stored as JSON columns in the shapes of advisor.core.results.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class Analysis(AnalysisBase, table=True):
     backends: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     dedupe_key: str = Field(max_length=64, index=True)
     inspection: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
-    # the MeasurementRun the worker posted (advisor.core.schema.MeasurementRun)
+    # the MeasurementRun the worker posted (advisor.core.results.MeasurementRun)
     measurements: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     recommendation: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     # the source-side report `analyze FILE.py:factory --server` uploaded with the program (advisor.core.source_report,

@@ -1,4 +1,4 @@
-"""Builders of synthetic Inspection / MeasurementRun dicts (advisor/core/schema.py shapes) for decision tests.
+"""Builders of synthetic Inspection / MeasurementRun dicts (advisor.core.results shapes) for decision tests.
 
 Torch-free: the decision engine and reports are tested without compiling anything.
 """

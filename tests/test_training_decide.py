@@ -1,6 +1,6 @@
 """Scenario: the same model deployed for inference and for training; the training figures drive a training decision.
 
-Torch-free: synthetic MeasurementRuns (advisor/core/schema.py shapes) of one model, once per workload.
+Torch-free: synthetic MeasurementRuns (advisor.core.results shapes) of one model, once per workload.
 """
 
 from __future__ import annotations

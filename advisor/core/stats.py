@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-
-from advisor.core.schema import LatencyStats
+from typing import Any
 
 # IQR / median above this is "noisy" (torch.utils.benchmark's adaptive_autorange uses the same 0.1).
 NOISY_IQR_RATIO = 0.1
@@ -90,7 +89,7 @@ def summarize(
     noisy_iqr_ratio: float = NOISY_IQR_RATIO,
     calls_per_sample: int = 1,
     block_sizes: Sequence[int] | None = None,
-) -> LatencyStats:
+) -> dict[str, Any]:
     """Summarise per-call times in **seconds** as a LatencyStats in **milliseconds**.
 
     With `calls_per_sample` k > 1 each sample is the mean per-call time of a block of k back-to-back
@@ -110,20 +109,20 @@ def summarize(
     iqr = percentile(ordered, 75) - percentile(ordered, 25)
     ci_low, ci_high = median_ci(ordered)
     noisy = med <= 0 or iqr / med > noisy_iqr_ratio
-    return LatencyStats(
-        n=n,
-        median_ms=med,
-        p90_ms=percentile(ordered, 90),
-        p99_ms=percentile(ordered, 99),
-        mean_ms=mean,
-        stdev_ms=stdev,
-        iqr_ms=iqr,
-        ci_low_ms=ci_low,
-        ci_high_ms=ci_high,
-        verdict="noisy" if noisy else "valid",
-        calls_per_sample=calls_per_sample,
-        drift=drift(samples_s, block_sizes) if block_sizes else None,
-    )
+    return {
+        "n": n,
+        "median_ms": med,
+        "p90_ms": percentile(ordered, 90),
+        "p99_ms": percentile(ordered, 99),
+        "mean_ms": mean,
+        "stdev_ms": stdev,
+        "iqr_ms": iqr,
+        "ci_low_ms": ci_low,
+        "ci_high_ms": ci_high,
+        "verdict": "noisy" if noisy else "valid",
+        "calls_per_sample": calls_per_sample,
+        "drift": drift(samples_s, block_sizes) if block_sizes else None,
+    }
 
 
 def drift(samples: Sequence[float], block_sizes: Sequence[int]) -> float | None:
@@ -144,7 +143,7 @@ def drift(samples: Sequence[float], block_sizes: Sequence[int]) -> float | None:
     return (percentile(medians, 90) - percentile(medians, 10)) / middle if middle > 0 else None
 
 
-def speedup(baseline: LatencyStats, candidate: LatencyStats) -> tuple[float, list[float]]:
+def speedup(baseline: dict[str, Any], candidate: dict[str, Any]) -> tuple[float, list[float]]:
     """baseline median / candidate median, with a conservative interval from the two medians' CIs."""
     ratio = baseline["median_ms"] / candidate["median_ms"]
     low = baseline["ci_low_ms"] / candidate["ci_high_ms"]

@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from advisor.core import quantized
-from advisor.core.schema import Accuracy
 
 # (atol, rtol) per output dtype. float32 is loose enough for reordered reductions, tight enough to
 # catch a wrong kernel; half types follow torch.testing's bfloat16 / float16 defaults, loosened.
@@ -53,8 +52,9 @@ def compare_outputs(
     eager: Sequence[Any],
     reference_fp64: Sequence[Any] | None,
     tolerance: Mapping[str, float | None] | None = None,
-) -> Accuracy:
-    """Compare a backend's output leaves with eager's (and with the float64 reference when given).
+) -> dict[str, Any]:
+    """Compare a backend's output leaves with eager's (and with the float64 reference when given): an
+    advisor.core.results.Accuracy, as a plain dict.
 
     `tolerance`: {"atol", "rtol"} overriding the dtype defaults (the deployment context's
     `accuracy_tolerance`); a None value keeps that default."""
@@ -86,16 +86,16 @@ def compare_outputs(
         if reference_fp64 is not None:
             floats_ref.append(reference_fp64[i].detach().cpu().double().flatten())
     if not floats_res:
-        return Accuracy(
-            passed=True,
-            max_abs_err=0.0,
-            rmse=0.0,
-            reference_rmse=0.0,
-            rmse_ratio=None,
-            cosine=1.0,
-            atol=atol,
-            rtol=rtol,
-        )
+        return {
+            "passed": True,
+            "max_abs_err": 0.0,
+            "rmse": 0.0,
+            "reference_rmse": 0.0,
+            "rmse_ratio": None,
+            "cosine": 1.0,
+            "atol": atol,
+            "rtol": rtol,
+        }
     res_all, eager_all = torch.cat(floats_res), torch.cat(floats_eager)
     ref_all = torch.cat(floats_ref) if floats_ref else eager_all
     max_abs = _finite(float((res_all - eager_all).abs().nan_to_num(nan=math.inf).max()))
@@ -119,16 +119,16 @@ def compare_outputs(
     else:
         passed = cosine >= MIN_COSINE
         reason = None if passed else f"no float64 reference; cosine similarity to eager is {cosine:.4f} < {MIN_COSINE}"
-    accuracy = Accuracy(
-        passed=passed,
-        max_abs_err=max_abs,
-        rmse=rmse,
-        reference_rmse=ref_rmse,
-        rmse_ratio=ratio,
-        cosine=cosine,
-        atol=atol,
-        rtol=rtol,
-    )
+    accuracy = {
+        "passed": passed,
+        "max_abs_err": max_abs,
+        "rmse": rmse,
+        "reference_rmse": ref_rmse,
+        "rmse_ratio": ratio,
+        "cosine": cosine,
+        "atol": atol,
+        "rtol": rtol,
+    }
     if reason:
         accuracy["reason"] = reason
     return accuracy
@@ -150,18 +150,18 @@ def _finite(value: float) -> float:
     return value if math.isfinite(value) else 1.7976931348623157e308
 
 
-def _structural_failure(reason: str) -> Accuracy:
-    return Accuracy(
-        passed=False,
-        max_abs_err=1.7976931348623157e308,
-        rmse=1.7976931348623157e308,
-        reference_rmse=0.0,
-        rmse_ratio=None,
-        cosine=0.0,
-        atol=0.0,
-        rtol=0.0,
-        reason=reason,
-    )
+def _structural_failure(reason: str) -> dict[str, Any]:
+    return {
+        "passed": False,
+        "max_abs_err": 1.7976931348623157e308,
+        "rmse": 1.7976931348623157e308,
+        "reference_rmse": 0.0,
+        "rmse_ratio": None,
+        "cosine": 0.0,
+        "atol": 0.0,
+        "rtol": 0.0,
+        "reason": reason,
+    }
 
 
 # ------------------------------------------------------------------ quantized options
@@ -213,8 +213,8 @@ def quantized_drift(result: Sequence[Any], eager: Sequence[Any]) -> dict[str, An
 
 
 def judge_quantized(
-    accuracy: Accuracy, result: Sequence[Any], eager: Sequence[Any], tolerance: Mapping[str, Any] | None = None
-) -> Accuracy:
+    accuracy: dict[str, Any], result: Sequence[Any], eager: Sequence[Any], tolerance: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """`accuracy` (from `compare_outputs`) judged as an int8 option's: passed when the drift from the float model
     is within the tolerated one, whatever allclose said; `accuracy["quantized"]` holds the drift and the limits.
     Outputs that do not line up keep `compare_outputs`' failure."""
@@ -223,7 +223,7 @@ def judge_quantized(
         return accuracy
     min_cosine, min_top1 = quantized.limits(tolerance)
     failure = quantized.drift_failure(drift, min_cosine, min_top1)
-    judged = Accuracy(**{k: v for k, v in accuracy.items() if k != "reason"})  # type: ignore[typeddict-item]
+    judged = {k: v for k, v in accuracy.items() if k != "reason"}
     judged["passed"] = failure is None
     judged["quantized"] = {**drift, "min_cosine": min_cosine, "min_top1_agreement": min_top1}
     if failure:

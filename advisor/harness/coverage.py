@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from advisor.core.schema import CoverageSource, InductorStatus, TorchAirStatus
+from advisor.core.results import InductorStatus, TorchAirStatus
 
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "torchair_coverage.json"
 
@@ -249,7 +249,7 @@ def _has_kernel(op: Any, dispatch_key: str) -> bool:
 class TorchAirCoverage(Protocol):
     def status(self, op_name: str) -> TorchAirStatus: ...
     def note(self, op_name: str) -> str | None: ...
-    def source(self) -> CoverageSource: ...
+    def source(self) -> dict[str, Any]: ...
 
 
 class TorchAirTable:
@@ -285,7 +285,7 @@ class TorchAirTable:
             return any(meta.startswith(f"{name}.") for meta in self._npu_meta)
         return name in self._npu_meta
 
-    def source(self) -> CoverageSource:
+    def source(self) -> dict[str, Any]:
         return {"source": "table", "torch_npu_version": self.torch_npu_version}
 
 
@@ -312,7 +312,7 @@ class LiveTorchAirRegistry:
     def note(self, op_name: str) -> str | None:
         return _note_for(op_name, self.status(op_name))
 
-    def source(self) -> CoverageSource:
+    def source(self) -> dict[str, Any]:
         return {"source": "live", "torch_npu_version": self.torch_npu_version}
 
     def _converter(self, op_name: str) -> Any | None:
@@ -396,7 +396,7 @@ def torchair_may_auto_convert(op_name: str) -> bool:
     return namespace not in ("aten", "prims") and torchair_status(op_name) == "none"
 
 
-def torchair_source() -> CoverageSource:
+def torchair_source() -> dict[str, Any]:
     """Where `torchair_status` answers come from ("live" registry or "table") and the torch_npu version."""
     return active_torchair_coverage().source()
 

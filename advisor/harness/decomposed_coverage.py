@@ -39,7 +39,6 @@ import torch
 from torch._C import DispatchKey
 from torch.utils import _pytree as pytree
 
-from advisor.core.schema import OpInfo
 from advisor.core.text import first_line
 from advisor.harness import coverage
 from advisor.harness.coverage import op_name
@@ -79,7 +78,7 @@ _PER_DEVICE_NOTE = (
 )
 
 
-def judge_on_received_ops(program: torch.export.ExportedProgram, ops: list[OpInfo]) -> list[str]:
+def judge_on_received_ops(program: torch.export.ExportedProgram, ops: list[dict[str, Any]]) -> list[str]:
     """Judge each op's coverage on the ops the compilers really receive for it, in place.
 
     TorchAir: an op decomposed before TorchAir sees it takes the worst status of the ops it becomes
@@ -114,7 +113,7 @@ def describe_error(error: BaseException) -> str:
     return text
 
 
-def add_table_notes(ops: list[OpInfo]) -> None:
+def add_table_notes(ops: list[dict[str, Any]]) -> None:
     """`coverage.torchair_note` for each op whose TorchAir status is the table's own and has no note yet."""
     for op in ops:
         if "torchair_via" not in op["coverage"] and (functional := _functional_form(op["name"])) is not None:
@@ -132,7 +131,7 @@ def add_table_notes(ops: list[OpInfo]) -> None:
                 op["coverage"]["torchair_unknown"] = True
 
 
-def _judge_torchair(program: torch.export.ExportedProgram, ops: list[OpInfo]) -> None:
+def _judge_torchair(program: torch.export.ExportedProgram, ops: list[dict[str, Any]]) -> None:
     """Each op's TorchAir status from the ops it is decomposed into before TorchAir sees it (the table answers for
     an op that is not decomposed, or whose decomposition could not be traced back)."""
     table = torchair_table()
@@ -148,7 +147,7 @@ def _judge_torchair(program: torch.export.ExportedProgram, ops: list[OpInfo]) ->
             _judge_torchair_via(op, [name for name in via if name not in EXPORT_ONLY_OPS])
 
 
-def _judge_torchair_via(op: OpInfo, via: list[str]) -> None:
+def _judge_torchair_via(op: dict[str, Any], via: list[str]) -> None:
     """`op`'s TorchAir coverage from the ops `via` it becomes: unknown when one is a per-device kernel, else the
     worst of their statuses, with a note saying why."""
     if any(_CPU_KERNEL_MARK in name for name in via):
@@ -173,7 +172,7 @@ def _torchair_via_note(name: str, via: list[str], statuses: dict[str, str]) -> s
     return None
 
 
-def _judge_inductor(program: torch.export.ExportedProgram, ops: list[OpInfo]) -> list[str]:
+def _judge_inductor(program: torch.export.ExportedProgram, ops: list[dict[str, Any]]) -> list[str]:
     names = [op["name"] for op in ops if op["coverage"]["inductor"] == "decomposed"]
     received = received_ops(program, names, inductor_table()) if names else {}
     warnings = []

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from advisor.core.schema import DeviceKind, Environment
+from advisor.core.results import DeviceKind
 
 AUTOLOAD_ENV = "TORCH_DEVICE_BACKEND_AUTOLOAD"
 
@@ -109,21 +109,22 @@ class Device:
         peak = _peak_rss_bytes()
         return (None if peak is None else max(0, peak - baseline) / 2**20), "rss"
 
-    def describe(self) -> Environment:
+    def describe(self) -> dict[str, Any]:
+        """This device's advisor.core.results.Environment, as a plain dict (the measuring child's)."""
         import torch
 
-        env = Environment(
-            device=self.kind,
-            device_name=self._name(),
-            soc_version=None,
-            cann_version=None,
-            driver_version=None,
-            torch_version=torch.__version__,
-            torch_npu_version=None,
-            python_version=platform.python_version(),
-            host=socket.gethostname(),
-            measured_on=self.measured_on,
-        )
+        env = {
+            "device": self.kind,
+            "device_name": self._name(),
+            "soc_version": None,
+            "cann_version": None,
+            "driver_version": None,
+            "torch_version": torch.__version__,
+            "torch_npu_version": None,
+            "python_version": platform.python_version(),
+            "host": socket.gethostname(),
+            "measured_on": self.measured_on,
+        }
         env["torch_threads"] = torch.get_num_threads()  # the intra-op threads every timed call ran with
         cpu_model = _cpu_model()
         if cpu_model:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from advisor.core.schema import Accuracy
 from advisor.harness.accuracy import compare_outputs
 
 _WORST = 1.7976931348623157e308
@@ -22,7 +21,7 @@ _WORST = 1.7976931348623157e308
 
 def compare_gradients(
     result: Sequence[tuple[str, Any]], reference: dict, tolerance: Mapping[str, float | None] | None = None
-) -> Accuracy:
+) -> dict[str, Any]:
     """`result`: (parameter name, gradient or None) from the backend's first step; `reference`: from
     `advisor.harness.training_step.reference_gradients`; `tolerance` as in `compare_outputs` (applied to the scaled
     gradients). The reason (on failure) names the gradients."""
@@ -84,15 +83,15 @@ def _worst_relative(names: list[str], keep: list[int], got: dict, grads: list, s
     return f"{name}, {error:.3g} of its largest element"
 
 
-def _failure(reason: str) -> Accuracy:
-    return Accuracy(
-        passed=False,
-        max_abs_err=_WORST,
-        rmse=_WORST,
-        reference_rmse=0.0,
-        rmse_ratio=None,
-        cosine=0.0,
-        atol=0.0,
-        rtol=0.0,
-        reason=reason,
-    )
+def _failure(reason: str) -> dict[str, Any]:
+    return {
+        "passed": False,
+        "max_abs_err": _WORST,
+        "rmse": _WORST,
+        "reference_rmse": 0.0,
+        "rmse_ratio": None,
+        "cosine": 0.0,
+        "atol": 0.0,
+        "rtol": 0.0,
+        "reason": reason,
+    }

@@ -1,7 +1,8 @@
 """Graph breaks under `torch.compile`, from Dynamo's own `torch._dynamo.explain`.
 
 explain runs the model for real (with Dynamo's "eager" backend, no Inductor compile), so callers only use
-it on runnable models; it runs under `torch.no_grad()` with Dynamo's caches reset before and after.
+it on runnable models; it runs under `torch.no_grad()` with Dynamo's caches reset before and after. The answer is an
+advisor.core.results.GraphBreaks, as a plain dict.
 """
 
 from __future__ import annotations
@@ -10,13 +11,12 @@ import os
 import re
 from typing import Any
 
-from advisor.core.schema import GraphBreak, GraphBreaks
 from advisor.core.text import first_line
 
 
 def find_graph_breaks(
     fn: Any, args: tuple, kwargs: dict | None = None, *, script_module: Any | None = None
-) -> GraphBreaks:
+) -> dict[str, Any]:
     """Count and explain the graph breaks Dynamo hits when compiling `fn(*args, **kwargs)`.
 
     A break's location is the user's source line: Dynamo's innermost frame when it is a real file; when it is the
@@ -43,7 +43,7 @@ def find_graph_breaks(
     if result.graph_count == 0:
         return not_analysed("Dynamo compiled nothing: it skipped the whole forward and would run it eagerly")
     sources = torchscript_sources(script_module) if script_module is not None else None
-    reasons: list[GraphBreak] = [
+    reasons: list[dict[str, Any]] = [
         {"reason": first_line(reason.reason), "location": _location(reason.user_stack, fn, sources)}
         for reason in result.break_reasons
     ]
@@ -55,7 +55,7 @@ def find_graph_breaks(
     }
 
 
-def not_analysed(note: str) -> GraphBreaks:
+def not_analysed(note: str) -> dict[str, Any]:
     return {"analysed": False, "count": None, "graph_count": None, "reasons": [], "note": note}
 
 

@@ -1,4 +1,4 @@
-"""What is inside a model file: one JSON-serializable `Inspection` (see advisor/core/schema.py).
+"""What is inside a model file: one JSON-serializable dict in the shape of advisor.core.results.Inspection.
 
 Ops come from the exported graph (the TorchScript graph when conversion failed), each with its coverage by
 Inductor and TorchAir, judged on the ops each compiler really receives for it (see
@@ -17,7 +17,6 @@ from typing import Any
 import torch
 
 from advisor.core.artifacts import BUILTIN_OP_NAMESPACES
-from advisor.core.schema import GraphBreaks, Inspection, OpInfo
 from advisor.harness import coverage
 from advisor.harness.decomposed_coverage import add_table_notes, judge_on_received_ops
 from advisor.harness.flops import count_flops
@@ -27,13 +26,15 @@ from advisor.harness.loading import LoadedModel, load_model
 _QUIET_LOGGERS = ("torch._dynamo", "torch._export", "torch.export", "torch.fx.experimental.symbolic_shapes")
 
 
-def inspect_model(path: str, *, inputs_file: str | None = None, input_shapes: list[str] | None = None) -> Inspection:
+def inspect_model(
+    path: str, *, inputs_file: str | None = None, input_shapes: list[str] | None = None
+) -> dict[str, Any]:
     """Load and inspect a model file. Raises `advisor.harness.loading.LoadError` with a readable message."""
     with _quiet_torch_logs():
         return inspect_loaded(load_model(path, inputs_file=inputs_file, input_shapes=input_shapes))
 
 
-def inspect_loaded(loaded: LoadedModel) -> Inspection:
+def inspect_loaded(loaded: LoadedModel) -> dict[str, Any]:
     """Inspect an already loaded model."""
     with _quiet_torch_logs():
         exported = loaded.exported_program is not None
@@ -57,7 +58,7 @@ def inspect_loaded(loaded: LoadedModel) -> Inspection:
         if flops is None:
             warnings.append("FLOPs could not be counted for this model")
         return {
-            "format": loaded.format,  # type: ignore[typeddict-item]
+            "format": loaded.format,
             "saved_with_torch": loaded.saved_with_torch,
             "parameters": _parameter_totals(loaded),
             "flops": flops,
@@ -131,7 +132,7 @@ def _torchscript_op_names(graph: Any) -> Iterator[str]:
         yield f"{namespace}.{rest}" if "." in rest else f"{namespace}.{rest}.default"
 
 
-def _op_info(name: str, op: Any, count: int, stubbed: list[str], exported: bool = False) -> OpInfo:
+def _op_info(name: str, op: Any, count: int, stubbed: list[str], exported: bool = False) -> dict[str, Any]:
     """One op's entry. `has_fake_kernel` only from evidence: a built-in op of an ExportedProgram was run on fake
     tensors when the program was exported (export traces with FakeTensor, and draft_export infers fake kernels
     only for custom ops), so it has one; other ops are checked against FakeTensor's own dispatch
@@ -152,7 +153,7 @@ def _op_info(name: str, op: Any, count: int, stubbed: list[str], exported: bool 
         "namespace": name.split(".")[0],
         "count": count,
         "has_fake_kernel": fake,
-        "coverage": {"inductor": inductor, "torchair": coverage.torchair_status(name)},  # type: ignore[typeddict-item]
+        "coverage": {"inductor": inductor, "torchair": coverage.torchair_status(name)},
     }
 
 
@@ -183,7 +184,7 @@ def _parameter_totals(loaded: LoadedModel) -> dict[str, int]:
     }
 
 
-def _graph_breaks(loaded: LoadedModel) -> GraphBreaks:
+def _graph_breaks(loaded: LoadedModel) -> dict[str, Any]:
     runnable, why_not = loaded.runnable
     if not runnable:
         return not_analysed(f"graph breaks need a real run of the model, which is not possible here: {why_not}")

@@ -33,7 +33,6 @@ import torch
 
 from advisor.core.artifacts import ArtifactInfo, ArtifactRejected, sniff
 from advisor.core.denied_ops import OpRefused, denied_reason, refusal
-from advisor.core.schema import DynamicDim, InputSpec
 from advisor.core.text import first_line
 from advisor.harness import custom_op_stubs, pytree_outputs
 from advisor.harness.model_inputs import (
@@ -65,8 +64,8 @@ class LoadedModel:
     exported_program: Any | None
     script_module: Any | None
     example_inputs: tuple
-    input_specs: list[InputSpec]
-    dynamic_dims: list[DynamicDim]
+    input_specs: list[dict[str, Any]]  # advisor.core.results.InputSpec, as plain dicts
+    dynamic_dims: list[dict[str, Any]]  # advisor.core.results.DynamicDim
     saved_with_torch: str | None
     runnable: tuple[bool, str | None]
     stubbed_ops: list[str] = field(default_factory=list)
@@ -253,7 +252,7 @@ def _read_programs(path: str, names: list[str]) -> tuple[Any, dict[str, Any]]:
     return programs["decode"], programs
 
 
-def _call_signature(specs: list[InputSpec]) -> str:
+def _call_signature(specs: list[dict[str, Any]]) -> str:
     return ", ".join(f"{spec['name']}=..." if spec.get("keyword") else spec["name"] for spec in specs)
 
 
@@ -325,24 +324,24 @@ def _user_input_nodes(ep: Any) -> list[Any]:
     return [node for node in ep.graph.nodes if node.op == "placeholder" and node.name in user_inputs]
 
 
-def _exported_input_specs(ep: Any) -> list[InputSpec]:
+def _exported_input_specs(ep: Any) -> list[dict[str, Any]]:
     """One spec per tensor input, in the program's input order; `keyword` marks inputs passed by keyword."""
     split = split_in_spec(ep.call_spec.in_spec)
     positional_leaves = split.positional_leaves if split is not None else None
-    specs: list[InputSpec] = []
+    specs: list[dict[str, Any]] = []
     for index, node in enumerate(_user_input_nodes(ep)):
         value = node.meta.get("val")
         if isinstance(value, torch.Tensor):
             shape = [int(dim) if isinstance(dim, int) else str(dim) for dim in value.shape]
-            spec: InputSpec = {"name": node.name, "shape": shape, "dtype": dtype_name(value.dtype)}
+            spec: dict[str, Any] = {"name": node.name, "shape": shape, "dtype": dtype_name(value.dtype)}
             if positional_leaves is not None and split is not None and split.keywords:
-                spec["keyword"] = index >= positional_leaves  # type: ignore[typeddict-unknown-key]
+                spec["keyword"] = index >= positional_leaves
             specs.append(spec)
     return specs
 
 
 def _exported_example_inputs(
-    ep: Any, specs: list[InputSpec], inputs_file: str | None, input_shapes: list[str]
+    ep: Any, specs: list[dict[str, Any]], inputs_file: str | None, input_shapes: list[str]
 ) -> tuple[tuple, str]:
     names = [spec["name"] for spec in specs]
     if inputs_file:
@@ -383,9 +382,9 @@ def _symbol_hint(ep: Any, symbol: str) -> int:
     return 2
 
 
-def _dynamic_dims(ep: Any) -> list[DynamicDim]:
+def _dynamic_dims(ep: Any) -> list[dict[str, Any]]:
     ranges = {str(sym): value_range for sym, value_range in ep.range_constraints.items()}
-    dims: list[DynamicDim] = []
+    dims: list[dict[str, Any]] = []
     for node in _user_input_nodes(ep):
         value = node.meta.get("val")
         if not isinstance(value, torch.Tensor):
@@ -480,7 +479,7 @@ def _load_torchscript(path: str, inputs_file: str | None, input_shapes: list[str
             f"A TorchScript file carries no input shapes. Give its inputs ({', '.join(names)}) with --inputs FILE "
             f"(a torch.save'd tensor, tuple or dict name->tensor) or with {flags} (your real sizes)."
         )
-    specs: list[InputSpec] = [
+    specs: list[dict[str, Any]] = [
         {"name": name, "shape": list(tensor.shape), "dtype": dtype_name(tensor.dtype)}
         for name, tensor in zip(names, example_inputs, strict=False)
         if isinstance(tensor, torch.Tensor)

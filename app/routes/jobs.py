@@ -44,10 +44,10 @@ class CompleteBody(BaseModel):
     """Validated by the handler (app.results), so that a bad shape also fails the job with its reason."""
 
     inspection: Any = Field(
-        default=None, json_schema_extra={"type": ["object", "null"]}, description="advisor.core.schema.Inspection"
+        default=None, json_schema_extra={"type": ["object", "null"]}, description="advisor.core.results.Inspection"
     )
     measurements: Any = Field(
-        default=None, json_schema_extra={"type": ["object", "null"]}, description="advisor.core.schema.MeasurementRun"
+        default=None, json_schema_extra={"type": ["object", "null"]}, description="advisor.core.results.MeasurementRun"
     )
 
 
@@ -72,7 +72,7 @@ COMPLETE_RESPONSES = {
     **LEASE_RESPONSES,
     403: {"description": "the job is leased to a worker that another token registered"},
     422: {
-        "description": "the results were refused: not the documented shape (advisor.core.schema), impossible "
+        "description": "the results were refused: not the documented shape (advisor.core.results), impossible "
         "numbers (a latency, speedup, compile time or memory that is not finite, not positive or inconsistent), or "
         "not the job's (the inspection's artifact_sha256 is not the job's artifact, a row's backend or mode was not "
         "asked for); one {field, message} per problem. Nothing changed: the job is still leased to this worker, "

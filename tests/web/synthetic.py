@@ -1,4 +1,4 @@
-"""Synthetic analyses in the shapes of advisor.core.schema, for page tests and the dashboard benchmark.
+"""Synthetic analyses in the shapes of advisor.core.results, for page tests and the dashboard benchmark.
 
 They are made-up numbers (clearly: measured_on = "synthetic"), never shown as measurements of anything.
 `seed_analyses` writes them straight into the server's tables the way the server stores a finished job.

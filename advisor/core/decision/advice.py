@@ -20,7 +20,6 @@ from advisor.core.decision.rules import (
     short_list,
     unresolved_phrase,
 )
-from advisor.core.schema import Caveat
 
 LONG_COMPILE_S = 5.0  # above this a shipped compile cache is worth suggesting
 # torch_npu's Inductor (torch_npu/_inductor) generates Triton kernels by default; without triton-ascend it registers no
@@ -113,7 +112,7 @@ def unmeasured_why_not(other: Option, chosen: Option) -> str:
     return f"measured (status {status}), but the selection tree prefers {chosen.label} here"
 
 
-def noise_caveats(quality: dict[str, Any] | None) -> list[Caveat]:
+def noise_caveats(quality: dict[str, Any] | None) -> list[dict[str, str]]:
     """The run's noise (advisor.core.noise): the whole run when the machine's speed changed or it was loaded, else
     every noisy row by name."""
     if not quality or not quality.get("noisy"):
@@ -131,25 +130,25 @@ def noise_caveats(quality: dict[str, Any] | None) -> list[Caveat]:
         reasons = "; ".join(quality.get("run_reasons") or quality.get("reasons") or ())
         rows = quality.get("noisy_rows") or {}
         also = f" Noisy rows: {', '.join(rows)}." if rows else ""
-        return [Caveat(issue=f"The whole run was noisy{again}: {reasons}.{also}", fix=fix)]
+        return [{"issue": f"The whole run was noisy{again}: {reasons}.{also}", "fix": fix}]
     rows = quality.get("noisy_rows") or {}
     listed = "; ".join(f"{name} ({why})" for name, why in rows.items())
-    return [Caveat(issue=f"Noisy timings for {', '.join(rows)}{again}: {listed}.", fix=fix)]
+    return [{"issue": f"Noisy timings for {', '.join(rows)}{again}: {listed}.", "fix": fix}]
 
 
-def shared_node_caveats(quality: dict[str, Any] | None) -> list[Caveat]:
+def shared_node_caveats(quality: dict[str, Any] | None) -> list[dict[str, str]]:
     """The load average says other work shared the node before or while the options were timed (noise.shared_reasons,
     threshold noise.SHARED_LOAD_PER_CORE per core)."""
     reasons = (quality or {}).get("shared_reasons") or []
     if not reasons:
         return []
     return [
-        Caveat(
-            issue=f"The node was shared while measuring: {'; '.join(reasons)}. Absolute latencies are the shared "
+        {
+            "issue": f"The node was shared while measuring: {'; '.join(reasons)}. Absolute latencies are the shared "
             "node's; the side-by-side speedups hold only as long as the load stayed steady.",
-            fix="Measure on a node with no other jobs (or pin the worker to dedicated cores) before relying on the "
+            "fix": "Measure on a node with no other jobs (or pin the worker to dedicated cores) before relying on the "
             "latencies.",
-        )
+        }
     ]
 
 
@@ -162,100 +161,102 @@ def caveats_for(
     trade: TradeOff | None,
     export_blockers: list[str],
     quality: dict[str, Any] | None = None,
-) -> list[Caveat]:
-    caveats: list[Caveat] = []
+) -> list[dict[str, str]]:
+    """The recommendation's caveats, each {"issue", "fix"} (advisor.core.results.Caveat, as the engine stores it)."""
+    caveats: list[dict[str, str]] = []
     if prov.note and (prov.usable or prov.device is not None):
         caveats.append(
-            Caveat(
-                issue=f"Provenance: {prov.note}.",
-                fix=f"Re-run the analysis on {_a(context.target)} worker before relying on the numbers.",
-            )
+            {
+                "issue": f"Provenance: {prov.note}.",
+                "fix": f"Re-run the analysis on {_a(context.target)} worker before relying on the numbers.",
+            }
         )
     if not prov.usable:
         caveats.append(
-            Caveat(
-                issue="Unmeasured: this recommendation comes from the selection tree and op coverage only.",
-                fix=f"Measure on {_a(context.target)} node (npu-advisor analyze on that node, or a worker).",
-            )
+            {
+                "issue": "Unmeasured: this recommendation comes from the selection tree and op coverage only.",
+                "fix": f"Measure on {_a(context.target)} node (npu-advisor analyze on that node, or a worker).",
+            }
         )
     if context.workload == "training" and prov.usable:
         caveats.append(
-            Caveat(
-                issue="Training: times, compile break-even and peak memory are per training step (forward, the "
+            {
+                "issue": "Training: times, compile break-even and peak memory are per training step (forward, the "
                 f"advisor's default loss, backward, {context.optimizer} step), gradients and optimizer state "
                 "included; expected_calls_per_compile is read as steps per compile.",
-                fix="Set expected_calls_per_compile to the steps one compiled model runs (steps per job between "
+                "fix": "Set expected_calls_per_compile to the steps one compiled model runs (steps per job between "
                 "recompiles), and set the optimizer to the one you train with (sgd or adamw) if it is not "
                 f"{context.optimizer}.",
-            )
+            }
         )
     if not facts.runnable:
         caveats.append(
-            Caveat(
-                issue=f"The model could not run where it was inspected: {facts.runnable_reason}.",
-                fix="Inspect and measure on a node that has the model's custom-op libraries (torch_npu).",
-            )
+            {
+                "issue": f"The model could not run where it was inspected: {facts.runnable_reason}.",
+                "fix": "Inspect and measure on a node that has the model's custom-op libraries (torch_npu).",
+            }
         )
     for gb in facts.graph_breaks:
         where = f" at {gb['location']}" if gb.get("location") else ""
         caveats.append(
-            Caveat(
-                issue=f"Graph break{where}: {gb.get('reason', 'unknown reason')}",
-                fix="Remove the break (e.g. avoid .item()/data-dependent Python control flow, use torch.cond); "
+            {
+                "issue": f"Graph break{where}: {gb.get('reason', 'unknown reason')}",
+                "fix": "Remove the break (e.g. avoid .item()/data-dependent Python control flow, use torch.cond); "
                 "check with torch._dynamo.explain(model)(*inputs).",
-            )
+            }
         )
     if facts.graph_break_count > len(facts.graph_breaks):
         caveats.append(
-            Caveat(
-                issue=f"{facts.graph_break_count} graph breaks in total.",
-                fix="List them with torch._dynamo.explain(model)(*inputs).",
-            )
+            {
+                "issue": f"{facts.graph_break_count} graph breaks in total.",
+                "fix": "List them with torch._dynamo.explain(model)(*inputs).",
+            }
         )
     untraceable = [n for n in facts.inductor_untraceable if n in facts.custom_ops]
     if untraceable:
         caveats.append(
-            Caveat(
-                issue=f"torch.compile cannot trace {short_list(untraceable)} (no fake/meta kernel): "
+            {
+                "issue": f"torch.compile cannot trace {short_list(untraceable)} (no fake/meta kernel): "
                 "a graph break at each call.",
-                fix="Register a fake kernel with torch.library.register_fake('<ns>::<op>') so Dynamo can trace it.",
-            )
+                "fix": "Register a fake kernel with torch.library.register_fake('<ns>::<op>') so Dynamo can trace it.",
+            }
         )
     if facts.torchair_unknown and context.target == "npu" and not (prov.usable and prov.real):
         caveats.append(
-            Caveat(
-                issue=f"TorchAir GE coverage of {short_list(facts.torchair_unknown)} is unknown until measured on "
+            {
+                "issue": f"TorchAir GE coverage of {short_list(facts.torchair_unknown)} is unknown until measured on "
                 "an NPU: on this host the op decomposes into CPU kernels TorchAir never sees; on an NPU torch_npu "
                 "picks the kernel when the graph is traced.",
-                fix=f"Measure on {_a('npu')} node (npu-advisor analyze on that node, or an NPU worker); if GE mode "
+                "fix": f"Measure on {_a('npu')} node (npu-advisor analyze on that node, or an NPU worker); if GE mode "
                 "fails there, use mode npugraph_ex (captures the eager kernels) or register a converter.",
-            )
+            }
         )
     ran_on_npu = prov.usable and prov.real and chosen is not None and chosen.row is not None  # then it was there
     if chosen is not None and chosen.backend == "inductor" and context.target == "npu" and not ran_on_npu:
         caveats.append(
-            Caveat(
-                issue=f"{INDUCTOR_NPU_REQUIREMENT}; it is not part of torch_npu, and this was not measured on an NPU.",
-                fix="pip install triton-ascend on the NPU nodes (the version matching your CANN and torch_npu), or "
+            {
+                "issue": f"{INDUCTOR_NPU_REQUIREMENT}; it is not part of torch_npu, "
+                "and this was not measured on an NPU.",
+                "fix": "pip install triton-ascend on the NPU nodes (the version matching your CANN and torch_npu), or "
                 "use TorchAir (torchair.get_npu_backend: GE mode; or mode npugraph_ex, which needs no converters).",
-            )
+            }
         )
     if chosen is not None and chosen.backend == "torchair" and chosen.mode in ("max-autotune", TORCHAIR_EXPORT_MODE):
         if facts.torchair_uncovered:
             caveats.append(
-                Caveat(
-                    issue=f"TorchAir's GE mode has no converter for {short_list(facts.torchair_uncovered)}: "
+                {
+                    "issue": f"TorchAir's GE mode has no converter for {short_list(facts.torchair_uncovered)}: "
                     "its compile fails (no per-op fallback).",
-                    fix="Register a converter with @torchair.register_fx_node_ge_converter, or use mode npugraph_ex "
+                    "fix": "Register a converter with @torchair.register_fx_node_ge_converter, or use mode npugraph_ex "
                     "(captures the eager kernels; no converters needed).",
-                )
+                }
             )
     if export_blockers:
         caveats.append(
-            Caveat(
-                issue="The offline export path is blocked: " + "; ".join(export_blockers) + ".",
-                fix="Fix the blockers above, then re-run the analysis with needs_offline_export.",
-            )
+            {
+                "issue": "The offline export path is blocked: " + "; ".join(export_blockers) + ".",
+                "fix": "Fix the blockers above, then re-run the analysis with needs_offline_export.",
+            }
         )
     caveats += _dynamic_shape_caveats(chosen, context, facts)
     caveats += _cache_caveats(chosen, context)
@@ -264,15 +265,17 @@ def caveats_for(
         caveats += shared_node_caveats(quality)
     if context.resource_constrained and context.memory_budget_mb is None:
         caveats.append(
-            Caveat(
-                issue="Resource-constrained target without a memory budget: peak memory was not a filter.",
-                fix="Set memory_budget_mb so options that need too much memory are excluded.",
-            )
+            {
+                "issue": "Resource-constrained target without a memory budget: peak memory was not a filter.",
+                "fix": "Set memory_budget_mb so options that need too much memory are excluded.",
+            }
         )
     return caveats
 
 
-def _dynamic_shape_caveats(chosen: Option | None, context: DeploymentContext, facts: InspectionFacts) -> list[Caveat]:
+def _dynamic_shape_caveats(
+    chosen: Option | None, context: DeploymentContext, facts: InspectionFacts
+) -> list[dict[str, str]]:
     dims = [f"{d.get('input')}[{d.get('dim')}]" for d in facts.dynamic_dims]
     dims += [f"{r.input}[{r.dim}] ({r.min}..{r.max})" for r in context.shape_ranges]
     if not dims:
@@ -286,10 +289,10 @@ def _dynamic_shape_caveats(chosen: Option | None, context: DeploymentContext, fa
         fix = (
             "Mark the dims before compiling: torch._dynamo.mark_dynamic(x, dim, min=..., max=...) to avoid recompiles."
         )
-    return [Caveat(issue=f"Dynamic shapes: {', '.join(sorted(set(dims)))}.", fix=fix)]
+    return [{"issue": f"Dynamic shapes: {', '.join(sorted(set(dims)))}.", "fix": fix}]
 
 
-def _cache_caveats(chosen: Option | None, context: DeploymentContext) -> list[Caveat]:
+def _cache_caveats(chosen: Option | None, context: DeploymentContext) -> list[dict[str, str]]:
     if chosen is None or chosen.is_baseline or chosen.backend not in ("inductor", "torchair"):
         return []
     compile_s = chosen.compile_s(context.ships_compile_cache)
@@ -306,7 +309,7 @@ def _cache_caveats(chosen: Option | None, context: DeploymentContext) -> list[Ca
         )
     else:
         fix = "Keep Inductor's cache between runs: set TORCHINDUCTOR_CACHE_DIR to a directory you ship or persist."
-    return [Caveat(issue=issue, fix=fix)]
+    return [{"issue": issue, "fix": fix}]
 
 
 # ------------------------------------------------------------------------------------------- snippets

@@ -28,7 +28,6 @@ from advisor.core.decision.advice import speed_comparison
 from advisor.core.decision.break_even import break_even_calls, format_calls
 from advisor.core.decision.candidates import Option, beats
 from advisor.core.decision.footprint import MIB
-from advisor.core.schema import Caveat, RuleStep
 
 INT8_EXPORT_LABEL = catalogue.option_label("onnxruntime", catalogue.ORT_INT8_MODE)
 RULE = "edge_quantization"
@@ -46,10 +45,10 @@ class EdgeChoice:
     """The export to ship, the rule step that chose it, and what the report says about the other one."""
 
     chosen: Option
-    steps: list[RuleStep]
+    steps: list[dict[str, Any]]
     why_not: dict[str, str] = field(default_factory=dict)
     break_even: dict[str, Any] | None = None
-    caveats: list[Caveat] = field(default_factory=list)
+    caveats: list[dict[str, str]] = field(default_factory=list)
 
 
 def int8_export(options: list[Option], excluded: Mapping[str, str]) -> Option | None:
@@ -132,18 +131,18 @@ def _npu(context: DeploymentContext, export: Option) -> EdgeChoice:
     caveats = []
     if context.resource_constrained or context.memory_budget_mb is not None:
         caveats.append(
-            Caveat(
-                issue="int8 on the NPU is unmeasured: TorchAir has no quantization API, so the size and speed int8 "
+            {
+                "issue": "int8 on the NPU is unmeasured: TorchAir has no quantization API, so the size and speed int8 "
                 "would save on this constrained device are unknown.",
-                fix="Quantize the model with Ascend's AMCT (its torch_npu quantized ops, e.g. "
+                "fix": "Quantize the model with Ascend's AMCT (its torch_npu quantized ops, e.g. "
                 "npu_weight_quant_batchmatmul), export it, and analyse that model on an NPU worker.",
-            )
+            }
         )
     return EdgeChoice(export, [_step(evidence, outcome)], caveats=caveats)
 
 
-def _step(evidence: dict[str, Any], outcome: str) -> RuleStep:
-    return RuleStep(rule=RULE, question=QUESTION, evidence=evidence, outcome=outcome)
+def _step(evidence: dict[str, Any], outcome: str) -> dict[str, Any]:
+    return {"rule": RULE, "question": QUESTION, "evidence": evidence, "outcome": outcome}
 
 
 def _smaller(float_: Option, int8: Option) -> Option | None:

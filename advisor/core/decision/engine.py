@@ -46,7 +46,6 @@ from advisor.core.decision.rules import (
     short_list,
 )
 from advisor.core.decision.source_rules import source_caveats
-from advisor.core.schema import Recommendation, RuleStep
 
 # 1.3: the edge branch weighs the int8 export; 1.2: options ranked by paired comparison, "inconclusive between";
 # 1.1: noise-aware
@@ -59,7 +58,7 @@ def decide(
     run: dict[str, Any] | None,
     *,
     restate_skips: bool = True,
-) -> Recommendation:
+) -> dict[str, Any]:
     """Recommend a backend and mode for this deployment, with the reasons. Works with partial data.
 
     `restate_skips`: say why each variant the plan skipped could not change *this* recommendation (the skip was
@@ -68,7 +67,7 @@ def decide(
         context = parse_context(context)
     facts = InspectionFacts.of(inspection)
     prov = provenance(context, run)
-    path: list[RuleStep] = [rule_measurements(prov, context)]
+    path: list[dict[str, Any]] = [rule_measurements(prov, context)]
 
     options = measured_options(run) if prov.usable and run else unmeasured_options(context.target)
     qualified, excluded = split_by_filters(options, context)
@@ -135,20 +134,20 @@ def decide(
     caveats += edge.caveats if edge else []
     caveats += source_caveats(inspection, chosen, context)  # from the user's own code, when it was analysed
     confidence = _confidence(chosen, prov, facts, trade, context, quality)
-    recommendation = Recommendation(
-        backend=chosen.backend if chosen else None,
-        mode=chosen.mode if chosen else None,
-        confidence=confidence,
-        measured=prov.usable,
-        tie=bool(trade and trade.chosen is chosen and trade.tie),
-        layered=layered,
-        path=path,
-        why_not=why_not,
-        break_even=_break_even(trade, context) or (edge.break_even if edge else None),
-        caveats=caveats,
-        snippet=snippet_for(chosen, context, layered, facts.keyword_inputs),
-        engine_version=ENGINE_VERSION,
-    )
+    recommendation = {
+        "backend": chosen.backend if chosen else None,
+        "mode": chosen.mode if chosen else None,
+        "confidence": confidence,
+        "measured": prov.usable,
+        "tie": bool(trade and trade.chosen is chosen and trade.tie),
+        "layered": layered,
+        "path": path,
+        "why_not": why_not,
+        "break_even": _break_even(trade, context) or (edge.break_even if edge else None),
+        "caveats": caveats,
+        "snippet": snippet_for(chosen, context, layered, facts.keyword_inputs),
+        "engine_version": ENGINE_VERSION,
+    }
     recommendation["summary"] = _summary(recommendation, chosen, prov, trade, context, why_not, quality)
     return recommendation
 
@@ -171,7 +170,7 @@ def _coverage_filter(
 
 def _unmeasured_choice(
     context: DeploymentContext, facts: InspectionFacts, qualified: list[Option]
-) -> tuple[Option, RuleStep]:
+) -> tuple[Option, dict[str, Any]]:
     by_label = {o.label: o for o in qualified}
     inductor = by_label.get("inductor:default", qualified[0])
     ge = by_label.get("torchair:max-autotune")
@@ -190,12 +189,12 @@ def _unmeasured_choice(
         chosen, why = inductor, "steady-state speed weighs most and Inductor is the generic compiler for this target"
     if chosen.backend == "inductor" and context.target == "npu":
         why += f"; {INDUCTOR_NPU_REQUIREMENT}"
-    step = RuleStep(
-        rule="unmeasured_tree_choice",
-        question="Without numbers, what does the tree pick?",
-        evidence={"candidates": [o.label for o in qualified], "torchair_unknown": list(facts.torchair_unknown)},
-        outcome=f"{chosen.label}: {why}.",
-    )
+    step = {
+        "rule": "unmeasured_tree_choice",
+        "question": "Without numbers, what does the tree pick?",
+        "evidence": {"candidates": [o.label for o in qualified], "torchair_unknown": list(facts.torchair_unknown)},
+        "outcome": f"{chosen.label}: {why}.",
+    }
     return chosen, step
 
 
@@ -297,7 +296,7 @@ def _speed_sentence(chosen: Option, per: str = "call") -> str:
 
 
 def _summary(
-    rec: Recommendation,
+    rec: dict[str, Any],
     chosen: Option | None,
     prov: Provenance,
     trade: TradeOff | None,

@@ -16,7 +16,6 @@ from advisor.core.catalogue import EAGER_LABEL
 from advisor.core.context import DeploymentContext
 from advisor.core.decision.candidates import Option
 from advisor.core.decision.rules import step
-from advisor.core.schema import RuleStep
 
 
 def phase_numbers(option: Option, phase: str) -> dict[str, Any]:
@@ -53,7 +52,7 @@ def _interval(option: Option, phase: str) -> list[float] | None:
 
 def rule_generation_phases(
     context: DeploymentContext, qualified: list[Option], chosen: Option | None
-) -> tuple[RuleStep | None, dict[str, Any] | None]:
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The per-phase step, and the layered recommendation when prefill's option differs from decode's."""
     measured = [o for o in qualified if phase_numbers(o, "decode")]
     if context.workload != "generation" or chosen is None or not measured:

@@ -25,7 +25,6 @@ from advisor.core.decision.candidates import (
     paired_ratio,
     simplicity_key,
 )
-from advisor.core.schema import RuleStep
 from advisor.core.shape_sweep import best_by_shape, where_the_answer_changes
 
 COVERED = ("supported", "partial")
@@ -41,8 +40,9 @@ _DEVICE_DEPENDENT_PHRASES = (
 )
 
 
-def step(rule: str, question: str, evidence: dict[str, Any], outcome: str) -> RuleStep:
-    return RuleStep(rule=rule, question=question, evidence=evidence, outcome=outcome)
+def step(rule: str, question: str, evidence: dict[str, Any], outcome: str) -> dict[str, Any]:
+    """One step of the recommendation's path (advisor.core.results.RuleStep), as the engine stores it: a dict."""
+    return {"rule": rule, "question": question, "evidence": evidence, "outcome": outcome}
 
 
 # ------------------------------------------------------------------------------------------- inspection facts
@@ -121,7 +121,7 @@ def short_list(names: tuple[str, ...] | list[str], limit: int = 4) -> str:
 
 
 # ------------------------------------------------------------------------------------------- rules
-def rule_measurements(prov: Provenance, context: DeploymentContext) -> RuleStep:
+def rule_measurements(prov: Provenance, context: DeploymentContext) -> dict[str, Any]:
     evidence = {"device": prov.device, "measured_on": prov.measured_on, "target": context.target}
     if prov.usable:
         outcome = "Yes: the options are ranked by their measurements."
@@ -136,7 +136,7 @@ def rule_measurements(prov: Provenance, context: DeploymentContext) -> RuleStep:
 
 def rule_hard_filters(
     qualified: list[Option], excluded: dict[str, str], context: DeploymentContext | None = None
-) -> RuleStep:
+) -> dict[str, Any]:
     evidence: dict[str, Any] = {"qualified": [o.label for o in qualified], "excluded": dict(excluded)}
     if context is not None and context.latency_target_ms is not None:
         evidence["latency_target"] = (
@@ -154,7 +154,7 @@ def rule_hard_filters(
     )
 
 
-def rule_plan_skips(skipped: dict[str, str]) -> RuleStep:
+def rule_plan_skips(skipped: dict[str, str]) -> dict[str, Any]:
     """The variants the measurement left out because no result of theirs could change the answer."""
     return step(
         "plan_skipped_variants",
@@ -164,7 +164,9 @@ def rule_plan_skips(skipped: dict[str, str]) -> RuleStep:
     )
 
 
-def rule_shape_sweep(run: dict[str, Any] | None, chosen: Option | None, qualified: list[Option]) -> RuleStep | None:
+def rule_shape_sweep(
+    run: dict[str, Any] | None, chosen: Option | None, qualified: list[Option]
+) -> dict[str, Any] | None:
     """The context's shape sweep: the best qualified option at each swept shape, and where that changes."""
     allowed = {o.label for o in qualified}
     outcome = where_the_answer_changes(run, chosen.label if chosen else None, allowed)
@@ -211,7 +213,7 @@ def export_option(
     return (None if blockers else option), blockers
 
 
-def rule_export_path(context: DeploymentContext, option: Option | None, blockers: list[str]) -> RuleStep:
+def rule_export_path(context: DeploymentContext, option: Option | None, blockers: list[str]) -> dict[str, Any]:
     evidence = {"stage": context.stage, "needs_offline_export": context.needs_offline_export, "blockers": blockers}
     path = "torchair.dynamo_export -> atc" if context.target == "npu" else "ONNX export -> ONNX Runtime"
     if option is not None:
@@ -233,7 +235,7 @@ def fast_compile_wanted(context: DeploymentContext) -> bool:
     return context.stage == "prototype" or context.model_changes == "frequent"
 
 
-def rule_objective(context: DeploymentContext) -> RuleStep:
+def rule_objective(context: DeploymentContext) -> dict[str, Any]:
     evidence = {"stage": context.stage, "model_changes": context.model_changes}
     if fast_compile_wanted(context):
         return step(
@@ -250,7 +252,7 @@ def rule_objective(context: DeploymentContext) -> RuleStep:
     )
 
 
-def rule_npu_custom_ops(facts: InspectionFacts) -> RuleStep:
+def rule_npu_custom_ops(facts: InspectionFacts) -> dict[str, Any]:
     evidence = {
         "npu_ops": list(facts.npu_ops),
         "torchair_covers_them": facts.npu_ops_torchair_covered,
@@ -284,7 +286,7 @@ class TradeOff:
     unbeaten: list[Option]
     n_star: float | None
     decided_by: str  # "single" | "dominates" | "break_even" | "objective" | "eager_repays" (compile not repaid)
-    steps: list[RuleStep]
+    steps: list[dict[str, Any]]
     eager: Option | None = None  # the qualified eager option, the baseline every compiled option must beat
     # the two leading options when their ranking is unresolved (the better estimate first): "inconclusive between"
     inconclusive: tuple[Option, Option] | None = None
@@ -329,7 +331,7 @@ def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> T
     fast_compile = fast_run if fast_run.is_baseline else min(pool, key=lambda o: simplicity_key(o, warm))
     compiled = [o for o in qualified if not o.is_baseline]
 
-    steps: list[RuleStep] = []
+    steps: list[dict[str, Any]] = []
     if eager is not None and compiled:
         steps.append(rule_compiled_vs_eager(eager, compiled))
     unresolved = [o for o in qualified if o.unresolved]
@@ -426,7 +428,7 @@ def _g_inf(value: float) -> str:
     return "inf" if not math.isfinite(value) else f"{value:.2f}"
 
 
-def rule_leading_paired(leader: Option, runner: Option, inconclusive: bool) -> RuleStep:
+def rule_leading_paired(leader: Option, runner: Option, inconclusive: bool) -> dict[str, Any]:
     """The two leading options compared with each other, not only with eager."""
     paired = paired_ratio(runner, leader)
     evidence: dict[str, Any] = {
@@ -478,7 +480,7 @@ def calls_to_repay(option: Option, eager: Option, warm: bool) -> float | None:
     return break_even_calls(0.0, eager.latency_ms or 0.0, compile_s, option.latency_ms or 0.0)
 
 
-def rule_compile_not_repaid(context: DeploymentContext, eager: Option, option: Option) -> RuleStep:
+def rule_compile_not_repaid(context: DeploymentContext, eager: Option, option: Option) -> dict[str, Any]:
     """The chosen option runs faster than eager, yet its compile costs more than the expected calls save."""
     unit = context.call_unit
     calls = context.expected_calls_per_compile or 0
@@ -531,7 +533,7 @@ def unresolved_phrase(option: Option) -> str:
     )
 
 
-def rule_compiled_vs_eager(eager: Option, compiled: list[Option]) -> RuleStep:
+def rule_compiled_vs_eager(eager: Option, compiled: list[Option]) -> dict[str, Any]:
     """Each compiled option against eager, from the speedup timed interleaved in the same process."""
     options: dict[str, Any] = {}
     texts = []
@@ -580,7 +582,7 @@ def rule_compiled_vs_eager(eager: Option, compiled: list[Option]) -> RuleStep:
     )
 
 
-def rule_unresolved(unresolved: list[Option]) -> RuleStep:
+def rule_unresolved(unresolved: list[Option]) -> dict[str, Any]:
     """Options whose interval is too wide to rank: they count as faster than nothing."""
     evidence = {
         "max_ci_ratio": noise.SPEEDUP_CI_MAX_RATIO,
@@ -599,7 +601,7 @@ def rule_unresolved(unresolved: list[Option]) -> RuleStep:
     )
 
 
-def rule_noise_tie(unbeaten: list[Option], winner: Option, warm: bool) -> RuleStep:
+def rule_noise_tie(unbeaten: list[Option], winner: Option, warm: bool) -> dict[str, Any]:
     evidence: dict[str, Any] = {
         o.label: {
             "latency_ms": o.latency_ms,
@@ -629,7 +631,7 @@ def rule_break_even(
     n_star: float | None,
     chosen: Option,
     decided_by: str,
-) -> RuleStep:
+) -> dict[str, Any]:
     warm = context.ships_compile_cache
     unit = context.call_unit
     evidence = {
@@ -667,7 +669,7 @@ def rule_break_even(
     )
 
 
-def rule_layered(context: DeploymentContext, production: Option | None) -> tuple[RuleStep, dict[str, Any] | None]:
+def rule_layered(context: DeploymentContext, production: Option | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
     evidence = {"fleet": context.fleet, "target": context.target}
     if production is None:
         return step(

@@ -11,20 +11,19 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.core.context import DeploymentContext
-from advisor.core.schema import Caveat
 from advisor.core.source_report import SOURCE_LABEL, SourceBreak, SourceReport, source_report_or_none
 
 FIRST_LINES = 3  # break lines named as "fix these first"
 DYNAMO_BACKENDS = ("inductor", "torchair")  # the options that capture the model with Dynamo
 
 
-def source_caveats(inspection: dict[str, Any] | None, chosen: Any, context: DeploymentContext) -> list[Caveat]:
+def source_caveats(inspection: dict[str, Any] | None, chosen: Any, context: DeploymentContext) -> list[dict[str, str]]:
     """The caveats of the inspection's `source_report` for the chosen option (`Option` or None) in `context`."""
     report = source_report_or_none((inspection or {}).get("source_report"))
     if report is None:
         return []
     backend = getattr(chosen, "backend", None)
-    caveats: list[Caveat] = []
+    caveats: list[dict[str, str]] = []
     if (item := graph_break_caveat(report, backend, context)) is not None:
         caveats.append(item)
     if (item := recompile_caveat(report, backend)) is not None:
@@ -34,7 +33,7 @@ def source_caveats(inspection: dict[str, Any] | None, chosen: Any, context: Depl
     return caveats
 
 
-def graph_break_caveat(report: SourceReport, backend: str | None, context: DeploymentContext) -> Caveat | None:
+def graph_break_caveat(report: SourceReport, backend: str | None, context: DeploymentContext) -> dict[str, str] | None:
     breaks = report.graph_breaks
     if not breaks.analysed or not breaks.break_count or not breaks.breaks:
         return None
@@ -58,10 +57,10 @@ def graph_break_caveat(report: SourceReport, backend: str | None, context: Deplo
         else "Remove the Python-side work at those lines (data-dependent branches, .item(), printing, unsupported "
         "calls) or move it out of forward; `npu-advisor inspect FILE.py:factory` shows each break again."
     )
-    return Caveat(issue=issue, fix=fix)
+    return {"issue": issue, "fix": fix}
 
 
-def recompile_caveat(report: SourceReport, backend: str | None) -> Caveat | None:
+def recompile_caveat(report: SourceReport, backend: str | None) -> dict[str, str] | None:
     """Recompiles at other shapes: the failed guards, and whether marking the varying dims dynamic removed them."""
     recompiles = report.recompiles
     if not recompiles.analysed or recompiles.recompiles == 0:
@@ -104,10 +103,10 @@ def recompile_caveat(report: SourceReport, backend: str | None) -> Caveat | None
         fix = "Pad inputs to a few fixed sizes (bucketing) and count one compile per size in the break-even."
     if backend == "torchair":
         fix += " TorchAir's GE graph recompiles on each new static shape unless the dim is dynamic."
-    return Caveat(issue=issue, fix=fix)
+    return {"issue": issue, "fix": fix}
 
 
-def export_caveat(report: SourceReport, context: DeploymentContext) -> Caveat | None:
+def export_caveat(report: SourceReport, context: DeploymentContext) -> dict[str, str] | None:
     """An export failure matters where the deployment needs an exported program: the edge / offline path."""
     export = report.export
     if not export.attempts or export.ok:
@@ -134,7 +133,7 @@ def export_caveat(report: SourceReport, context: DeploymentContext) -> Caveat | 
         fix = f"draft_export failed as well ({draft.error.splitlines()[0]}); fix the first export error above."
     else:
         fix = "Fix the export error above; the edge/offline path needs an exported program."
-    return Caveat(issue=issue, fix=fix)
+    return {"issue": issue, "fix": fix}
 
 
 def _lines(breaks: list[SourceBreak]) -> str:

@@ -1,10 +1,12 @@
-"""Where a run was measured (advisor.core.schema.Environment, from advisor.harness.devices)."""
+"""Where a run was measured (from advisor.harness.devices)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from advisor.core.results._base import Count, DeviceLabel, Int, Label, Name, Open
+
+DeviceKind = Literal["cpu", "cuda", "npu"]  # the devices advisor.harness.devices opens
 
 
 class Environment(Open):

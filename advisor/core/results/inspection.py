@@ -1,4 +1,4 @@
-"""What is inside a model file (advisor.core.schema.Inspection, produced by advisor.harness.inspection)."""
+"""What is inside a model file (produced by advisor.harness.inspection)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,12 @@ from typing import Literal
 from pydantic import Field
 
 from advisor.core.results._base import MAX_ITEMS, MAX_OPS, MAX_SHAPE_DIMS, Count, Int, Label, Name, Open
+
+# What advisor.harness produces. The models below accept any bounded label in their place: a worker of another
+# version may send a value this list does not have.
+ArtifactFormat = Literal["exported_program", "torchscript"]
+InductorStatus = Literal["lowered", "decomposed", "fallback", "untraceable"]
+TorchAirStatus = Literal["supported", "partial", "stub", "none"]
 
 
 class OpCoverage(Open):
@@ -70,7 +76,7 @@ class Runnable(Open):
 
 
 class Inspection(Open):
-    format: Literal["exported_program", "torchscript"] | None = None
+    format: ArtifactFormat | None = None
     saved_with_torch: Label | None = None
     parameters: Parameters | None = None
     flops: Count | None = None

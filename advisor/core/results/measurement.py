@@ -1,7 +1,4 @@
-"""One measured option and the run it belongs to (advisor.core.schema.MeasurementRowDict / MeasurementRun).
-
-The row model is `MeasurementRow`: `Measurement` is app.models' table of the indexed row columns.
-"""
+"""One measured option (`MeasurementRow`) and the run it belongs to (advisor.harness.measurement.run)."""
 
 from __future__ import annotations
 
@@ -18,6 +15,18 @@ from advisor.core.results.sweep import SweepPoint
 from advisor.core.results.time_breakdown import TimeBreakdown
 
 Workload = Literal["inference", "training", "generation"]  # the engine branches on it: no other value is accepted
+# What advisor.harness.measurement writes in a row's `status` (the row accepts any bounded string: see its comment)
+MeasurementStatus = Literal[
+    "ok",
+    "unavailable",
+    "compile_error",
+    "runtime_error",
+    "fail_accuracy",
+    "timeout",
+    "crashed",
+    "oom",
+    "skipped",  # not measured: no result of it could change the recommendation (advisor.core.decision.plan_pruning)
+]
 
 
 class Accuracy(Open):
@@ -34,8 +43,8 @@ class Accuracy(Open):
 
 
 class MeasurementRow(Open):
-    # backend / mode / device / status land in the indexed columns of app.models.Measurement; the enum-like
-    # ones are bounded strings, not Literals: a real worker may send a value the schema does not list.
+    # The enum-like fields (backend, mode, device, status) are bounded strings, not Literals: a real worker may send
+    # a value MeasurementStatus or the catalogue does not list.
     backend: Label = None  # type: ignore[assignment]  # may be absent, never null
     mode: Label | None = None
     family: Label | None = None  # baseline | generic | vendor | export

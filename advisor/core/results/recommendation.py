@@ -1,4 +1,4 @@
-"""The decision engine's answer (advisor.core.schema.Recommendation, from advisor.core.decision.engine.decide).
+"""The decision engine's answer (from advisor.core.decision.engine.decide).
 
 Trusted output, never posted by a worker: no bounds, and infinity is kept (a break-even never reached is
 `n_star` = inf until app.outcomes stores it as null).

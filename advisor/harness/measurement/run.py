@@ -10,10 +10,10 @@ import socket
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from advisor.core import noise, snippets
 from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD, DeploymentContext
-from advisor.core.schema import Environment, MeasurementRowDict, MeasurementRun
 from advisor.harness.measurement.plan import (
     DEFAULT_MEMORY_LIMIT_MB,
     DEFAULT_TIMEOUT_S,
@@ -83,8 +83,9 @@ def measure_model(
     shape_sweep: dict | None = None,
     decode_tokens: int = DEFAULT_DECODE_TOKENS,
     calibration_file: str | None = None,
-) -> MeasurementRun:
-    """Measure `path` on `device`; returns one MeasurementRowDict per (backend, mode), eager included.
+) -> dict[str, Any]:
+    """Measure `path` on `device`; returns a MeasurementRun (advisor.core.results' shape, as a plain dict) with one
+    row per (backend, mode), eager included.
 
     Raises MeasureError for a bad model file / inputs / backend name, MeasurementCancelled when
     `cancel` fires. `timeout_s` and `memory_limit_mb` apply to each child separately.
@@ -149,7 +150,7 @@ def measure_model(
     plan = _Plan(variants, backends or (), plan_context, inspection, device, workload, call)
     try:
         rows, environment, baseline_failed = _measure_variants(plan, common, sandbox, workdir, policy, notify)
-        run = MeasurementRun(environment=environment or _host_environment(device), workload=workload, measurements=rows)
+        run = {"environment": environment or _host_environment(device), "workload": workload, "measurements": rows}
         _stamp_load(run, load_start)
         quality = noise.assess(run, load={"start": load_start, "end": noise.read_load()})
         if remeasure and quality["noisy"] and not baseline_failed:
@@ -158,7 +159,7 @@ def measure_model(
             quality = _remeasure_noisy(
                 run, quality, variants, common, sandbox, workdir, policy, load_start, budget, ranking_context
             )
-        run["quality"] = quality  # type: ignore[typeddict-unknown-key]  # schema: MeasurementRun.quality
+        run["quality"] = quality  # MeasurementRun.quality: advisor.core.noise's verdict
         return run
     finally:
         if owns_zygote:
@@ -186,11 +187,11 @@ class _Plan:
 
 def _measure_variants(
     plan: _Plan, common: dict, sandbox: dict, workdir: Path, policy: dict, notify: Progress
-) -> tuple[list[MeasurementRowDict], Environment | None, str | None]:
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str | None]:
     """Each variant's row in order, eager first: measured, skipped (pruned for the context) or, once the eager
     baseline failed, not measured; the first child's environment; why the baseline failed (None when it did not)."""
-    environment: Environment | None = None
-    rows: list[MeasurementRowDict] = []
+    environment: dict[str, Any] | None = None
+    rows: list[dict[str, Any]] = []
     baseline_failed: str | None = None
     device, workload, call = plan.device, plan.workload, plan.call
     for index, (spec, mode) in enumerate(plan.variants):
@@ -222,9 +223,9 @@ def builds_inductor_cpp(variants: Sequence[tuple[str, str]]) -> bool:
 def _skip_reason(
     context: DeploymentContext | dict | None,
     inspection: dict | None,
-    environment: Environment | None,
+    environment: dict[str, Any] | None,
     workload: str,
-    rows: list[MeasurementRowDict],
+    rows: list[dict[str, Any]],
     spec: str,
     mode: str,
     index: int,
@@ -258,7 +259,7 @@ _ORDINALS = ("first", "second", "third", "fourth", "later")  # which timing of a
 
 
 def _remeasure_noisy(
-    run: MeasurementRun,
+    run: dict[str, Any],
     quality: dict,
     variants: list[tuple[str, str]],
     common: dict,
@@ -364,7 +365,7 @@ def _ranking_context(plan_context: DeploymentContext | dict | None) -> Deploymen
         return None
 
 
-def _stamp_load(run: MeasurementRun, load_start: dict | None) -> None:
+def _stamp_load(run: dict[str, Any], load_start: dict | None) -> None:
     """environment.load: before the run, the highest reading at the start or end of any timed window (`during`)."""
     readings = [
         reading
@@ -376,12 +377,12 @@ def _stamp_load(run: MeasurementRun, load_start: dict | None) -> None:
     run["environment"]["load"] = {"before": load_start, "during": during}
 
 
-def _middle_eager_ms(run: MeasurementRun) -> float | None:
+def _middle_eager_ms(run: dict[str, Any]) -> float | None:
     values = sorted(noise.eager_medians(run).values())
     return values[(len(values) - 1) // 2] if values else None
 
 
-def _noise_score(row: MeasurementRowDict, middle_eager_ms: float | None) -> tuple[int, float]:
+def _noise_score(row: dict[str, Any], middle_eager_ms: float | None) -> tuple[int, float]:
     """Lower is quieter: how many pieces of noise evidence (advisor.core.noise.row_noise, plus an eager median off the
     run's middle one), then how wide the interval is."""
     evidence = len(noise.row_noise(row))
@@ -399,12 +400,12 @@ def _noise_score(row: MeasurementRowDict, middle_eager_ms: float | None) -> tupl
     return evidence, ratio if ratio is not None else float("inf")
 
 
-def _host_environment(device: str) -> Environment:
+def _host_environment(device: str) -> dict[str, Any]:
     import platform
 
-    return Environment(
-        device=device,
-        python_version=platform.python_version(),
-        host=socket.gethostname(),  # type: ignore
-        measured_on="not-measured",
-    )
+    return {
+        "device": device,
+        "python_version": platform.python_version(),
+        "host": socket.gethostname(),  # type: ignore
+        "measured_on": "not-measured",
+    }

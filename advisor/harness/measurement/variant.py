@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from advisor.core.noise import FIRST_WINDOW
-from advisor.core.schema import Environment, MeasurementRowDict
 from advisor.core.snippets import POSITIONAL_CALL
 from advisor.harness.measurement.plan import CHILD, MeasureError, MeasurementCancelled
 from advisor.harness.sandbox import SandboxResult, run_in_sandbox
@@ -26,7 +25,7 @@ def measure_one(
     policy: dict,
     stage: str = "cold",
     call: str = POSITIONAL_CALL,
-) -> tuple[MeasurementRowDict, Environment | None]:
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
     from advisor.harness.backends import CompileRequest, get_backend
 
     backend = get_backend(spec)
@@ -86,7 +85,7 @@ def _run_child(kwargs: dict, sandbox: dict, cache_dir: Path, extra_env: dict, st
     return result
 
 
-def _fill_from_child(row: MeasurementRowDict, value: dict, is_baseline: bool) -> None:
+def _fill_from_child(row: dict[str, Any], value: dict, is_baseline: bool) -> None:
     latency = value["latency"]
     compile_s = 0.0 if is_baseline else max(0.0, value["first_call_s"] - latency["median_ms"] / 1e3)
     row.update(
@@ -115,7 +114,7 @@ def _fill_from_child(row: MeasurementRowDict, value: dict, is_baseline: bool) ->
         timing_load=value.get("timing_load"),
     )
     if value.get("training"):
-        row["training"] = value["training"]  # type: ignore[typeddict-unknown-key]
+        row["training"] = value["training"]
     determinism = value.get("determinism") or {}
     notes = []
     if determinism and not determinism.get("deterministic", True):
@@ -126,43 +125,41 @@ def _fill_from_child(row: MeasurementRowDict, value: dict, is_baseline: bool) ->
         row["accuracy"]["reason"] = "; ".join(notes)
 
 
-def _empty_row(backend: Any, mode: str, device: str, workload: str, snippet: str) -> MeasurementRowDict:
-    return MeasurementRowDict(
-        backend=backend.name,
-        mode=mode,
-        family=backend.family,
-        device=device,  # type: ignore[typeddict-item]
-        workload=workload,
-        status="unavailable",
-        reason=None,
-        stderr_tail=None,
-        compile_s_cold=None,
-        compile_s_warm=None,
-        latency=None,
-        eager_latency=None,
-        speedup_vs_eager=None,
-        speedup_ci=None,
-        peak_memory_mb=None,
-        memory_kind=None,
-        serialized_bytes=None,
-        accuracy=None,
-        graph_count=None,
-        graph_breaks=None,
-        recompiles=None,
-        throughput=None,
-        dynamic=None,
-        compile_breakdown=None,
-        time_breakdown=None,
-        sweep=None,
-        generation=None,
-        wall_s=0.0,
-        snippet=snippet,
-    )
+def _empty_row(backend: Any, mode: str, device: str, workload: str, snippet: str) -> dict[str, Any]:
+    return {
+        "backend": backend.name,
+        "mode": mode,
+        "family": backend.family,
+        "device": device,
+        "workload": workload,
+        "status": "unavailable",
+        "reason": None,
+        "stderr_tail": None,
+        "compile_s_cold": None,
+        "compile_s_warm": None,
+        "latency": None,
+        "eager_latency": None,
+        "speedup_vs_eager": None,
+        "speedup_ci": None,
+        "peak_memory_mb": None,
+        "memory_kind": None,
+        "serialized_bytes": None,
+        "accuracy": None,
+        "graph_count": None,
+        "graph_breaks": None,
+        "recompiles": None,
+        "throughput": None,
+        "dynamic": None,
+        "compile_breakdown": None,
+        "time_breakdown": None,
+        "sweep": None,
+        "generation": None,
+        "wall_s": 0.0,
+        "snippet": snippet,
+    }
 
 
-def _finish(
-    row: MeasurementRowDict, notify: Progress, wall_s: float, timed_s: float | None = None
-) -> MeasurementRowDict:
+def _finish(row: dict[str, Any], notify: Progress, wall_s: float, timed_s: float | None = None) -> dict[str, Any]:
     """Stamp the wall time and announce the row; `timed_s` (seconds spent in timed windows) goes only to progress."""
     row["wall_s"] = wall_s
     notify(
@@ -180,7 +177,7 @@ def _finish(
 
 def not_measured(
     spec: str, mode: str, device: str, workload: str, reason: str, call: str = POSITIONAL_CALL
-) -> MeasurementRowDict:
+) -> dict[str, Any]:
     from advisor.harness.backends import CompileRequest, get_backend
 
     backend = get_backend(spec)
@@ -192,7 +189,7 @@ def not_measured(
 
 def skipped(
     spec: str, mode: str, device: str, workload: str, reason: str, call: str = POSITIONAL_CALL
-) -> MeasurementRowDict:
+) -> dict[str, Any]:
     """The row of a variant the plan left out (advisor.core.decision.plan_pruning): status "skipped", and why."""
     row = not_measured(spec, mode, device, workload, reason, call)
     row["status"] = "skipped"

@@ -1,47 +1,73 @@
-"""Typed results (advisor.core.results): in step with the TypedDicts of advisor.core.schema, lenient readers of
-stored analyses from older versions, strict at the worker boundary. Torch-free."""
+"""Typed results (advisor.core.results), the one definition of the results' shapes: what the engine and the
+harness write is what the models declare, read back unchanged; lenient readers of stored analyses from older
+versions, strict at the worker boundary. Torch-free but for the harness test."""
 
 from __future__ import annotations
 
 import json
-from typing import get_type_hints
+from typing import Any
 
 import pytest
+from fixtures_decide import blog_run, inspection, npu_op_inspection
 from older_results import OLDER_ANALYSIS
 from pydantic import BaseModel, ValidationError
 
-from advisor.core import schema
+from advisor.core.decision.engine import decide
 from advisor.core.report import render
 from advisor.core.results import (
-    Accuracy,
     CompletedResults,
-    Environment,
     Inspection,
-    LatencyStats,
     MeasurementRow,
     MeasurementRun,
-    OpInfo,
     Recommendation,
-    RuleStep,
     read,
 )
 
-PAIRS = [
-    (schema.Inspection, Inspection),
-    (schema.OpInfo, OpInfo),
-    (schema.LatencyStats, LatencyStats),
-    (schema.Accuracy, Accuracy),
-    (schema.Environment, Environment),
-    (schema.MeasurementRowDict, MeasurementRow),
-    (schema.MeasurementRun, MeasurementRun),
-    (schema.RuleStep, RuleStep),
-    (schema.Recommendation, Recommendation),
-]
+
+def _undeclared(value: Any, where: str = "") -> list[str]:
+    """Every field of a validated result, at any depth, that its model does not declare (kept as an extra)."""
+    if isinstance(value, BaseModel):
+        found = [f"{where}.{key}" for key in value.model_extra or {}]
+        for name in type(value).model_fields:
+            found += _undeclared(getattr(value, name), f"{where}.{name}")
+        return found
+    if isinstance(value, list):
+        return [field for i, item in enumerate(value) for field in _undeclared(item, f"{where}[{i}]")]
+    if isinstance(value, dict):
+        return [field for key, item in value.items() for field in _undeclared(item, f"{where}[{key}]")]
+    return []
 
 
-@pytest.mark.parametrize(("typed_dict", "model"), PAIRS, ids=lambda pair: getattr(pair, "__name__", ""))
-def test_models_and_typed_dicts_name_the_same_fields(typed_dict: type, model: type[BaseModel]) -> None:
-    assert set(get_type_hints(typed_dict)) == set(model.model_fields)
+@pytest.mark.parametrize(
+    "context",
+    [
+        {"target": "npu", "stage": "production"},
+        {"target": "cpu", "stage": "prototype", "fleet": "mixed"},
+        {"target": "npu", "stage": "edge"},
+    ],
+)
+def test_the_engine_writes_what_the_recommendation_model_declares(context: dict[str, Any]) -> None:
+    for inspected, run in ((inspection(), blog_run()), (npu_op_inspection(), None)):
+        decided = decide(context, inspected, run)
+        typed = Recommendation.model_validate(decided)
+        assert _undeclared(typed) == []
+        assert typed.model_dump(exclude_unset=True) == decided  # read back as written
+
+
+def test_the_harness_writes_what_the_inspection_and_run_models_declare(mlp_file: str) -> None:
+    pytest.importorskip("torch")
+    from advisor.harness.inspection import inspect_model
+    from advisor.harness.measurement import TimingPolicy, measure_model
+
+    inspected = inspect_model(mlp_file)
+    fast = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, warm_cache=False)
+    # eager (timed, with its accuracy and environment) and a row that could not run here (the empty row)
+    run = measure_model(mlp_file, backends=["torchair:max-autotune"], timing=fast, timeout_s=120)
+    assert [row["status"] for row in run["measurements"]] == ["ok", "unavailable"]
+    for model, written in ((Inspection, inspected), (MeasurementRun, run)):
+        typed = model.model_validate(written)
+        assert _undeclared(typed) == []
+        assert typed.model_dump(exclude_unset=True) == json.loads(json.dumps(written))
 
 
 def test_an_older_analysis_reads_without_loss() -> None:
