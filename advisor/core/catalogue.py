@@ -18,6 +18,7 @@ TORCHAIR_GE_MODE = "max-autotune"
 TORCHAIR_NPUGRAPH_EX_MODE = "npugraph_ex"
 INDUCTOR_INT8_MODE = "pt2e-int8"  # torchao PT2E int8 static, X86InductorQuantizer, compiled by Inductor (CPU)
 ORT_INT8_MODE = "int8"  # onnxruntime.quantization: static QDQ for convolutional graphs, dynamic otherwise (CPU)
+OPENVINO_INT8_MODE = "int8"  # openvino.convert_model + nncf.quantize (post-training int8 static), an IR (CPU)
 TORCHAIR_EXPORT_MODE = "dynamo_export"  # torchair.dynamo_export -> .air -> atc -> .om; recommended, never measured
 EXPORT_DISPLAY_NAME = "TorchAir's offline export (torchair.dynamo_export, then atc)"
 UNKNOWN_SIMPLICITY_RANK = 5  # a backend the catalogue does not know ranks after every known one
@@ -111,11 +112,12 @@ BACKENDS: dict[str, BackendInfo] = {
             display_name="torch.compile with OpenVINO",
             family="vendor",
             devices=("cpu",),
-            modes=("default",),
+            modes=("default", OPENVINO_INT8_MODE),
             simplicity_rank=3,
             packages=("openvino",),
             workloads=("inference",),
             needs_own_process=True,
+            quantized_modes=(OPENVINO_INT8_MODE,),  # needs nncf besides openvino (advisor.harness.backends.ov_int8)
         ),
         BackendInfo(
             name="tensorrt",

@@ -2,7 +2,8 @@
 
 Torch-free, like `advisor.core.snippets`. Each reproduces what the harness measured: PT2E int8 static with the X86
 Inductor quantizer from `torchao`, compiled by Inductor; ONNX Runtime int8 with `onnxruntime.quantization` on the
-exported `model.onnx` (static QDQ when the graph has convolutions, dynamic otherwise). Calibration loops over the
+exported `model.onnx` (static QDQ when the graph has convolutions, dynamic otherwise); OpenVINO int8 with
+`openvino.convert_model` and `nncf.quantize`, saved as an IR and compiled for the CPU. Calibration loops over the
 user's samples (`calibration.npz`, the file `analyze --calibration` takes) when it exists, else the example inputs.
 """
 
@@ -125,6 +126,41 @@ def ort_int8_snippet(call: str = POSITIONAL_CALL) -> str:
     )
 
 
+def openvino_int8_snippet(call: str = POSITIONAL_CALL) -> str:
+    """openvino:int8: OpenVINO's conversion, NNCF post-training int8 (calibrated), the IR saved and compiled."""
+    positional = call == POSITIONAL_CALL
+    flat = "inputs" if positional else "[*args, *kwargs.values()]"
+    return (
+        "\n".join(
+            [
+                *(["import os", "", "import numpy as np"] if positional else []),
+                "import nncf",
+                "import openvino as ov",
+                "import torch",
+                "",
+                *([] if positional else ["# args: the positional inputs; kwargs: the keyword inputs"]),
+                "with torch.no_grad():  # model in eval mode; OpenVINO converts the ExportedProgram",
+                "    exported = torch.export.export(model, "
+                + ("tuple(inputs))" if positional else "tuple(args), kwargs)"),
+                "    ov_model = ov.convert_model(exported)",
+                *([""] + calibration_lines() if positional else [f"batches = [{flat}]  # the example inputs"]),
+                "",
+                "calibration = nncf.Dataset(batches, lambda batch: [t.numpy() for t in batch])",
+                "int8_model = nncf.quantize(ov_model, calibration, subset_size=len(batches))  # static int8",
+                'ov.save_model(int8_model, "model.int8.xml", compress_to_fp16=False)  # the IR: .xml + .bin',
+                "",
+                "core = ov.Core()",
+                'compiled = core.compile_model(core.read_model("model.int8.xml"), "CPU")',
+                f"results = compiled([t.numpy() for t in {flat}])",
+                "outputs = [results[port] for port in compiled.outputs]",
+            ]
+        )
+        + "\n"
+    )
+
+
 def quantized_snippet(backend: str, call: str = POSITIONAL_CALL) -> str:
-    """The snippet of `backend`'s int8 mode (inductor:pt2e-int8 or onnxruntime:int8)."""
+    """The snippet of `backend`'s int8 mode (inductor:pt2e-int8, onnxruntime:int8 or openvino:int8)."""
+    if backend == "openvino":
+        return openvino_int8_snippet(call)
     return pt2e_int8_snippet(call) if backend == "inductor" else ort_int8_snippet(call)
