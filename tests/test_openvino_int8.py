@@ -142,3 +142,36 @@ def test_the_openvino_int8_snippet_reproduces_the_quantized_model(tmp_path, monk
     expected = model(*inputs).detach()
     assert out.shape == expected.shape
     assert torch.nn.functional.cosine_similarity(out.flatten(), expected.flatten(), dim=0) > 0.99
+
+
+# ------------------------------------------------------------------ the edge decision weighs it (recorded rows)
+def _edge_run(ov_ms: float, ort_ms: float, ov_drift: float = 0.995) -> dict:
+    from fixtures_decide import measurement, run
+
+    eager = measurement("eager", median_ms=10.0, device="cpu")
+    onnx = measurement("onnxruntime", median_ms=8.0, eager_ms=10.0, compile_s=5.0, device="cpu")
+    rows = [eager, onnx]
+    for backend, ms, cosine in (("onnxruntime", ort_ms, 0.995), ("openvino", ov_ms, ov_drift)):
+        int8 = measurement(backend, mode="int8", median_ms=ms, eager_ms=10.0, compile_s=8.0, device="cpu")
+        drift = {"cosine": cosine, "max_abs_err": 0.02, "top1_agreement": 1.0, "top1_rows": 8, "allclose": False}
+        int8["accuracy"] = {**int8["accuracy"], "max_abs_err": 0.02, "quantized": drift}
+        rows.append(int8)
+    for row, mib in zip(rows, (40, 40, 11, 11), strict=True):
+        row["serialized_bytes"], row["peak_memory_mb"] = int(mib * 2**20), 2.0
+    return run(*rows, device="cpu")
+
+
+def test_the_edge_branch_ships_the_faster_int8_export_openvino_ir_included_and_says_why_not_the_other() -> None:
+    from advisor.core.decision.engine import decide
+
+    edge = {"target": "cpu", "stage": "edge"}
+    rec = decide(edge, None, _edge_run(ov_ms=3.0, ort_ms=4.0))
+    assert (rec["backend"], rec["mode"]) == ("openvino", "int8")
+    step = next(s for s in rec["path"] if s["rule"] == "edge_quantization")
+    assert step["outcome"].startswith("Ship the int8 export openvino:int8: it runs faster beyond the noise")
+    assert rec["why_not"]["onnxruntime:int8"].startswith("not weighed: the int8 export openvino:int8 runs faster")
+    assert "nncf.quantize(" in rec["snippet"]
+    # the faster one beyond the tolerated drift is out with that reason; ONNX Runtime's int8 export is weighed
+    rec = decide(edge, None, _edge_run(ov_ms=3.0, ort_ms=4.0, ov_drift=0.9))
+    assert (rec["backend"], rec["mode"]) == ("onnxruntime", "int8")
+    assert "int8 drift beyond accuracy_tolerance.quantized" in rec["why_not"]["openvino:int8"]

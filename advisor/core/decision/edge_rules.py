@@ -2,10 +2,11 @@
 
 The article's tree sends edge deployment to "export + quantization toolchain". Once the export path is chosen
 (rules.export_option), this module decides whether to ship it quantized: the float ONNX export
-(`onnxruntime:default`) against its int8 export (`onnxruntime:int8`), by measured latency (side by side with
-eager, beyond the noise), deployed size (`serialized_bytes`) and drift, against the context's limits. The hard
-filters already removed an int8 row beyond `accuracy_tolerance.quantized` and a row over `memory_budget_mb` or
-`latency_target_ms`; what is left is the trade-off:
+(`onnxruntime:default`) against an int8 export (`onnxruntime:int8`, or OpenVINO's int8 IR `openvino:int8`: also an
+offline artifact its runtime runs without Python; the faster of the two when both qualify), by measured latency
+(side by side with eager, beyond the noise), deployed size (`serialized_bytes`) and drift, against the context's
+limits. The hard filters already removed an int8 row beyond `accuracy_tolerance.quantized` and a row over
+`memory_budget_mb` or `latency_target_ms`; what is left is the trade-off:
 
 - not `resource_constrained`: latency decides; the int8 export wins only when it runs faster beyond the noise,
   since otherwise it changes the model's numbers for nothing;
@@ -30,6 +31,8 @@ from advisor.core.decision.candidates import Option, beats
 from advisor.core.decision.footprint import MIB
 
 INT8_EXPORT_LABEL = catalogue.option_label("onnxruntime", catalogue.ORT_INT8_MODE)
+# the int8 exports: offline artifacts a runtime runs without Python (model.int8.onnx; OpenVINO's int8 IR)
+INT8_EXPORT_LABELS = (INT8_EXPORT_LABEL, catalogue.option_label("openvino", catalogue.OPENVINO_INT8_MODE))
 RULE = "edge_quantization"
 QUESTION = "Ship the export quantized (int8) or in float?"
 NPU_INT8_PATH = (
@@ -52,9 +55,26 @@ class EdgeChoice:
 
 
 def int8_export(options: list[Option], excluded: Mapping[str, str]) -> Option | None:
-    """The qualified, measured int8 export (`onnxruntime:int8`), or None."""
-    option = next((o for o in options if o.label == INT8_EXPORT_LABEL), None)
-    return option if option is not None and option.row is not None and option.label not in excluded else None
+    """The qualified, measured int8 export (`onnxruntime:int8` or `openvino:int8`; the faster when both), or None."""
+    qualified = [o for o in options if o.label in INT8_EXPORT_LABELS and o.row is not None and o.label not in excluded]
+    return min(qualified, key=lambda o: o.latency_ms if o.latency_ms is not None else float("inf"), default=None)
+
+
+def _int8_twins(options: list[Option], excluded: Mapping[str, str]) -> dict[str, str]:
+    """Why not the other qualified int8 export when two are measured: the faster one is weighed."""
+    chosen = int8_export(options, excluded)
+    if chosen is None:
+        return {}
+    return {
+        o.label: f"not weighed: the int8 export {chosen.label} runs faster ({speed_comparison(o, chosen)})"
+        for o in options
+        if o.label in INT8_EXPORT_LABELS
+        and o is not chosen
+        and o.row is not None
+        and o.label not in excluded
+        and o.latency_ms
+        and chosen.latency_ms
+    }
 
 
 def weigh_quantization(
@@ -64,8 +84,19 @@ def weigh_quantization(
     float one is out)."""
     if context.target == "npu":
         return _npu(context, export)
-    int8 = next((o for o in options if o.label == INT8_EXPORT_LABEL), None)
+    int8 = int8_export(options, excluded) or next((o for o in options if o.label == INT8_EXPORT_LABEL), None)
     float_ = next((o for o in options if o.backend == "onnxruntime" and o.mode == "default"), None)
+    choice = _weigh(context, export, float_, int8, excluded)
+    choice.why_not = {
+        **_int8_twins(options, excluded),
+        **choice.why_not,
+    }
+    return choice
+
+
+def _weigh(
+    context: DeploymentContext, export: Option, float_: Option | None, int8: Option | None, excluded: Mapping[str, str]
+) -> EdgeChoice:
     evidence = _evidence(context, float_, int8, excluded)
     if int8 is None or int8.row is None:
         outcome = (
