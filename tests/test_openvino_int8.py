@@ -126,6 +126,25 @@ def test_openvino_int8_calibrates_on_the_users_file_and_refuses_one_that_does_no
 
 
 @needs_openvino
+def test_the_warm_compile_reads_the_saved_int8_ir_instead_of_quantizing_again(tmp_path) -> None:
+    import torch
+
+    from advisor.harness.backends import CompileRequest, get_backend
+
+    model, inputs = _cnn()
+    request = CompileRequest(mode="int8", device="cpu", cache_dir=str(tmp_path / "cache"))
+    cold = get_backend("openvino").compile(model, inputs, request)
+    warm = get_backend("openvino").compile(model, inputs, request)  # as the warm child does, with the same cache
+    assert cold.compile_breakdown["cached"] is False and "quantize_s" in cold.compile_breakdown
+    assert warm.compile_breakdown["cached"] is True and "quantize_s" not in warm.compile_breakdown
+    assert warm.serialized_bytes == cold.serialized_bytes
+    assert torch.allclose(warm(*inputs), cold(*inputs))
+    other = torch.nn.Linear(3, 3).eval()  # another model in the same directory is converted afresh, not reused
+    fresh = get_backend("openvino").compile(other, (torch.randn(2, 3),), request)
+    assert fresh.compile_breakdown["cached"] is False
+
+
+@needs_openvino
 def test_the_openvino_int8_snippet_reproduces_the_quantized_model(tmp_path, monkeypatch) -> None:
     import torch
 
