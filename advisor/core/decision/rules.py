@@ -69,18 +69,7 @@ class InspectionFacts:
     def of(cls, inspection: dict[str, Any] | None) -> InspectionFacts:
         if not inspection:
             return cls()
-        ops = list(inspection.get("ops") or []) + list(inspection.get("custom_ops") or [])
-        by_name = {op["name"]: op for op in ops if "name" in op}
-        custom = sorted(op["name"] for op in inspection.get("custom_ops") or [])
-        npu = sorted(name for name in custom if by_name[name].get("namespace", name.split(".")[0]) == "npu")
-        coverage = {name: op.get("coverage") or {} for name, op in by_name.items()}
-        unknown = sorted(n for n, c in coverage.items() if torchair_status_unknown(c))
-        uncovered = sorted(n for n, c in coverage.items() if c.get("torchair") not in COVERED and n not in unknown)
-        untraceable = sorted(
-            n
-            for n, op in by_name.items()
-            if coverage[n].get("inductor") == "untraceable" or (n in custom and op.get("has_fake_kernel") is False)
-        )
+        custom, npu, uncovered, unknown, untraceable = _op_facts(inspection)
         breaks = inspection.get("graph_breaks") or {}
         runnable = inspection.get("runnable") or {}
         return cls(
@@ -104,6 +93,26 @@ class InspectionFacts:
     def strong_torchair_case(self) -> bool:
         """npu:: ops that TorchAir converts while Inductor cannot trace them."""
         return self.npu_ops_torchair_covered and bool(set(self.npu_ops) & set(self.inductor_untraceable))
+
+
+def _op_facts(
+    inspection: dict[str, Any],
+) -> tuple[list[str], list[str], list[str], list[str], list[str]]:
+    """The sorted names of the inspection's custom ops, its npu:: ops, the ops TorchAir's GE
+    does not cover, those whose coverage only an NPU knows, and those Inductor cannot trace."""
+    ops = list(inspection.get("ops") or []) + list(inspection.get("custom_ops") or [])
+    by_name = {op["name"]: op for op in ops if "name" in op}
+    custom = sorted(op["name"] for op in inspection.get("custom_ops") or [])
+    npu = sorted(name for name in custom if by_name[name].get("namespace", name.split(".")[0]) == "npu")
+    coverage = {name: op.get("coverage") or {} for name, op in by_name.items()}
+    unknown = sorted(n for n, c in coverage.items() if torchair_status_unknown(c))
+    uncovered = sorted(n for n, c in coverage.items() if c.get("torchair") not in COVERED and n not in unknown)
+    untraceable = sorted(
+        n
+        for n, op in by_name.items()
+        if coverage[n].get("inductor") == "untraceable" or (n in custom and op.get("has_fake_kernel") is False)
+    )
+    return custom, npu, uncovered, unknown, untraceable
 
 
 def torchair_status_unknown(coverage: dict[str, Any]) -> bool:
@@ -186,31 +195,46 @@ def export_option(
     """The export-path option for the target, or None with the reasons the graph does not convert. The float export
     (`onnxruntime:default`); its qualified int8 export `int8` when the float one is out (e.g. over the memory
     budget): its run shows the graph converts too (advisor.core.decision.edge_rules weighs the two)."""
-    blockers: list[str] = []
     if context.target == "npu":
-        ge = next((o for o in options if o.label == "torchair:max-autotune"), None)
-        if ge is not None and ge.label in excluded:
-            blockers.append(f"the TorchAir GE graph (what dynamo_export writes) is out: {excluded[ge.label]}")
-        if facts.torchair_uncovered:
-            blockers.append(f"no TorchAir GE converter for {short_list(facts.torchair_uncovered)}")
-        option = Option("torchair", TORCHAIR_EXPORT_MODE, "export", ge.row if ge else None)
+        option, blockers = _torchair_export(facts, options, excluded)
     else:
-        onnx = next((o for o in options if o.backend == "onnxruntime" and o.mode == "default"), None)
-        if onnx is not None and onnx.label in excluded:
-            if int8 is None:
-                blockers.append(f"the ONNX Runtime run is out: {excluded[onnx.label]}")
-            else:
-                onnx = int8
-        elif onnx is None:
-            onnx = int8
-        if facts.custom_ops:
-            blockers.append(f"ONNX export has no translation for the custom ops {short_list(facts.custom_ops)}")
-        option = onnx if onnx is not None else Option("onnxruntime", "default", "export")
+        option, blockers = _onnx_export(facts, options, excluded, int8)
     if facts.graph_break_count:
         blockers.append(f"{facts.graph_break_count} graph break(s): an offline export needs one whole graph")
     if not facts.present and option.row is None:
         blockers.append("without an inspection or a measurement it is unknown whether the graph converts")
     return (None if blockers else option), blockers
+
+
+def _torchair_export(
+    facts: InspectionFacts, options: list[Option], excluded: dict[str, str]
+) -> tuple[Option, list[str]]:
+    """The NPU export (torchair.dynamo_export of the GE graph) and what blocks it."""
+    blockers: list[str] = []
+    ge = next((o for o in options if o.label == "torchair:max-autotune"), None)
+    if ge is not None and ge.label in excluded:
+        blockers.append(f"the TorchAir GE graph (what dynamo_export writes) is out: {excluded[ge.label]}")
+    if facts.torchair_uncovered:
+        blockers.append(f"no TorchAir GE converter for {short_list(facts.torchair_uncovered)}")
+    return Option("torchair", TORCHAIR_EXPORT_MODE, "export", ge.row if ge else None), blockers
+
+
+def _onnx_export(
+    facts: InspectionFacts, options: list[Option], excluded: dict[str, str], int8: Option | None
+) -> tuple[Option, list[str]]:
+    """The ONNX export (its int8 export when the float one is out or absent) and what blocks it."""
+    blockers: list[str] = []
+    onnx = next((o for o in options if o.backend == "onnxruntime" and o.mode == "default"), None)
+    if onnx is not None and onnx.label in excluded:
+        if int8 is None:
+            blockers.append(f"the ONNX Runtime run is out: {excluded[onnx.label]}")
+        else:
+            onnx = int8
+    elif onnx is None:
+        onnx = int8
+    if facts.custom_ops:
+        blockers.append(f"ONNX export has no translation for the custom ops {short_list(facts.custom_ops)}")
+    return (onnx if onnx is not None else Option("onnxruntime", "default", "export")), blockers
 
 
 def rule_export_path(context: DeploymentContext, option: Option | None, blockers: list[str]) -> dict[str, Any]:
@@ -316,10 +340,7 @@ def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> T
     """
     warm = context.ships_compile_cache
     eager = next((o for o in qualified if o.is_baseline), None)
-    faster_than_eager = [o for o in qualified if eager is not None and o is not eager and beats(o, eager)]
-    # nothing resolved beats eager, but an unresolved option's estimate is faster: the ranking is open, not "eager"
-    hopeful = [] if faster_than_eager or eager is None else _better_estimates_than(eager, qualified)
-    pool = faster_than_eager or hopeful or qualified  # no cycles in "beats": eager is unbeaten in `qualified`
+    pool, hopeful = _competitors(eager, qualified)
     unbeaten = [o for o in pool if not any(beats(other, o) for other in pool if other is not o)]
     resolved = [o for o in unbeaten if not o.unresolved]  # an unresolved option is unbeaten for want of evidence
     leading = _leading_pair(unbeaten, eager if hopeful else None)
@@ -329,9 +350,39 @@ def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> T
     else:
         fast_run = min(resolved or unbeaten, key=lambda o: simplicity_key(o, warm))
     fast_compile = fast_run if fast_run.is_baseline else min(pool, key=lambda o: simplicity_key(o, warm))
-    compiled = [o for o in qualified if not o.is_baseline]
+    steps = _ranking_steps(qualified, eager, pool, resolved, fast_run, inconclusive, warm)
+    a, b = fast_compile, fast_run
+    chosen, decided_by, n_star = _compile_or_run(context, a, b)
+    steps.append(rule_break_even(context, a, b, n_star, chosen, decided_by))
+    if eager is not None and not chosen.is_baseline and not repays_compile(chosen, eager, context):
+        # the cheaper of A and B in total, and eager (no compile) is cheaper still over the expected calls
+        steps.append(rule_compile_not_repaid(context, eager, chosen))
+        chosen, decided_by = eager, "eager_repays"
+    return TradeOff(chosen, a, b, unbeaten, n_star, decided_by, steps, eager, inconclusive)
 
+
+def _competitors(eager: Option | None, qualified: list[Option]) -> tuple[list[Option], list[Option]]:
+    """The options that compete, and the hopeful ones among them: the compiled options faster than eager beyond
+    the noise; else the unresolved ones whose estimate is faster (the ranking is open, not "eager"); else all."""
+    faster_than_eager = [o for o in qualified if eager is not None and o is not eager and beats(o, eager)]
+    # nothing resolved beats eager, but an unresolved option's estimate is faster: the ranking is open, not "eager"
+    hopeful = [] if faster_than_eager or eager is None else _better_estimates_than(eager, qualified)
+    return faster_than_eager or hopeful or qualified, hopeful  # no cycles in "beats": eager is unbeaten in `qualified`
+
+
+def _ranking_steps(
+    qualified: list[Option],
+    eager: Option | None,
+    pool: list[Option],
+    resolved: list[Option],
+    fast_run: Option,
+    inconclusive: tuple[Option, Option] | None,
+    warm: bool,
+) -> list[dict[str, Any]]:
+    """The steps that rank the options before the compile/run trade-off: against eager, the unresolved ones, the
+    leading pair compared with each other, a tie within the noise."""
     steps: list[dict[str, Any]] = []
+    compiled = [o for o in qualified if not o.is_baseline]
     if eager is not None and compiled:
         steps.append(rule_compiled_vs_eager(eager, compiled))
     unresolved = [o for o in qualified if o.unresolved]
@@ -344,30 +395,28 @@ def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> T
         steps.append(rule_leading_paired(*inconclusive, True))
     if len(resolved) > 1 and inconclusive is None:
         steps.append(rule_noise_tie(resolved, fast_run, warm))
-    a, b = fast_compile, fast_run
+    return steps
+
+
+def _compile_or_run(context: DeploymentContext, a: Option, b: Option) -> tuple[Option, str, float | None]:
+    """A (fastest to compile) or B (fastest to run): (chosen, decided_by, N*). B when it compiles no slower, A when
+    it runs no slower, else the break-even against the expected calls, else the stage's objective."""
+    warm = context.ships_compile_cache
     compile_a, compile_b = a.compile_s(warm), b.compile_s(warm)
     lat_a, lat_b = a.latency_ms, b.latency_ms
-    n_star: float | None = None
     if a == b:
-        chosen, decided_by = a, "single"
-    elif compile_a is not None and compile_b is not None and compile_b <= compile_a:
-        chosen, decided_by, n_star = b, "dominates", 0.0
-    elif lat_a is not None and lat_b is not None and lat_a <= lat_b:
-        chosen, decided_by = a, "dominates"
-    else:
-        if compile_a is not None and compile_b is not None and lat_a is not None and lat_b is not None:
-            n_star = break_even_calls(compile_a, lat_a, compile_b, lat_b)
-        expected = context.expected_calls_per_compile
-        if n_star is not None and expected is not None:
-            chosen, decided_by = (b if expected > n_star else a), "break_even"
-        else:
-            chosen, decided_by = (a if fast_compile_wanted(context) else b), "objective"
-    steps.append(rule_break_even(context, a, b, n_star, chosen, decided_by))
-    if eager is not None and not chosen.is_baseline and not repays_compile(chosen, eager, context):
-        # the cheaper of A and B in total, and eager (no compile) is cheaper still over the expected calls
-        steps.append(rule_compile_not_repaid(context, eager, chosen))
-        chosen, decided_by = eager, "eager_repays"
-    return TradeOff(chosen, a, b, unbeaten, n_star, decided_by, steps, eager, inconclusive)
+        return a, "single", None
+    if compile_a is not None and compile_b is not None and compile_b <= compile_a:
+        return b, "dominates", 0.0
+    if lat_a is not None and lat_b is not None and lat_a <= lat_b:
+        return a, "dominates", None
+    n_star: float | None = None
+    if compile_a is not None and compile_b is not None and lat_a is not None and lat_b is not None:
+        n_star = break_even_calls(compile_a, lat_a, compile_b, lat_b)
+    expected = context.expected_calls_per_compile
+    if n_star is not None and expected is not None:
+        return (b if expected > n_star else a), "break_even", n_star
+    return (a if fast_compile_wanted(context) else b), "objective", n_star
 
 
 PAIRED_TIE_MAX_RATIO = noise.HIGH_CONFIDENCE_MAX_CI_RATIO  # a paired interval around 1.0 this tight: equally fast
