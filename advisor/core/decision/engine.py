@@ -6,6 +6,7 @@ for the target; hard filters; the selection tree (decision_rules); caveats and s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from advisor.core import noise
@@ -69,10 +70,7 @@ def decide(
     prov = provenance(context, run)
     path: list[dict[str, Any]] = [rule_measurements(prov, context)]
 
-    options = measured_options(run) if prov.usable and run else unmeasured_options(context.target)
-    qualified, excluded = split_by_filters(options, context)
-    if not prov.usable:
-        qualified, excluded = _coverage_filter(qualified, excluded, facts)
+    options, qualified, excluded = _options(context, facts, prov, run)
     path.append(rule_hard_filters(qualified, excluded, context))
     skipped = {o.label: excluded[o.label] for o in options if o.row and o.row.get("status") == "skipped"}
     skips_at = len(path)
@@ -83,54 +81,65 @@ def decide(
     chosen: Option | None = None
     trade: TradeOff | None = None
     export_blockers: list[str] = []
-    exported = False
     edge: EdgeChoice | None = None
     if context.stage == "edge" or context.needs_offline_export:
-        int8 = int8_export(options, excluded) if prov.usable else None
-        candidate, export_blockers = export_option(context, facts, options, excluded, int8)
-        path.append(rule_export_path(context, candidate, export_blockers))
-        if candidate is not None and prov.usable:  # float or int8 export, by latency, size and drift
-            edge = weigh_quantization(context, candidate, options, excluded)
-            path += edge.steps
-            candidate = edge.chosen
-        chosen, exported = candidate, candidate is not None
+        chosen, export_blockers, edge = _export_choice(context, facts, prov, options, excluded, path)
+    exported = chosen is not None
     if chosen is None and qualified:
-        path.append(rule_objective(context))
-        if facts.npu_ops and context.target == "npu":
-            path.append(rule_npu_custom_ops(facts))
-        if prov.usable:
-            trade = measured_trade_off(context, qualified)
-            path += trade.steps
-            chosen = trade.chosen
-        else:
-            chosen, unmeasured_step = _unmeasured_choice(context, facts, qualified)
-            path.append(unmeasured_step)
-
-    layered = None
-    if context.fleet == "mixed":
-        layered_step, layered = rule_layered(context, chosen)
-        path.append(layered_step)
-    if prov.usable:
-        phases_step, by_phase = rule_generation_phases(context, qualified, chosen)
-        path += [phases_step] if phases_step else []
-        layered = layered or by_phase
+        chosen, trade = _compiler_choice(context, facts, prov, qualified, path)
+    layered = _layered(context, prov, qualified, chosen, path)
 
     if prov.usable and (sweep_step := rule_shape_sweep(run, chosen, qualified)) is not None:
         path.append(sweep_step)
 
     if skipped and restate_skips and chosen is not None and prov.usable and run:
-        from advisor.core.decision.plan_pruning import restate_skip  # it imports this module
-
-        excluded = dict(excluded)
-        for option in options:
-            if option.label in skipped:
-                skipped[option.label] = excluded[option.label] = restate_skip(
-                    context, inspection, run, option.row or {}, chosen
-                )
+        excluded = _restate_skips(context, inspection, run, options, skipped, excluded, chosen)
         path[skips_at] = rule_plan_skips(skipped)
-    why_not = _why_not(options, excluded, chosen, trade, context, exported)
+    outcome = _Outcome(chosen, trade, edge, exported, export_blockers, layered)
+    return _recommendation(context, inspection, facts, prov, quality, options, excluded, outcome, path)
+
+
+def _options(
+    context: DeploymentContext, facts: InspectionFacts, prov: Provenance, run: dict[str, Any] | None
+) -> tuple[list[Option], list[Option], dict[str, str]]:
+    """Every option (the measured rows, or the target's unmeasured ones), those that pass the hard filters, and
+    why each other one is out."""
+    options = measured_options(run) if prov.usable and run else unmeasured_options(context.target)
+    qualified, excluded = split_by_filters(options, context)
+    if not prov.usable:
+        qualified, excluded = _coverage_filter(qualified, excluded, facts)
+    return options, qualified, excluded
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What the rules chose: the option, the measured trade-off or the edge weighing behind it, whether it is the
+    export path (and what blocked that), and the layered advice."""
+
+    chosen: Option | None
+    trade: TradeOff | None
+    edge: EdgeChoice | None
+    exported: bool
+    export_blockers: list[str]
+    layered: dict[str, Any] | None
+
+
+def _recommendation(
+    context: DeploymentContext,
+    inspection: dict[str, Any] | None,
+    facts: InspectionFacts,
+    prov: Provenance,
+    quality: dict[str, Any] | None,
+    options: list[Option],
+    excluded: dict[str, str],
+    outcome: _Outcome,
+    path: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The recommendation of `outcome`, with why not each other option, the caveats, the confidence and summary."""
+    chosen, trade, edge, layered = outcome.chosen, outcome.trade, outcome.edge, outcome.layered
+    why_not = _why_not(options, excluded, chosen, trade, context, outcome.exported)
     why_not.update(edge.why_not if edge else {})  # the export not shipped: why its twin (float / int8) won
-    caveats = caveats_for(chosen, context, facts, prov, trade, export_blockers, quality)
+    caveats = caveats_for(chosen, context, facts, prov, trade, outcome.export_blockers, quality)
     caveats += edge.caveats if edge else []
     caveats += source_caveats(inspection, chosen, context)  # from the user's own code, when it was analysed
     confidence = _confidence(chosen, prov, facts, trade, context, quality)
@@ -150,6 +159,90 @@ def decide(
     }
     recommendation["summary"] = _summary(recommendation, chosen, prov, trade, context, why_not, quality)
     return recommendation
+
+
+def _export_choice(
+    context: DeploymentContext,
+    facts: InspectionFacts,
+    prov: Provenance,
+    options: list[Option],
+    excluded: dict[str, str],
+    path: list[dict[str, Any]],
+) -> tuple[Option | None, list[str], EdgeChoice | None]:
+    """The deployment needs an offline export: the export option (float or int8, weighed by latency, size and drift
+    when measured), or None with what blocks it. Appends its steps to `path`."""
+    int8 = int8_export(options, excluded) if prov.usable else None
+    candidate, export_blockers = export_option(context, facts, options, excluded, int8)
+    path.append(rule_export_path(context, candidate, export_blockers))
+    edge: EdgeChoice | None = None
+    if candidate is not None and prov.usable:  # float or int8 export, by latency, size and drift
+        edge = weigh_quantization(context, candidate, options, excluded)
+        path += edge.steps
+        candidate = edge.chosen
+    return candidate, export_blockers, edge
+
+
+def _compiler_choice(
+    context: DeploymentContext,
+    facts: InspectionFacts,
+    prov: Provenance,
+    qualified: list[Option],
+    path: list[dict[str, Any]],
+) -> tuple[Option, TradeOff | None]:
+    """The qualified option the stage's objective picks: by the measured trade-off, or by the tree without numbers.
+    Appends its steps to `path`."""
+    path.append(rule_objective(context))
+    if facts.npu_ops and context.target == "npu":
+        path.append(rule_npu_custom_ops(facts))
+    if prov.usable:
+        trade = measured_trade_off(context, qualified)
+        path += trade.steps
+        return trade.chosen, trade
+    chosen, unmeasured_step = _unmeasured_choice(context, facts, qualified)
+    path.append(unmeasured_step)
+    return chosen, None
+
+
+def _layered(
+    context: DeploymentContext,
+    prov: Provenance,
+    qualified: list[Option],
+    chosen: Option | None,
+    path: list[dict[str, Any]],
+) -> dict[str, Any] | None:
+    """The layered advice: develop with one option and serve with another on a mixed fleet, or one per generation
+    phase (measured). Appends its steps to `path`."""
+    layered = None
+    if context.fleet == "mixed":
+        layered_step, layered = rule_layered(context, chosen)
+        path.append(layered_step)
+    if prov.usable:
+        phases_step, by_phase = rule_generation_phases(context, qualified, chosen)
+        path += [phases_step] if phases_step else []
+        layered = layered or by_phase
+    return layered
+
+
+def _restate_skips(
+    context: DeploymentContext,
+    inspection: dict[str, Any] | None,
+    run: dict[str, Any],
+    options: list[Option],
+    skipped: dict[str, str],
+    excluded: dict[str, str],
+    chosen: Option,
+) -> dict[str, str]:
+    """Why each skipped variant could not change this recommendation: updates `skipped` in place, returns a copy of
+    `excluded` with the same reasons."""
+    from advisor.core.decision.plan_pruning import restate_skip  # it imports this module
+
+    excluded = dict(excluded)
+    for option in options:
+        if option.label in skipped:
+            skipped[option.label] = excluded[option.label] = restate_skip(
+                context, inspection, run, option.row or {}, chosen
+            )
+    return excluded
 
 
 def _coverage_filter(
@@ -265,18 +358,34 @@ def _confidence(
     if not prov.real:
         return "low"
     quality = quality or {}
-    deciding = [chosen] if trade is None else [trade.chosen, trade.fast_compile, trade.fast_run]
-    if quality.get("whole_run") or chosen.unresolved or (trade is not None and trade.inconclusive is not None):
+    if _left_open(chosen, trade, quality):
         return "low"
-    ratios = [o.interval_ratio for o in deciding if o.row is not None and o.interval_ratio is not None]
-    wide = any(ratio > noise.HIGH_CONFIDENCE_MAX_CI_RATIO for ratio in ratios)
-    if quality.get("noisy") or wide or any(o.noisy for o in deciding):
+    if quality.get("noisy") or _noisy(chosen, trade):
         return "medium"
     if trade is None:  # export path: from a measured row, or from coverage alone
         return "medium" if chosen.row is None else "high"
+    return "medium" if trade.tie or _near_break_even(trade, context) or trade.decided_by == "objective" else "high"
+
+
+def _left_open(chosen: Option, trade: TradeOff | None, quality: dict[str, Any]) -> bool:
+    """Whether the measurements leave the choice open: the whole run was noisy, the chosen option is unresolved,
+    or the leading two are inconclusive."""
+    return bool(quality.get("whole_run") or chosen.unresolved or (trade is not None and trade.inconclusive is not None))
+
+
+def _noisy(chosen: Option, trade: TradeOff | None) -> bool:
+    """Whether an option that decided (the chosen one, A and B) has an interval wider than
+    noise.HIGH_CONFIDENCE_MAX_CI_RATIO or a noisy row."""
+    deciding = [chosen] if trade is None else [trade.chosen, trade.fast_compile, trade.fast_run]
+    ratios = [o.interval_ratio for o in deciding if o.row is not None and o.interval_ratio is not None]
+    wide = any(ratio > noise.HIGH_CONFIDENCE_MAX_CI_RATIO for ratio in ratios)
+    return wide or any(o.noisy for o in deciding)
+
+
+def _near_break_even(trade: TradeOff, context: DeploymentContext) -> bool:
+    """Decided by a break-even the expected calls are within a factor of two of."""
     expected, n_star = context.expected_calls_per_compile, trade.n_star
-    near_break_even = trade.decided_by == "break_even" and n_star and expected and n_star / 2 <= expected <= 2 * n_star
-    return "medium" if trade.tie or near_break_even or trade.decided_by == "objective" else "high"
+    return bool(trade.decided_by == "break_even" and n_star and expected and n_star / 2 <= expected <= 2 * n_star)
 
 
 def _speed_sentence(chosen: Option, per: str = "call") -> str:
@@ -323,32 +432,49 @@ def _summary(
     if deciding is not None:
         parts.append(f"Why: {deciding['outcome']}")
     if trade is not None and chosen.median_ms is not None:
-        compile_s = chosen.compile_s(context.ships_compile_cache)
-        compile_text = "" if compile_s is None or chosen.is_baseline else f", compiling in {compile_s:.3g} s"
-        parts.append(f"{_speed_sentence(chosen, context.call_unit.removesuffix('s'))}{compile_text}.")
-        if trade.n_star and trade.fast_compile != trade.fast_run:
-            parts.append(
-                f"{trade.fast_run.label} overtakes {trade.fast_compile.label} after "
-                f"{format_calls(trade.n_star)} {context.call_unit} per compile."
-            )
-        if rec.get("tie"):
-            parts.append("The fastest options were tied within the measurement noise.")
+        parts += _speed_parts(rec, chosen, trade, context)
     if rec.get("layered"):
         parts.append("Develop with torch.compile (Inductor) on CPU/GPU and serve with this choice on the NPUs.")
-    if not prov.usable:
-        parts.append("This is unmeasured: it comes from the model's structure and op coverage, not from timings.")
-    elif not prov.real:
-        parts.append(f"Caution: {prov.note}, so the speeds are not real {context.target.upper()} numbers.")
-    else:
-        parts.append(f"Numbers were measured on a real {context.target.upper()}.")
-    if (quality or {}).get("whole_run"):
-        parts.append(
-            "The measurement run was noisy (the machine's speed changed or it was loaded): treat the "
-            "speeds as rough and re-measure on a quiet node."
-        )
-    elif (quality or {}).get("noisy"):
-        parts.append(f"Noisy timings for {', '.join(quality['noisy_rows'])}.")  # type: ignore[index]
+    parts.append(_provenance_sentence(prov, context))
+    parts += _quality_parts(quality)
     parts.append(f"Confidence: {rec['confidence']}.")
     if rec["caveats"]:
         parts.append(f"See the {len(rec['caveats'])} caveat(s) for things to check or fix.")
     return " ".join(parts)
+
+
+def _speed_parts(rec: dict[str, Any], chosen: Option, trade: TradeOff, context: DeploymentContext) -> list[str]:
+    """The chosen option's measured speed and compile time, where the fast-running option overtakes the
+    fast-compiling one, and whether the fastest tied."""
+    compile_s = chosen.compile_s(context.ships_compile_cache)
+    compile_text = "" if compile_s is None or chosen.is_baseline else f", compiling in {compile_s:.3g} s"
+    parts = [f"{_speed_sentence(chosen, context.call_unit.removesuffix('s'))}{compile_text}."]
+    if trade.n_star and trade.fast_compile != trade.fast_run:
+        parts.append(
+            f"{trade.fast_run.label} overtakes {trade.fast_compile.label} after "
+            f"{format_calls(trade.n_star)} {context.call_unit} per compile."
+        )
+    if rec.get("tie"):
+        parts.append("The fastest options were tied within the measurement noise.")
+    return parts
+
+
+def _provenance_sentence(prov: Provenance, context: DeploymentContext) -> str:
+    """Where the numbers came from: none (the structure), a stand-in, or a real device of the target."""
+    if not prov.usable:
+        return "This is unmeasured: it comes from the model's structure and op coverage, not from timings."
+    if not prov.real:
+        return f"Caution: {prov.note}, so the speeds are not real {context.target.upper()} numbers."
+    return f"Numbers were measured on a real {context.target.upper()}."
+
+
+def _quality_parts(quality: dict[str, Any] | None) -> list[str]:
+    """The run's noise in words: the whole run, or the noisy rows."""
+    if (quality or {}).get("whole_run"):
+        return [
+            "The measurement run was noisy (the machine's speed changed or it was loaded): treat the "
+            "speeds as rough and re-measure on a quiet node."
+        ]
+    if (quality or {}).get("noisy"):
+        return [f"Noisy timings for {', '.join(quality['noisy_rows'])}."]  # type: ignore[index]
+    return []
