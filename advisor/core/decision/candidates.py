@@ -327,6 +327,12 @@ def exclusion_reason(option: Option, context: DeploymentContext) -> str | None:
     row = option.row
     if row is None:
         return None
+    return _status_reason(row, context) or _limit_reason(option, row, context) or _no_latency_reason(option)
+
+
+def _status_reason(row: dict[str, Any], context: DeploymentContext) -> str | None:
+    """Why a row that did not run cleanly is out: its status (failed accuracy, unavailable, skipped, an error) or a
+    failed accuracy check on an ok row."""
     status = row.get("status", "ok")
     reason = row.get("reason") or ""
     if status == "fail_accuracy":
@@ -342,6 +348,11 @@ def exclusion_reason(option: Option, context: DeploymentContext) -> str | None:
     if (row.get("accuracy") or {}).get("passed") is False:
         detail = (row.get("accuracy") or {}).get("reason") or "outputs differ from the float64 reference"
         return f"failed the accuracy check: {detail}"
+    return None
+
+
+def _limit_reason(option: Option, row: dict[str, Any], context: DeploymentContext) -> str | None:
+    """Why a measured row is over the context's limits: int8 drift, deployed size, p99 latency, peak memory."""
     # int8 rows: the context's tolerated drift; every row: its deployed size against the memory budget
     footprint_reason = quantized_rules.drift_exclusion(row, context) or footprint.size_exclusion(row, context)
     if footprint_reason:
@@ -353,9 +364,11 @@ def exclusion_reason(option: Option, context: DeploymentContext) -> str | None:
     if context.memory_budget_mb is not None and memory is not None and memory > context.memory_budget_mb:
         peak = "training peak (gradients and optimizer state included)" if context.workload == "training" else "peak"
         return f"over the memory budget: {peak} {memory:.4g} MiB > {context.memory_budget_mb:g} MiB"
-    if option.median_ms is None:
-        return "measured without a steady-state latency"
     return None
+
+
+def _no_latency_reason(option: Option) -> str | None:
+    return "measured without a steady-state latency" if option.median_ms is None else None
 
 
 def split_by_filters(options: list[Option], context: DeploymentContext) -> tuple[list[Option], dict[str, str]]:
