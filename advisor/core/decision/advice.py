@@ -55,7 +55,6 @@ def speed_comparison(other: Option, chosen: Option) -> str:
 
 
 def measured_why_not(other: Option, chosen: Option, trade: TradeOff, context: DeploymentContext) -> str:
-    warm = context.ships_compile_cache
     ms = speed_comparison(other, chosen)
     if beats(chosen, other):
         return f"slower than {chosen.label}: {ms}"
@@ -75,22 +74,29 @@ def measured_why_not(other: Option, chosen: Option, trade: TradeOff, context: De
     if eager is not None and other is not eager and chosen is not eager and not beats(other, eager):
         return f"not faster than eager beyond the noise ({speed_comparison(other, eager)}), so not worth a compile"
     if beats(other, chosen):
-        c_other, c_chosen = other.compile_s(warm), chosen.compile_s(warm)
-        compile_text = "" if c_other is None or c_chosen is None else f" ({c_other:.3g} s vs {c_chosen:.3g} s)"
-        if trade.decided_by == "break_even" and other is trade.fast_run:
-            return (
-                f"runs faster ({ms}) but its longer compile{compile_text} pays off only after "
-                f"{format_calls(trade.n_star)} {context.call_unit} per compile; you expect "
-                f"{context.expected_calls_per_compile:,}"
-            )
-        if trade.decided_by == "eager_repays" and chosen.is_baseline and c_other is not None:
-            n_star = calls_to_repay(other, chosen, warm)
-            return (
-                f"runs faster ({ms}) but its {c_other:.3g} s compile pays off only after {format_calls(n_star)} "
-                f"{context.call_unit} per compile; you expect {context.expected_calls_per_compile:,}"
-            )
-        return f"runs faster ({ms}) but compiles slower{compile_text}, and compile time weighs most here"
+        return _faster_why_not(other, chosen, trade, context, ms)
     return f"as fast within the measured noise ({ms}); {chosen.label} compiles faster or is simpler"
+
+
+def _faster_why_not(other: Option, chosen: Option, trade: TradeOff, context: DeploymentContext, ms: str) -> str:
+    """Why `other`, which runs faster than `chosen`, lost: its compile does not pay off over the expected calls
+    (against the fast-compiling option, or against eager), or compile time weighs most."""
+    warm = context.ships_compile_cache
+    c_other, c_chosen = other.compile_s(warm), chosen.compile_s(warm)
+    compile_text = "" if c_other is None or c_chosen is None else f" ({c_other:.3g} s vs {c_chosen:.3g} s)"
+    if trade.decided_by == "break_even" and other is trade.fast_run:
+        return (
+            f"runs faster ({ms}) but its longer compile{compile_text} pays off only after "
+            f"{format_calls(trade.n_star)} {context.call_unit} per compile; you expect "
+            f"{context.expected_calls_per_compile:,}"
+        )
+    if trade.decided_by == "eager_repays" and chosen.is_baseline and c_other is not None:
+        n_star = calls_to_repay(other, chosen, warm)
+        return (
+            f"runs faster ({ms}) but its {c_other:.3g} s compile pays off only after {format_calls(n_star)} "
+            f"{context.call_unit} per compile; you expect {context.expected_calls_per_compile:,}"
+        )
+    return f"runs faster ({ms}) but compiles slower{compile_text}, and compile time weighs most here"
 
 
 def export_why_not(other: Option, chosen: Option) -> str:
@@ -163,6 +169,33 @@ def caveats_for(
     quality: dict[str, Any] | None = None,
 ) -> list[dict[str, str]]:
     """The recommendation's caveats, each {"issue", "fix"} (advisor.core.results.Caveat, as the engine stores it)."""
+    caveats = _provenance_caveats(context, prov)
+    caveats += _model_caveats(facts)
+    caveats += _npu_caveats(chosen, context, facts, prov)
+    if export_blockers:
+        caveats.append(
+            {
+                "issue": "The offline export path is blocked: " + "; ".join(export_blockers) + ".",
+                "fix": "Fix the blockers above, then re-run the analysis with needs_offline_export.",
+            }
+        )
+    caveats += _dynamic_shape_caveats(chosen, context, facts)
+    caveats += _cache_caveats(chosen, context)
+    if prov.usable:
+        caveats += noise_caveats(quality)
+        caveats += shared_node_caveats(quality)
+    if context.resource_constrained and context.memory_budget_mb is None:
+        caveats.append(
+            {
+                "issue": "Resource-constrained target without a memory budget: peak memory was not a filter.",
+                "fix": "Set memory_budget_mb so options that need too much memory are excluded.",
+            }
+        )
+    return caveats
+
+
+def _provenance_caveats(context: DeploymentContext, prov: Provenance) -> list[dict[str, str]]:
+    """Where the numbers came from (a stand-in, none) and, for training, what they are per."""
     caveats: list[dict[str, str]] = []
     if prov.note and (prov.usable or prov.device is not None):
         caveats.append(
@@ -189,6 +222,12 @@ def caveats_for(
                 f"{context.optimizer}.",
             }
         )
+    return caveats
+
+
+def _model_caveats(facts: InspectionFacts) -> list[dict[str, str]]:
+    """What the inspection found in the model itself: it did not run, graph breaks, ops torch.compile cannot trace."""
+    caveats: list[dict[str, str]] = []
     if not facts.runnable:
         caveats.append(
             {
@@ -221,6 +260,15 @@ def caveats_for(
                 "fix": "Register a fake kernel with torch.library.register_fake('<ns>::<op>') so Dynamo can trace it.",
             }
         )
+    return caveats
+
+
+def _npu_caveats(
+    chosen: Option | None, context: DeploymentContext, facts: InspectionFacts, prov: Provenance
+) -> list[dict[str, str]]:
+    """What an NPU deployment needs checked: GE coverage only an NPU knows, Inductor's Triton requirement, missing
+    GE converters for the chosen TorchAir mode."""
+    caveats: list[dict[str, str]] = []
     if facts.torchair_unknown and context.target == "npu" and not (prov.usable and prov.real):
         caveats.append(
             {
@@ -251,25 +299,6 @@ def caveats_for(
                     "(captures the eager kernels; no converters needed).",
                 }
             )
-    if export_blockers:
-        caveats.append(
-            {
-                "issue": "The offline export path is blocked: " + "; ".join(export_blockers) + ".",
-                "fix": "Fix the blockers above, then re-run the analysis with needs_offline_export.",
-            }
-        )
-    caveats += _dynamic_shape_caveats(chosen, context, facts)
-    caveats += _cache_caveats(chosen, context)
-    if prov.usable:
-        caveats += noise_caveats(quality)
-        caveats += shared_node_caveats(quality)
-    if context.resource_constrained and context.memory_budget_mb is None:
-        caveats.append(
-            {
-                "issue": "Resource-constrained target without a memory budget: peak memory was not a filter.",
-                "fix": "Set memory_budget_mb so options that need too much memory are excluded.",
-            }
-        )
     return caveats
 
 
