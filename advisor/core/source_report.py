@@ -288,67 +288,89 @@ def inspection_source_lines(inspection: Any) -> list[str]:
 
 def report_lines(report: SourceReport) -> list[str]:
     """The report as plain lines: `inspect FILE.py:factory` prints them, the analysis reports list them."""
-    lines: list[str] = []
-    breaks = report.graph_breaks
+    return [*_break_lines(report.graph_breaks), *_recompile_lines(report.recompiles), *_export_lines(report.export)]
+
+
+def _break_lines(breaks: GraphBreakReport) -> list[str]:
+    """The graph breaks: how many, then each where it is, its kind, code, why and hints."""
     if not breaks.analysed:
-        lines.append(f"Graph breaks: not analysed - {breaks.note or ''}")
-    else:
-        lines.append(f"Graph breaks: {breaks.break_count} ({breaks.graph_count} graph(s))")
-        if breaks.note:
-            lines.append(f"  note: {breaks.note}")
-        for number, item in enumerate(breaks.breaks, 1):
-            times = f" (x{item.count})" if item.count > 1 else ""
-            where = f"{item.where} in {item.function}" if item.function else item.where
-            lines.append(f"  {number}. {where}: {item.kind}{times}")
-            if item.code:
-                lines.append(f"       {item.code}")
-            if item.explanation:
-                lines.append(f"       why: {item.explanation}")
-            lines += [f"       hint: {hint}" for hint in item.hints]
-    recompiles = report.recompiles
+        return [f"Graph breaks: not analysed - {breaks.note or ''}"]
+    lines = [f"Graph breaks: {breaks.break_count} ({breaks.graph_count} graph(s))"]
+    if breaks.note:
+        lines.append(f"  note: {breaks.note}")
+    for number, item in enumerate(breaks.breaks, 1):
+        times = f" (x{item.count})" if item.count > 1 else ""
+        where = f"{item.where} in {item.function}" if item.function else item.where
+        lines.append(f"  {number}. {where}: {item.kind}{times}")
+        if item.code:
+            lines.append(f"       {item.code}")
+        if item.explanation:
+            lines.append(f"       why: {item.explanation}")
+        lines += [f"       hint: {hint}" for hint in item.hints]
+    return lines
+
+
+def _recompile_lines(recompiles: RecompileReport) -> list[str]:
+    """The recompiles: how many of the other shapes recompiled, each shape with its failed guards, and the calls
+    made again with the varying dims marked dynamic."""
     if not recompiles.analysed:
-        lines.append(f"Recompiles: not analysed - {recompiles.note or ''}")
-    else:
-        lines.append(f"Recompiles: {recompiles.recompiles} of {len(recompiles.points)} other shape(s)")
-        lines.append(f"  example shapes: {shapes_text(recompiles.base_shapes)}")
-        for point in recompiles.points:
-            state = "recompiled" if point.recompiled else "no recompile"
-            lines.append(
-                f"  at {shapes_text(point.shapes)}: {state}" + (f" - error: {point.error}" if point.error else "")
-            )
-            lines += [f"       guard failed: {guard}" for guard in point.guard_failures]
-        if (marked := recompiles.marked_dynamic) is not None:
-            dims = ", ".join(f"{d.input}[{d.dim}]" for d in marked.dims)
-            if marked.recompiles is None:
-                lines.append(f"  marked dynamic ({dims}): could not run - {marked.error}")
-            elif marked.recompiles == 0:
-                lines.append(f"  marked dynamic ({dims}): no recompiles")
-            else:
-                lines.append(f"  marked dynamic ({dims}): still {marked.recompiles} recompile(s)")
-                lines += [f"       guard failed: {guard}" for guard in marked.guard_failures]
-    export = report.export
-    if export.attempts:
-        for attempt in export.attempts:
-            name = "strict" if attempt.strict else "non-strict"
-            error = "\n       ".join((attempt.error or "").splitlines()[:4])
-            outcome = "ok" if attempt.ok else f"failed: {error}"
-            lines.append(f"torch.export ({name}): {outcome}")
-        if [(a.strict, a.ok) for a in export.attempts] == [(False, True)]:
-            lines.append("torch.export (strict): not tried - non-strict exported it (`--strict-export` tries both)")
-        if export.draft is not None:
-            draft = export.draft
-            if draft.error:
-                lines.append(f"draft_export: failed too: {draft.error}")
-            else:
-                lines.append(f"draft_export: {len(draft.problems)} problem(s) to fix before torch.export succeeds")
-                for problem in draft.problems:
-                    at = f" at {problem.location}" if problem.location else ""
-                    said = " ".join(problem.message.splitlines()[:2])
-                    lines.append(f"  - {problem.kind}{at}: {said}")
-        if export.written:
-            lines.append(f"ExportedProgram written to {export.written}")
-        if export.save_error:
-            lines.append(f"not written: {export.save_error}")
+        return [f"Recompiles: not analysed - {recompiles.note or ''}"]
+    lines = [
+        f"Recompiles: {recompiles.recompiles} of {len(recompiles.points)} other shape(s)",
+        f"  example shapes: {shapes_text(recompiles.base_shapes)}",
+    ]
+    for point in recompiles.points:
+        state = "recompiled" if point.recompiled else "no recompile"
+        lines.append(f"  at {shapes_text(point.shapes)}: {state}" + (f" - error: {point.error}" if point.error else ""))
+        lines += [f"       guard failed: {guard}" for guard in point.guard_failures]
+    if recompiles.marked_dynamic is not None:
+        lines += _marked_lines(recompiles.marked_dynamic)
+    return lines
+
+
+def _marked_lines(marked: MarkedDynamic) -> list[str]:
+    """The calls with the varying dims marked dynamic: could not run, no recompiles, or still some (and why)."""
+    dims = ", ".join(f"{d.input}[{d.dim}]" for d in marked.dims)
+    if marked.recompiles is None:
+        return [f"  marked dynamic ({dims}): could not run - {marked.error}"]
+    if marked.recompiles == 0:
+        return [f"  marked dynamic ({dims}): no recompiles"]
+    return [
+        f"  marked dynamic ({dims}): still {marked.recompiles} recompile(s)",
+        *(f"       guard failed: {guard}" for guard in marked.guard_failures),
+    ]
+
+
+def _export_lines(export: ExportReport) -> list[str]:
+    """torch.export: each attempt's outcome, draft_export's problems, where the ExportedProgram was written."""
+    lines: list[str] = []
+    if not export.attempts:
+        return lines
+    for attempt in export.attempts:
+        name = "strict" if attempt.strict else "non-strict"
+        error = "\n       ".join((attempt.error or "").splitlines()[:4])
+        outcome = "ok" if attempt.ok else f"failed: {error}"
+        lines.append(f"torch.export ({name}): {outcome}")
+    if [(a.strict, a.ok) for a in export.attempts] == [(False, True)]:
+        lines.append("torch.export (strict): not tried - non-strict exported it (`--strict-export` tries both)")
+    if export.draft is not None:
+        lines += _draft_lines(export.draft)
+    if export.written:
+        lines.append(f"ExportedProgram written to {export.written}")
+    if export.save_error:
+        lines.append(f"not written: {export.save_error}")
+    return lines
+
+
+def _draft_lines(draft: DraftReport) -> list[str]:
+    """draft_export after torch.export failed: its own failure, or the problems to fix."""
+    if draft.error:
+        return [f"draft_export: failed too: {draft.error}"]
+    lines = [f"draft_export: {len(draft.problems)} problem(s) to fix before torch.export succeeds"]
+    for problem in draft.problems:
+        at = f" at {problem.location}" if problem.location else ""
+        said = " ".join(problem.message.splitlines()[:2])
+        lines.append(f"  - {problem.kind}{at}: {said}")
     return lines
 
 
