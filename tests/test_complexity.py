@@ -24,7 +24,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("advisor/harness/source_probe.py", "describe_break"),
         ("advisor/harness/source_probe.py", "sweep_shapes"),
         ("advisor/harness/source_probe.py", "recompiles"),
-        ("advisor/cli/analyze_cmd.py", "analyze"),
     }
 )
 

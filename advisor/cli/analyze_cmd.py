@@ -121,18 +121,11 @@ def analyze(
     from advisor.cli.source_front import decide_with_source, export_for_analysis, is_source_spec, upload_ready
 
     source = is_source_spec(model)
-    if not source and not model.is_file():
-        _fail(f"{model} does not exist or is not a file")
-    if source and (inputs or input_shape):
-        _fail("--inputs and --input-shape do not apply to file.py:factory (the factory returns the inputs)")
-    if not source and (export_to is not None or strict_export):
-        _fail("--export-to and --strict-export apply to path/to/file.py:factory only")
+    _check_model_arguments(model, source, inputs, input_shape, export_to, strict_export)
     context = _context(context_file, flags)
     _check_calibration(calibration)  # here too with --server: a refused file is not uploaded
     if server:
-        local_only = {"--device": device, "--skip-measure": skip_measure or None, "--input-shape": input_shape or None}
-        if given := [flag for flag, value in local_only.items() if value is not None]:
-            _fail(f"{', '.join(given)} apply to --local only (the server's worker measures on its own device)")
+        _refuse_local_only(device, skip_measure, input_shape)
         token = read_token(token_file)
         source_report = None
         if source:  # exported here; the server measures the file and stores the source-side report with it
@@ -155,12 +148,7 @@ def analyze(
                 calibration=calibration,
             )
         )
-    if force:
-        _fail("--force applies to --server only (a local analysis always measures)")
-    if tag:
-        _fail("--tag applies to --server only (suites live on a team server)")
-    if not local:
-        _fail("choose --local or --server URL")
+    _refuse_server_only(force, tag, local)
     source_report = None
     if source:
         model, source_report = export_for_analysis(str(model), context, export_to, strict_export=strict_export)
@@ -178,7 +166,44 @@ def analyze(
         analysis = decide_with_source(analysis, source_report)
     from advisor.core.report import render
 
-    report = render(analysis, fmt)  # type: ignore[arg-type]
+    _write_report(render(analysis, fmt), out)  # type: ignore[arg-type]
+
+
+def _check_model_arguments(
+    model: Path,
+    source: bool,
+    inputs: Path | None,
+    input_shape: list[str] | None,
+    export_to: Path | None,
+    strict_export: bool,
+) -> None:
+    """A model file must exist; the inputs flags apply to a model file, the export flags to file.py:factory."""
+    if not source and not model.is_file():
+        _fail(f"{model} does not exist or is not a file")
+    if source and (inputs or input_shape):
+        _fail("--inputs and --input-shape do not apply to file.py:factory (the factory returns the inputs)")
+    if not source and (export_to is not None or strict_export):
+        _fail("--export-to and --strict-export apply to path/to/file.py:factory only")
+
+
+def _refuse_local_only(device: str | None, skip_measure: bool, input_shape: list[str] | None) -> None:
+    """With --server: the flags that only a local analysis can honour stop here."""
+    local_only = {"--device": device, "--skip-measure": skip_measure or None, "--input-shape": input_shape or None}
+    if given := [flag for flag, value in local_only.items() if value is not None]:
+        _fail(f"{', '.join(given)} apply to --local only (the server's worker measures on its own device)")
+
+
+def _refuse_server_only(force: bool, tag: str | None, local: bool) -> None:
+    """Without --server: the flags that only a team server can honour stop here, and so does --no-local."""
+    if force:
+        _fail("--force applies to --server only (a local analysis always measures)")
+    if tag:
+        _fail("--tag applies to --server only (suites live on a team server)")
+    if not local:
+        _fail("choose --local or --server URL")
+
+
+def _write_report(report: str, out: Path | None) -> None:
     if out:
         out.write_text(report)
         typer.echo(f"report written to {out}", err=True)
