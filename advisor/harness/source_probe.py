@@ -254,26 +254,45 @@ def describe_break(
     of the user's code (outside torch) with its source text."""
     frames = list(user_stack or [])
     user = [f for f in frames if _is_user_file(f.filename)] or frames
-    frame = user[-1] if user else None
-    if "Hint:" not in str(reason) and frames:
-        innermost = frames[-1]
-        reason = (logged or {}).get((os.path.abspath(innermost.filename), innermost.lineno)) or reason
-    lines = [line.strip() for line in str(reason).splitlines() if line.strip()]
-    lines = [line for line in lines if not line.startswith(_WRAPPER)] or lines
+    lines = _reason_lines(_logged_reason(reason, frames, logged))
     kind = lines[0] if lines else "graph break"
     explanation = next((ln.removeprefix("Explanation:").strip() for ln in lines if ln.startswith("Explanation:")), None)
     hints = [ln.removeprefix("Hint:").strip() for ln in lines if ln.startswith("Hint:")]
-    code = (getattr(frame, "line", None) or "").strip() if frame is not None else ""
     return {
         "kind": clip(kind, MAX_SHORT),
         "reason": clip("\n".join(ln for ln in lines if not ln.startswith(("Explanation:", "Hint:")))),
-        "file": clip(_display_path(frame.filename), MAX_SHORT) if frame is not None else None,
-        "line": frame.lineno if frame is not None else None,
-        "function": clip(frame.name, MAX_SHORT) if frame is not None else None,
-        "code": clip(code, MAX_CODE) or None,
+        **_frame_fields(user[-1] if user else None),
         "explanation": clip(explanation),
         "hints": [clip(h) for h in dict.fromkeys(hints)][:MAX_HINTS],
         "count": 1,
+    }
+
+
+def _logged_reason(reason: str, frames: list[Any], logged: dict[tuple[str, int], str] | None) -> str:
+    """Dynamo's logged message for the break at the innermost frame (explanation and hints included) when the
+    reason has no hints of its own."""
+    if "Hint:" not in str(reason) and frames:
+        innermost = frames[-1]
+        reason = (logged or {}).get((os.path.abspath(innermost.filename), innermost.lineno)) or reason
+    return reason
+
+
+def _reason_lines(reason: str) -> list[str]:
+    """The message's non-blank lines, without the wrapper line Dynamo's log puts before the kind."""
+    lines = [line.strip() for line in str(reason).splitlines() if line.strip()]
+    return [line for line in lines if not line.startswith(_WRAPPER)] or lines
+
+
+def _frame_fields(frame: Any | None) -> dict[str, Any]:
+    """Where the break is in the user's code: file, line, function and the line's source text."""
+    if frame is None:
+        return {"file": None, "line": None, "function": None, "code": None}
+    code = (getattr(frame, "line", None) or "").strip()
+    return {
+        "file": clip(_display_path(frame.filename), MAX_SHORT),
+        "line": frame.lineno,
+        "function": clip(frame.name, MAX_SHORT),
+        "code": clip(code, MAX_CODE) or None,
     }
 
 
@@ -386,30 +405,48 @@ def sweep_shapes(
 ) -> list[dict[str, list[int]]]:
     """The shapes to call the model at besides the example's: the sweep's points (inputs not named keep their shape),
     the ranges' ends and middle, or else the batch dim (dim 0 of every input) at twice its size (2 for a batch of 1)."""
+    if sweep and sweep.get("points"):
+        points = _point_shapes(base, sweep["points"])
+    elif sweep and sweep.get("ranges"):
+        points = _range_shapes(base, sweep["ranges"])
+    else:
+        points = [_doubled_batch(base)]
+    return [p for p in points if p != base][:8]
+
+
+def _point_shapes(base: dict[str, list[int]], sweep_points: list[dict[str, Any]]) -> list[dict[str, list[int]]]:
+    """The sweep's points; an input a point does not name keeps its example shape."""
+    points = []
+    for point in sweep_points:
+        shapes = {name: list(base[name]) for name in base}
+        shapes.update({name: list(shape) for name, shape in point.items() if name in base})
+        points.append(shapes)
+    return points
+
+
+def _range_shapes(base: dict[str, list[int]], sweep_ranges: list[dict[str, Any]]) -> list[dict[str, list[int]]]:
+    """The ranges' sizes (ends and middle), the i-th size of every range in the i-th point."""
     from advisor.core.shape_sweep import range_sizes
 
-    points: list[dict[str, list[int]]] = []
-    if sweep and sweep.get("points"):
-        for point in sweep["points"]:
-            shapes = {name: list(base[name]) for name in base}
-            shapes.update({name: list(shape) for name, shape in point.items() if name in base})
-            points.append(shapes)
-    elif sweep and sweep.get("ranges"):
-        ranges = [r for r in sweep["ranges"] if r["input"] in base and r["dim"] < len(base[r["input"]])]
-        sizes = {(r["input"], r["dim"]): range_sizes(r["min"], r["max"]) for r in ranges}
-        count = max((len(v) for v in sizes.values()), default=0)
-        for index in range(count):
-            shapes = {name: list(shape) for name, shape in base.items()}
-            for (name, dim), values in sizes.items():
-                shapes[name][dim] = values[min(index, len(values) - 1)]
-            points.append(shapes)
-    else:
+    ranges = [r for r in sweep_ranges if r["input"] in base and r["dim"] < len(base[r["input"]])]
+    sizes = {(r["input"], r["dim"]): range_sizes(r["min"], r["max"]) for r in ranges}
+    count = max((len(v) for v in sizes.values()), default=0)
+    points = []
+    for index in range(count):
         shapes = {name: list(shape) for name, shape in base.items()}
-        for shape in shapes.values():
-            if shape:
-                shape[0] = shape[0] * 2 if shape[0] > 1 else 2
+        for (name, dim), values in sizes.items():
+            shapes[name][dim] = values[min(index, len(values) - 1)]
         points.append(shapes)
-    return [p for p in points if p != base][:8]
+    return points
+
+
+def _doubled_batch(base: dict[str, list[int]]) -> dict[str, list[int]]:
+    """Every input's dim 0 at twice its size (2 for a batch of 1)."""
+    shapes = {name: list(shape) for name, shape in base.items()}
+    for shape in shapes.values():
+        if shape:
+            shape[0] = shape[0] * 2 if shape[0] > 1 else 2
+    return shapes
 
 
 def resized(tensor: Any, shape: list[int]) -> Any:
@@ -461,25 +498,38 @@ def recompiles(
         }
         for point, call in zip(shapes, calls[1:], strict=True)
     ]
-    varying = [
+    varying = _varying_dims(base, shapes)
+    marked = None
+    if varying and any(p["recompiled"] for p in points):
+        marked = marked_dynamic(calls, again)
+        if marked is None:  # the calls do not tell: make them again with the dims marked
+            marked = _marked_by_calling(model, [base, *shapes], inputs_at, varying)
+        marked = {"dims": [{"input": name, "dim": dim} for name, dim in varying], **marked}
+    return {"analysed": True, "base_shapes": base, "points": points, "marked_dynamic": marked}, break_messages, first
+
+
+def _varying_dims(base: dict[str, list[int]], shapes: list[dict[str, list[int]]]) -> list[tuple[str, int]]:
+    """(input, dim) of every dim some swept shape changes."""
+    return [
         (name, dim)
         for name, shape in base.items()
         for dim in range(len(shape))
         if any(point[name][dim] != shape[dim] for point in shapes)
     ]
-    marked = None
-    if varying and any(p["recompiled"] for p in points):
-        marked = marked_dynamic(calls, again)
-        if marked is None:  # the calls do not tell: make them again with the dims marked
-            literal, _ = _calls(model, [base, *shapes], inputs_at, varying)
-            first_error = next((call.error for call in literal if call.error), None)
-            marked = {
-                "recompiles": None if first_error else sum(1 for call in literal[1:] if call.compiled > 0),
-                "guard_failures": [f for call in literal[1:] for f in call.guard_failures][:MAX_GUARDS],
-                "error": first_error,
-            }
-        marked = {"dims": [{"input": name, "dim": dim} for name, dim in varying], **marked}
-    return {"analysed": True, "base_shapes": base, "points": points, "marked_dynamic": marked}, break_messages, first
+
+
+def _marked_by_calling(
+    model: Any, shapes: list[dict[str, list[int]]], inputs_at: Callable, varying: list[tuple[str, int]]
+) -> dict[str, Any]:
+    """The calls made again on a fresh compiled model with the varying dims marked dynamic: its recompiles (None on
+    an error), guard failures and first error."""
+    literal, _ = _calls(model, shapes, inputs_at, varying)
+    first_error = next((call.error for call in literal if call.error), None)
+    return {
+        "recompiles": None if first_error else sum(1 for call in literal[1:] if call.compiled > 0),
+        "guard_failures": [f for call in literal[1:] for f in call.guard_failures][:MAX_GUARDS],
+        "error": first_error,
+    }
 
 
 _GUARD_FRAME = re.compile(r"^(?P<frame>\d+)/(?P<compile>\d+):")  # a failed guard's graph: frame / its compile
