@@ -313,16 +313,11 @@ def test_a_worker_on_a_replica_that_never_saw_the_upload_measures_it(
                 process.kill()
 
 
-@pytest.mark.slow
-def test_a_replica_killed_mid_upload_and_mid_completion_loses_and_double_counts_nothing(
-    tmp_path: Path, s3_endpoint: str, bucket: str, s3
-):
-    """Two replicas on one PostgreSQL and one store, started together; replica a is SIGKILLed while it receives an
-    upload and a worker's completion. Replica b keeps serving: the worker's retry of the completion lands there once,
-    the analysis is done with its results, and a's half-received upload is swept from the store."""
-    import hashlib
-    import signal
-
+@contextlib.contextmanager
+def _two_replicas(tmp_path: Path, bucket: str, s3_endpoint: str) -> Iterator[tuple[dict, dict, dict]]:
+    """Two API replicas (`serve --no-worker`, a and b) on one empty PostgreSQL and one S3 store, started together (they
+    migrate the database one at a time) and ready; their ports, processes and environment. Extra processes a test
+    adds to `processes` are stopped with them."""
     from service_env import service_environment
 
     from .conftest import empty_postgres
@@ -351,91 +346,20 @@ def test_a_replica_killed_mid_upload_and_mid_completion_loses_and_double_counts_
                 env=env,
             )
             for name, port in ports.items()
-        }  # started together: they migrate the empty database one at a time
-        urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+        }
         try:
-            for name, url_of in urls.items():
+            for name, port in ports.items():
                 deadline = time.monotonic() + 60
                 while True:
                     assert processes[name].poll() is None, (tmp_path / name).read_text()
                     try:
-                        if httpx.get(f"{url_of}/readyz", timeout=1).status_code == 200:
+                        if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
                             break
                     except httpx.TransportError:
                         pass
                     assert time.monotonic() < deadline, (tmp_path / name).read_text()
                     time.sleep(0.2)
-            a, b = urls["a"], urls["b"]
-
-            # an upload half received by a
-            boundary = "c" * 16
-            preamble = (
-                f'--{boundary}\r\nContent-Disposition: form-data; name="context"\r\n\r\n{CPU_CONTEXT}\r\n'
-                f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.pt2"\r\n\r\n'
-            ).encode()
-            upload = socket.create_connection(("127.0.0.1", ports["a"]))
-            upload.sendall(
-                (
-                    f"POST /api/v1/analyze HTTP/1.1\r\nHost: 127.0.0.1:{ports['a']}\r\n"
-                    f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {40 << 20}\r\n\r\n"
-                ).encode()
-                + preamble
-                + b"\0" * (20 << 20)
-            )
-            deadline = time.monotonic() + 20
-            while not open_multipart_uploads(s3, bucket):
-                assert time.monotonic() < deadline, "a never started sending parts"
-                time.sleep(0.05)
-
-            # a job submitted through b and claimed; its completion half received by a
-            model = exported_program_bytes(42)
-            sha = hashlib.sha256(model).hexdigest()
-            accepted = httpx.post(
-                f"{b}/api/v1/analyze", files={"model": ("m.pt2", model)}, data={"context": CPU_CONTEXT}, timeout=30
-            )
-            assert accepted.status_code == 202, accepted.text
-            analysis_id = accepted.json()["id"]
-            register = {"name": "w", "device_kind": "cpu", "backends": ["eager", "inductor"], "environment": {}}
-            worker = httpx.post(f"{b}/api/v1/workers/register", json=register, timeout=10).json()["worker_id"]
-            lease = httpx.post(f"{a}/api/v1/workers/{worker}/claim", timeout=10).json()
-            job_id, token = lease["job"]["id"], lease["lease_token"]
-            results = json.dumps(_results(sha)).encode()
-            completion = socket.create_connection(("127.0.0.1", ports["a"]))
-            completion.sendall(
-                (
-                    f"POST /api/v1/jobs/{job_id}/complete HTTP/1.1\r\nHost: 127.0.0.1:{ports['a']}\r\n"
-                    f"Content-Type: application/json\r\nX-Lease-Token: {token}\r\n"
-                    f"Content-Length: {len(results)}\r\n\r\n"
-                ).encode()
-                + results[: len(results) // 2]
-            )
-            time.sleep(0.3)
-            processes["a"].send_signal(signal.SIGKILL)
-            processes["a"].wait(10)
-            upload.close()
-            completion.close()
-
-            # b keeps serving: the worker's retry of the completion lands there, once
-            for _ in range(2):
-                done = httpx.post(
-                    f"{b}/api/v1/jobs/{job_id}/complete",
-                    content=results,
-                    timeout=30,
-                    headers={"X-Lease-Token": token, "Content-Type": "application/json"},
-                )
-                assert done.status_code == 200, done.text
-            view = httpx.get(f"{b}/api/v1/analyses/{analysis_id}", timeout=10).json()
-            assert view["status"] == "done" and view["job"]["attempts"] == 1
-            assert [row["backend"] for row in view["measurements"]["measurements"]] == ["eager", "inductor"]
-            listed = httpx.get(f"{b}/api/v1/analyses", timeout=10).json()
-            assert listed["total"] == 1, "one analysis: nothing double-counted, the half upload submitted nothing"
-            assert httpx.get(f"{b}/api/v1/artifacts/{sha}", timeout=10).content == model
-
-            deadline = time.monotonic() + 30  # b sweeps what a left in the store
-            while open_multipart_uploads(s3, bucket) or [k for k in keys(s3, bucket) if "/incoming/" in k]:
-                assert time.monotonic() < deadline, "the killed replica's multipart upload was never aborted"
-                time.sleep(0.5)
-            assert keys(s3, bucket) == [f"team/artifacts/{sha[:2]}/{sha}"]
+            yield ports, processes, env
         finally:
             for process in processes.values():
                 if process.poll() is None:
@@ -445,6 +369,91 @@ def test_a_replica_killed_mid_upload_and_mid_completion_loses_and_double_counts_
                     process.wait(20)
                 except subprocess.TimeoutExpired:
                     process.kill()
+
+
+@pytest.mark.slow
+def test_a_replica_killed_mid_upload_and_mid_completion_loses_and_double_counts_nothing(
+    tmp_path: Path, s3_endpoint: str, bucket: str, s3
+):
+    """Two replicas on one PostgreSQL and one store, started together; replica a is SIGKILLed while it receives an
+    upload and a worker's completion. Replica b keeps serving: the worker's retry of the completion lands there once,
+    the analysis is done with its results, and a's half-received upload is swept from the store."""
+    import hashlib
+    import signal
+
+    with _two_replicas(tmp_path, bucket, s3_endpoint) as (ports, processes, env):
+        urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+        a, b = urls["a"], urls["b"]
+
+        # an upload half received by a
+        boundary = "c" * 16
+        preamble = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="context"\r\n\r\n{CPU_CONTEXT}\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.pt2"\r\n\r\n'
+        ).encode()
+        upload = socket.create_connection(("127.0.0.1", ports["a"]))
+        upload.sendall(
+            (
+                f"POST /api/v1/analyze HTTP/1.1\r\nHost: 127.0.0.1:{ports['a']}\r\n"
+                f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {40 << 20}\r\n\r\n"
+            ).encode()
+            + preamble
+            + b"\0" * (20 << 20)
+        )
+        deadline = time.monotonic() + 20
+        while not open_multipart_uploads(s3, bucket):
+            assert time.monotonic() < deadline, "a never started sending parts"
+            time.sleep(0.05)
+
+        # a job submitted through b and claimed; its completion half received by a
+        model = exported_program_bytes(42)
+        sha = hashlib.sha256(model).hexdigest()
+        accepted = httpx.post(
+            f"{b}/api/v1/analyze", files={"model": ("m.pt2", model)}, data={"context": CPU_CONTEXT}, timeout=30
+        )
+        assert accepted.status_code == 202, accepted.text
+        analysis_id = accepted.json()["id"]
+        register = {"name": "w", "device_kind": "cpu", "backends": ["eager", "inductor"], "environment": {}}
+        worker = httpx.post(f"{b}/api/v1/workers/register", json=register, timeout=10).json()["worker_id"]
+        lease = httpx.post(f"{a}/api/v1/workers/{worker}/claim", timeout=10).json()
+        job_id, token = lease["job"]["id"], lease["lease_token"]
+        results = json.dumps(_results(sha)).encode()
+        completion = socket.create_connection(("127.0.0.1", ports["a"]))
+        completion.sendall(
+            (
+                f"POST /api/v1/jobs/{job_id}/complete HTTP/1.1\r\nHost: 127.0.0.1:{ports['a']}\r\n"
+                f"Content-Type: application/json\r\nX-Lease-Token: {token}\r\n"
+                f"Content-Length: {len(results)}\r\n\r\n"
+            ).encode()
+            + results[: len(results) // 2]
+        )
+        time.sleep(0.3)
+        processes["a"].send_signal(signal.SIGKILL)
+        processes["a"].wait(10)
+        upload.close()
+        completion.close()
+
+        # b keeps serving: the worker's retry of the completion lands there, once
+        for _ in range(2):
+            done = httpx.post(
+                f"{b}/api/v1/jobs/{job_id}/complete",
+                content=results,
+                timeout=30,
+                headers={"X-Lease-Token": token, "Content-Type": "application/json"},
+            )
+            assert done.status_code == 200, done.text
+        view = httpx.get(f"{b}/api/v1/analyses/{analysis_id}", timeout=10).json()
+        assert view["status"] == "done" and view["job"]["attempts"] == 1
+        assert [row["backend"] for row in view["measurements"]["measurements"]] == ["eager", "inductor"]
+        listed = httpx.get(f"{b}/api/v1/analyses", timeout=10).json()
+        assert listed["total"] == 1, "one analysis: nothing double-counted, the half upload submitted nothing"
+        assert httpx.get(f"{b}/api/v1/artifacts/{sha}", timeout=10).content == model
+
+        deadline = time.monotonic() + 30  # b sweeps what a left in the store
+        while open_multipart_uploads(s3, bucket) or [k for k in keys(s3, bucket) if "/incoming/" in k]:
+            assert time.monotonic() < deadline, "the killed replica's multipart upload was never aborted"
+            time.sleep(0.5)
+        assert keys(s3, bucket) == [f"team/artifacts/{sha[:2]}/{sha}"]
 
 
 def _results(sha: str) -> dict:
@@ -539,50 +548,10 @@ def test_a_real_worker_behind_one_address_survives_a_replica_killed_mid_upload_a
     import hashlib
     import signal
 
-    from service_env import service_environment
-
-    from .conftest import empty_postgres
-
-    with empty_postgres() as url:
-        env = (
-            service_environment()
-            | CREDENTIALS
-            | {
-                "ADVISOR_ARTIFACT_STORE": f"s3://{bucket}/team",
-                "ADVISOR_S3_ENDPOINT_URL": s3_endpoint,
-                "ADVISOR_S3_REGION": REGION,
-                "ADVISOR_DATABASE_URL": url,
-                "ADVISOR_API_REPLICAS": "2",
-                "ADVISOR_S3_INCOMPLETE_MIN_AGE_S": "3",
-                "ADVISOR_ORPHAN_SWEEP_INTERVAL_S": "1",
-                "ADVISOR_REAPER_INTERVAL_S": "0.5",
-            }
-        )
-        ports = {name: free_port() for name in ("a", "b")}
-        processes = {
-            name: subprocess.Popen(
-                [*CLI, "serve", "--no-worker", "--port", str(port), "--data-dir", str(tmp_path / name)],
-                stdout=(tmp_path / name).open("ab"),
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-            for name, port in ports.items()
-        }
+    with _two_replicas(tmp_path, bucket, s3_endpoint) as (ports, processes, env):
         address = OneAddress([ports["a"], ports["b"]])
         one = f"http://127.0.0.1:{address.port}"
         try:
-            for name, port in ports.items():
-                deadline = time.monotonic() + 60
-                while True:
-                    assert processes[name].poll() is None, (tmp_path / name).read_text()
-                    try:
-                        if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        pass
-                    assert time.monotonic() < deadline, (tmp_path / name).read_text()
-                    time.sleep(0.2)
-
             # the user's analysis, and an upload left half received by a
             files = {"model": (model_file.name, model_file.read_bytes())}
             accepted = httpx.post(f"{one}/api/v1/analyze", files=files, data={"context": CPU_CONTEXT}, timeout=60)
@@ -638,11 +607,3 @@ def test_a_real_worker_behind_one_address_survives_a_replica_killed_mid_upload_a
             assert keys(s3, bucket) == [f"team/artifacts/{sha[:2]}/{sha}"]
         finally:
             address.close()
-            for process in processes.values():
-                if process.poll() is None:
-                    process.terminate()
-            for process in processes.values():
-                try:
-                    process.wait(20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
