@@ -269,21 +269,27 @@ def test_onnxruntime_int8_measures_a_cnn_static_and_a_transformer_dynamic_and_a_
     assert "int8 drift beyond accuracy_tolerance.quantized: cosine similarity to the float model" in row["reason"]
 
 
-@pytest.mark.slow
-def test_pt2e_int8_compiled_by_inductor_measures_a_cnn(tmp_path) -> None:
+def _pt2e_int8_rows(tmp_path, name: str, build) -> dict:
+    """inductor:pt2e-int8 measured (with eager) on the model `build` makes, its rows by (backend, mode); skips
+    without torch or torchao."""
     pytest.importorskip("torch")
     if importlib.util.find_spec("torchao") is None:
         pytest.skip("torchao is not installed (pip install 'npu-advisor[quant]')")
     from advisor.harness.measurement import measure_model
 
     measured = measure_model(
-        _export(tmp_path, "cnn", _tiny_cnn),
+        _export(tmp_path, name, build),
         backends=["inductor:pt2e-int8"],
         timing=_timing(),
         timeout_s=600,
         remeasure=False,
     )
-    rows = {(r["backend"], r["mode"]): r for r in measured["measurements"]}
+    return {(r["backend"], r["mode"]): r for r in measured["measurements"]}
+
+
+@pytest.mark.slow
+def test_pt2e_int8_compiled_by_inductor_measures_a_cnn(tmp_path) -> None:
+    rows = _pt2e_int8_rows(tmp_path, "cnn", _tiny_cnn)
     row = rows[("inductor", "pt2e-int8")]
     assert row["status"] == "ok", (row["reason"], row["stderr_tail"])
     # int8 weights with their scales and zero points, against the float ones (8*3*3*3+8 + 8*10+10 floats: 1256 bytes)
@@ -318,19 +324,7 @@ def test_the_onnxruntime_int8_snippet_reproduces_the_quantized_model(tmp_path, m
 
 @pytest.mark.slow
 def test_pt2e_int8_compiled_by_inductor_measures_a_small_transformer(tmp_path) -> None:
-    pytest.importorskip("torch")
-    if importlib.util.find_spec("torchao") is None:
-        pytest.skip("torchao is not installed (pip install 'npu-advisor[quant]')")
-    from advisor.harness.measurement import measure_model
-
-    measured = measure_model(
-        _export(tmp_path, "transformer", _tiny_transformer),
-        backends=["inductor:pt2e-int8"],
-        timing=_timing(),
-        timeout_s=600,
-        remeasure=False,
-    )
-    rows = {(r["backend"], r["mode"]): r for r in measured["measurements"]}
+    rows = _pt2e_int8_rows(tmp_path, "transformer", _tiny_transformer)
     row = rows[("inductor", "pt2e-int8")]
     assert row["status"] == "ok", (row["reason"], row["stderr_tail"])
     assert 0 < row["serialized_bytes"] < rows[("eager", "default")]["serialized_bytes"]
