@@ -19,6 +19,8 @@ import httpx
 import pytest
 from service_env import service_environment
 
+from .raw_http import read_answer
+
 pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-c", "from advisor.cli import app; app()"]
@@ -86,24 +88,6 @@ def upload_head(address: str, size: int) -> tuple[bytes, bytes, bytes]:
 def connect(address: str) -> socket.socket:
     host, port = address.rsplit(":", 1)
     return socket.create_connection((host, int(port)), timeout=30)
-
-
-def read_answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError(f"closed before an answer: {data!r}")
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
-    while len(rest) < int(headers.get("content-length", "0")):
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        rest += chunk
-    return int(lines[0].split()[1]), headers, rest
 
 
 def refused_upload(address: str, size: int) -> tuple[int, dict[str, str], bytes] | str:

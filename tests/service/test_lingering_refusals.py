@@ -19,6 +19,8 @@ from sqlmodel import Session
 
 from app.auth import create_token
 
+from .raw_http import read_answer
+
 pytestmark = pytest.mark.slow
 
 BIG = 6 << 20  # far over what the kernel's socket buffers hold: without a drain the server resets the connection
@@ -62,24 +64,6 @@ def guarded(make_app):  # noqa: ANN001, ANN201
             tokens[role] = create_token(session, role=role, name=role, now=app.state.queue.clock())[1]
     with serve(app) as port:
         yield port, tokens
-
-
-def read_answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError(f"closed before an answer: {data[:200]!r}")
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
-    while len(rest) < int(headers.get("content-length", "0")):
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        rest += chunk
-    return int(lines[0].split()[1]), headers, rest
 
 
 def send_then_read(port: int, head: str, body: Iterator[bytes]) -> tuple[int, dict[str, str], bytes] | str:
