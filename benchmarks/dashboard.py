@@ -1,7 +1,7 @@
 """Dashboard benchmark: fill the database with N analyses, then time the list and detail pages.
 
 The app is the real one (`app.main.create_app`) on a temp-file SQLite database; the analyses are
-synthetic (tests/web/synthetic.py: about half finished, with inspection, measurements and recommendation
+synthetic (tests/support/synthetic_analyses.py: about half finished, with inspection, measurements and recommendation
 like a real finished job). Each scenario is requested `--repeat` times through an
 in-process client after warm-up; the time is the full request (routing, queries, template) as the server
 handles it, without a network.
@@ -20,16 +20,16 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))  # for web.synthetic
+sys.path.insert(0, str(REPO))  # for tests.support.synthetic_analyses
 
 from fastapi.testclient import TestClient  # noqa: E402
 from sqlalchemy import func, select  # noqa: E402
 from sqlmodel import Session  # noqa: E402
-from web import synthetic  # noqa: E402
 
 from app.main import create_app  # noqa: E402
 from app.models import Analysis  # noqa: E402
 from app.settings import Settings  # noqa: E402
+from tests.support import synthetic_analyses as synthetic  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -1,6 +1,6 @@
 """Fidelity of the measurement harness: does it agree with torch.utils.benchmark, and what does it cost?
 
-For the MLP, the CNN and the tiny BERT of tests/models.py:
+For the MLP, the CNN and the tiny BERT of tests/support/models.py:
 
 1. In ONE sandboxed child (same process, same inputs, same compiled callable): the harness's adaptive,
    interleaved timing of eager and Inductor, then `Timer.blocked_autorange(min_run_time=1)` and
@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 # Not benchmarks/ itself: its sibling scripts (queue.py, ...) would shadow standard-library modules.
 _HERE = REPO / "benchmarks"
-sys.path[:] = [str(REPO), str(REPO / "tests"), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
+sys.path[:] = [str(REPO), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
 
 MODELS = ("mlp", "cnn", "bert")
 
@@ -141,7 +141,7 @@ def measure_overhead(model_path: str) -> dict:
 
 
 def export_model(name: str, directory: Path) -> str:
-    import models
+    from tests.support import models
 
     factory = {"mlp": models.mlp, "cnn": models.cnn, "bert": models.tiny_bert}[name]
     module, inputs = factory()

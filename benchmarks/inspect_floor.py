@@ -23,7 +23,7 @@ from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
 ROOT = _HERE.parent
-sys.path[:] = [str(ROOT), str(ROOT / "tests"), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
+sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
 PYTHON = sys.executable
 CLI = str(Path(sys.executable).with_name("npu-advisor"))
 FLOOR = "import sys, torch; torch.export.load(sys.argv[1]).run_decompositions()"
@@ -36,7 +36,7 @@ def export(name: str, path: Path) -> str:
     import torch
 
     if name == "mlp":
-        from models import export_to, mlp
+        from tests.support.models import export_to, mlp
 
         return export_to(path, *mlp())
     import transformers

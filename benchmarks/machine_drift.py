@@ -2,7 +2,7 @@
 
 Runs the same work back to back for `--seconds` and prints the median per-call time of every half-second
 bucket, relative to the median over all buckets: a pure-Python loop (no torch, no memory traffic) and the
-eager CNN of tests/models.py (one thread). If the buckets move by more than a few percent, two timing methods
+eager CNN of tests/support/models.py (one thread). If the buckets move by more than a few percent, two timing methods
 run at different moments cannot agree to +-3 % on one try, whatever their bias: compare them paired
 (benchmarks/fidelity.py brackets each harness window A-B-A) or over many repeats.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 _HERE = REPO / "benchmarks"
-sys.path[:] = [str(REPO), str(REPO / "tests"), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
+sys.path[:] = [str(REPO), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
 
 BUCKET_S = 0.5
 
@@ -57,8 +57,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
-    import models
     import torch
+
+    from tests.support import models
 
     torch.set_num_threads(1)
     module, inputs = models.cnn()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
 ROOT = _HERE.parent
-sys.path[:] = [str(ROOT), str(ROOT / "tests"), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
+sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
 
 CONTEXTS = {
     "prototype": {"stage": "prototype", "target": "cpu"},

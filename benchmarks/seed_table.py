@@ -38,7 +38,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 _HERE = REPO / "benchmarks"
-sys.path[:] = [str(REPO), str(REPO / "tests"), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
+sys.path[:] = [str(REPO), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
 
 from benchmarks.plan_by_context import export_bert  # noqa: E402  (BERT-base exported as the transformers docs show)
 

@@ -1,7 +1,7 @@
 """Training vs inference throughput per model: eager and Inductor, timed side by side (advisor.harness.measurement).
 
 `.venv/bin/python benchmarks/training.py [--optimizer sgd|adamw]` exports the test MLP and the tiny BERT
-(tests/models.py), measures each for inference and for training with `inductor:default` (eager is timed
+(tests/support/models.py), measures each for inference and for training with `inductor:default` (eager is timed
 interleaved in the Inductor child, and alone in the baseline child), and prints Markdown rows for
 benchmarks/RESULTS.md. Samples/s come from the medians; "side by side" means the eager figure is the
 one timed in the same process as Inductor.
@@ -18,7 +18,7 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 ROOT = _HERE.parent
 # this folder has a queue.py: keep it off the path so the standard library's queue is found
-sys.path[:] = [str(ROOT), str(ROOT / "tests"), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
+sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
 
 
 def _row(model: str, workload: str, run: dict, batch: int) -> str:
@@ -44,9 +44,8 @@ def main() -> None:
     parser.add_argument("--optimizer", default="sgd", choices=("sgd", "adamw"))
     args = parser.parse_args()
 
-    from models import export_to, mlp, tiny_bert
-
     from advisor.harness.measurement import measure_model
+    from tests.support.models import export_to, mlp, tiny_bert
 
     print(
         "| model | workload | eager samples/s (side by side) | Inductor samples/s | Inductor vs eager [95% CI] "

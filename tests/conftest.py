@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service_env import FAST_TIMING_ENV
 
 # imported before any test patches advisor.harness.measurement.measurement_zygote: the real one
 from advisor.harness.measurement.run import measurement_zygote as _real_measurement_zygote
 from advisor.harness.sandbox import Zygote
+from tests.support.service_env import FAST_TIMING_ENV
 
 # Every test run gets its own Inductor cache so cold/warm compile numbers mean what they say; the workers of one
 # pytest-xdist run share it, so in-process compiles pay Inductor's CPU-feature probe and header build once per run.
@@ -32,9 +32,9 @@ if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(_CACHE)
 
 
-# Tests time in short windows, as the end-to-end services do (tests/service_env.py), unless a test passes its own
-# TimingPolicy or sets this variable itself: the defaults' windows (up to 5 s each, and longer still on a machine
-# that other tests keep busy) check nothing more here. tests/test_measure.py checks the defaults themselves.
+# Tests time in short windows, as the end-to-end services do (tests/support/service_env.py), unless a test passes its
+# own TimingPolicy or sets this variable itself: the defaults' windows (up to 5 s each, and longer still on a machine
+# that other tests keep busy) check nothing more here. tests/harness/test_measure.py checks the defaults themselves.
 for _name, _value in FAST_TIMING_ENV.items():
     os.environ.setdefault(_name, _value)
 
@@ -122,8 +122,8 @@ def out_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def mlp_file(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The MLP of tests/models.py saved with torch.export, shared read-only by the measurement tests."""
-    from models import export_to, mlp
+    """The MLP of tests/support/models.py saved with torch.export, shared read-only by the measurement tests."""
+    from tests.support.models import export_to, mlp
 
     model, inputs = mlp()
     return export_to(tmp_path_factory.mktemp("mlp") / "mlp.pt2", model, inputs)
@@ -131,9 +131,9 @@ def mlp_file(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def hostile_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """tests/hostile_corpus.py written once: {"cases", "marker", "decoy", "decoy_bytes"}. The decoy is a host
+    """tests/support/hostile_corpus.py written once: {"cases", "marker", "decoy", "decoy_bytes"}. The decoy is a host
     file outside every sandbox that hostile TorchScript aims at; the marker appears only if a pickle ran."""
-    from hostile_corpus import build_corpus
+    from tests.support.hostile_corpus import build_corpus
 
     root = tmp_path_factory.mktemp("hostile")
     decoy = root / "host" / "decoy.bin"
@@ -147,7 +147,7 @@ def hostile_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
 # ------------------------------------------------------------------ one shared sandbox per test worker
 # A test worker's zygote, shared by the tests' analyses and measurements instead of each starting their own (import
 # torch, Dynamo, Inductor, the CPU probe: ~4-5 CPU-seconds, about a hundred times a run). Tests are trusted code,
-# not jobs: a worker gives every job a sandbox of its own (workers.job_sandbox, tests/test_job_sandbox.py). Its
+# not jobs: a worker gives every job a sandbox of its own (workers.job_sandbox, tests/workers/test_job_sandbox.py). Its
 # sandbox reads this worker's pytest temp directory, where the tests' models are; each measurement discards its work
 # directory inside it when it ends. Tests marked `own_sandbox` (the hostile files: they show what a job's own sandbox
 # lets a model see) and any call it cannot serve (another device, isolation or environment, a file elsewhere) get

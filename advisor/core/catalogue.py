@@ -1,7 +1,7 @@
 """The built-in backends as data: names, devices, modes, families and the other facts every layer needs.
 
 Torch-free, so the decision engine and the API server can know the backends without importing the harness;
-the harness's backend classes read their name, family, devices and modes from here (tests/test_catalogue.py
+the harness's backend classes read their name, family, devices and modes from here (tests/core/test_catalogue.py
 checks that they agree). Order matters: it is the order the backends are listed and measured in.
 """
 

@@ -32,7 +32,8 @@ from advisor.core.artifacts import ArtifactRejected
 # Derived from torch 2.13's schemas (`torch._C._jit_get_all_schemas()`, every registered op, 4,374 schemas):
 # (a) every op with a `str` argument whose name matches FILE_ARGUMENT (filename, path, file, dir): aten::from_file
 #     (reads or, with shared=True, maps a file for writing) and aten::save (writes one) - there is no aten::_save
-#     or aten::load; tests/test_denied_ops.py re-derives this set, so a new torch op with such an argument fails it;
+#     or aten::load; tests/core/test_denied_ops.py re-derives this set, so a new torch op with such an argument
+#     fails it;
 # (b) by reading the remaining ops that take a `str` (names, modes, reductions, messages, group names) and the
 #     namespaces' names for file/process words: debugprims::load_tensor reads a tensor from a content store on
 #     disk, by name; nothing else opens files or processes (profiler::* record in memory, prim::Print and
@@ -50,7 +51,7 @@ DENIED_OPS: dict[str, str] = {
 }
 FILE_ARGUMENT = re.compile(r"file|path|dir", re.IGNORECASE)
 # Real exported code nests brackets a few levels deep (a traced ResNet: 3; a chain of 1,000 inlined
-# elementwise ops: see tests/test_denied_ops.py); torch.jit.load segfaults near 3,000 nested `[`.
+# elementwise ops: see tests/core/test_denied_ops.py); torch.jit.load segfaults near 3,000 nested `[`.
 MAX_CODE_NESTING = 200
 MAX_UNARY_RUN = 100
 MAX_CODE_BYTES = 64 * 1024**2  # all code files together, decompressed

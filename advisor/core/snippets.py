@@ -2,7 +2,7 @@
 
 Torch-free, so the decision engine (and through it the API server) writes the same snippet the harness
 measured, without importing the harness. The backend classes delegate their `snippet()` here after checking
-the options; only real API names appear (tests/test_backends.py, tests/test_torchair_backend.py).
+the options; only real API names appear (tests/harness/test_backends.py, tests/harness/test_torchair_backend.py).
 
 `call` is how the snippet calls the model: `model(*inputs)`, or `model(*args, **kwargs)` for a model that takes
 keyword inputs (an exported Hugging Face model's `attention_mask=`); see `call_for`.

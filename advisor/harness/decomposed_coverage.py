@@ -25,7 +25,7 @@ input (a user input or a buffer) arrives as the functional form plus, with keep_
 `ep.run_decompositions` with the same tables reproduces those graphs (checked against a captured AOTAutograd
 forward graph), and `node.meta["from_node"]` maps each resulting node back to the exported node it came from. The
 inspection traces each distinct call on its own instead (the same answer, checked against the whole-graph
-decomposition in tests/test_decomposed_coverage.py, at a fraction of the cost for a model of repeated layers).
+decomposition in tests/harness/test_decomposed_coverage.py, at a fraction of the cost for a model of repeated layers).
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -22,8 +21,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from service_env import service_environment
 from sqlmodel import Session
+
+from tests.support.service_env import service_environment
 
 CHROMIUM = os.environ.get("ADVISOR_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -92,10 +92,10 @@ class SeededServer:
 @pytest.fixture(scope="module")
 def seeded_server(tmp_path_factory) -> Iterator[SeededServer]:
     import uvicorn
-    from web import synthetic
 
     from app.main import create_app
     from app.settings import Settings
+    from tests.support import synthetic_analyses as synthetic
 
     data = tmp_path_factory.mktemp("seeded")
     app = create_app(Settings(data_dir=data, reaper_interval_s=3600))
@@ -169,11 +169,3 @@ def shot(out_dir: Path):
         return path
 
     return take
-
-
-def copy_to_docs(path: Path) -> None:
-    """Keep a screenshot for the README when ADVISOR_UPDATE_SCREENSHOTS=1 (not on every CI run)."""
-    if os.environ.get("ADVISOR_UPDATE_SCREENSHOTS") == "1":
-        target = REPO / "docs" / "screenshots"
-        target.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, target / path.name)

@@ -11,8 +11,7 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from app.models import Analysis, Job
-
-from .conftest import copy_to_docs
+from tests.support.screenshots import copy_to_docs
 
 pytestmark = pytest.mark.browser
 
@@ -148,7 +147,7 @@ def test_queue_and_compare_pages(page, seeded_server, shot):
 
 
 def test_upload_form_shows_the_servers_field_errors_next_to_the_fields(page, seeded_server, tmp_path):
-    from web.synthetic import torchscript_zip
+    from tests.support.synthetic_analyses import torchscript_zip
 
     model = tmp_path / "tiny.pt"
     model.write_bytes(torchscript_zip())

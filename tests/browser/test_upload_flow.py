@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import copy_to_docs
+from tests.support.screenshots import copy_to_docs
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def model_file(tmp_path_factory):
     torch = pytest.importorskip("torch")
-    from models import MLP
+    from tests.support.models import MLP
 
     model = MLP().eval()
     path = tmp_path_factory.mktemp("model") / "tiny-mlp.pt2"

@@ -10,11 +10,10 @@ import sys
 import zipfile
 
 import pytest
-from fixtures_decide import inspection, measurement, run
 
 from advisor.core.calibration import MAX_CALIBRATION_BYTES
-
-from .conftest import stored_files
+from tests.support.fixtures_decide import inspection, measurement, run
+from tests.support.service_db import stored_files
 
 CPU_CONTEXT = {"stage": "production", "target": "cpu"}
 

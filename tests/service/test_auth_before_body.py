@@ -20,8 +20,7 @@ from advisor.core.calibration import MAX_CALIBRATION_BYTES
 from app.auth import create_token
 from app.body_limits import JSON_LIMIT_BYTES, LOGIN_LIMIT_BYTES, RESULTS_LIMIT_BYTES
 from app.lingering import LINGER_BYTES
-
-from .asgi_driver import http_scope, run_app
+from tests.support.asgi_driver import http_scope, run_app
 
 GIB = 1 << 30
 CHUNK = 64 * 1024

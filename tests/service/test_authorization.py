@@ -101,9 +101,8 @@ def test_each_request_is_decided_once_before_the_route_and_the_dependency_only_h
 
 
 def test_a_dashboard_cancel_checks_the_owner_once(tmp_path, monkeypatch):
-    from web import synthetic
-
-    from tests.web.conftest import make_settings
+    from tests.support import synthetic_analyses as synthetic
+    from tests.support.web_app import make_settings
 
     web_app = create_app(make_settings(tmp_path, require_auth=True))
     with Session(web_app.state.engine, expire_on_commit=False) as session:

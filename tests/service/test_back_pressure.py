@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from service_env import service_environment
 
-from .raw_http import read_answer
+from tests.support.raw_http import read_answer
+from tests.support.service_env import service_environment
 
 pytestmark = pytest.mark.slow
 

@@ -13,16 +13,16 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from service_env import FAST_TIMING_ENV
 from sqlmodel import Session, select
 
 from advisor.core.calibration import MAX_CALIBRATION_BYTES
 from app.models import Analysis, Artifact
+from tests.support.service_db import stored_files
+from tests.support.service_env import FAST_TIMING_ENV
 from workers.agent import AgentConfig, WorkerAgent
 from workers.api import WorkerApi
 from workers.retry import RetryPolicy
 
-from .conftest import stored_files
 from .test_api import CPU_CONTEXT, claim, register_worker
 
 np = pytest.importorskip("numpy")

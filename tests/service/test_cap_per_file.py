@@ -11,8 +11,7 @@ import pytest
 
 from app.body_limits import BodySizeLimit
 from app.storage import ArtifactStore, UploadTooLarge
-
-from .asgi_driver import http_scope, run_app
+from tests.support.asgi_driver import http_scope, run_app
 
 KIB = 1024
 WRITES = [b"x" * 600] * 3  # each far below 1 KiB; together 1800 bytes

@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 
 from app.body_limits import JSON_LIMIT_BYTES
-
-from .asgi_driver import http_scope, run_app
-from .conftest import stored_files
+from tests.support.asgi_driver import http_scope, run_app
+from tests.support.service_db import stored_files
 
 WRITE = 600  # bytes per message: far below every cap
 

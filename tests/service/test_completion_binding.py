@@ -11,12 +11,12 @@ import math
 
 import pytest
 from fastapi.testclient import TestClient
-from fixtures_decide import inspection, measurement, run
 from sqlmodel import Session
 
 from app.auth import create_token
 from app.job_queue import Actor, NotYourWorker
 from app.models import Analysis, Job
+from tests.support.fixtures_decide import inspection, measurement, run
 
 from .test_api import submit
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from .conftest import stored_files
+from tests.support.service_db import stored_files
 
 CPU_CONTEXT = {"stage": "production", "target": "cpu"}
 

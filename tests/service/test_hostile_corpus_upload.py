@@ -8,8 +8,7 @@ import json
 import pytest
 
 from advisor.core.artifacts import ArtifactRejected, sniff
-
-from .conftest import stored_files
+from tests.support.service_db import stored_files
 
 CPU_CONTEXT = {"stage": "production", "target": "cpu"}
 EXPECTED_STATUS = {

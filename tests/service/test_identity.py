@@ -11,8 +11,7 @@ from sqlmodel import Session
 from app.auth import create_token
 from app.job_queue import Actor, JobQueue, NotYourWorker, QueuePolicy
 from app.models import Job
-
-from .conftest import add_analysis, new_session
+from tests.support.service_db import add_analysis, new_session
 
 REGISTER = {"name": "node", "device_kind": "cpu", "backends": ["eager"], "environment": {}}
 

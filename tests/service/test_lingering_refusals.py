@@ -18,8 +18,7 @@ import uvicorn
 from sqlmodel import Session
 
 from app.auth import create_token
-
-from .raw_http import read_answer
+from tests.support.raw_http import read_answer
 
 pytestmark = pytest.mark.slow
 

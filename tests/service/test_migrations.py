@@ -18,8 +18,7 @@ from app.db import (
     head_revision,
     upgrade_database,
 )
-
-from .conftest import empty_postgres
+from tests.support.service_db import empty_postgres
 
 
 def test_upgrade_from_empty_reaches_head_and_is_idempotent(tmp_path):

@@ -23,8 +23,7 @@ pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
 
 from app.object_store import S3ArtifactStore, S3Location, s3_client  # noqa: E402
-
-from .synthetic_models import exported_program_bytes  # noqa: E402
+from tests.support.synthetic_models import exported_program_bytes  # noqa: E402
 
 CPU_CONTEXT = json.dumps({"stage": "production", "target": "cpu"})
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "advisor-test", "AWS_SECRET_ACCESS_KEY": "advisor-test-secret"}
@@ -192,7 +191,7 @@ def test_an_interrupted_upload_over_a_socket_leaves_nothing(s3_app, s3, bucket):
 
 def test_a_presigned_url_serves_one_object_for_a_bounded_time(s3, bucket):
     """moto's server does not check signatures or expiry (it serves an expired URL), so the lifetime is checked in
-    the URL the store signs; a store's refusal of an expired URL is tests/worker/test_store_download.py's."""
+    the URL the store signs; a store's refusal of an expired URL is tests/workers/test_store_download.py's."""
     from urllib.parse import parse_qs, urlparse
 
     store = S3ArtifactStore(S3Location.parse(f"s3://{bucket}/team"), s3)
@@ -245,7 +244,7 @@ CLI = [sys.executable, "-c", "from advisor.cli import app; app()"]
 def test_a_worker_on_a_replica_that_never_saw_the_upload_measures_it(
     tmp_path: Path, s3_endpoint: str, bucket: str, model_file: Path
 ):
-    from service_env import service_environment
+    from tests.support.service_env import service_environment
 
     env = (
         service_environment()
@@ -318,9 +317,8 @@ def _two_replicas(tmp_path: Path, bucket: str, s3_endpoint: str) -> Iterator[tup
     """Two API replicas (`serve --no-worker`, a and b) on one empty PostgreSQL and one S3 store, started together (they
     migrate the database one at a time) and ready; their ports, processes and environment. Extra processes a test
     adds to `processes` are stopped with them."""
-    from service_env import service_environment
-
-    from .conftest import empty_postgres
+    from tests.support.service_db import empty_postgres
+    from tests.support.service_env import service_environment
 
     with empty_postgres() as url:
         env = (
@@ -457,7 +455,7 @@ def test_a_replica_killed_mid_upload_and_mid_completion_loses_and_double_counts_
 
 
 def _results(sha: str) -> dict:
-    from fixtures_decide import inspection, measurement, run
+    from tests.support.fixtures_decide import inspection, measurement, run
 
     return {
         "inspection": inspection() | {"artifact_sha256": sha},

@@ -13,8 +13,7 @@ from sqlalchemy import Engine, select
 from app.db import create_db_engine, upgrade_database
 from app.job_queue import InvalidTransition, JobQueue, QueuePolicy, StaleLease, WorkerNotFound
 from app.models import Job, JobEvent
-
-from .conftest import FakeClock, add_analysis, empty_postgres, new_session
+from tests.support.service_db import FakeClock, add_analysis, empty_postgres, new_session
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from alembic import command
-from fixtures_decide import inspection, measurement, run
 from sqlalchemy import text
 
 from app.db import alembic_config, create_db_engine, head_revision
 from app.models import Analysis
+from tests.support.fixtures_decide import inspection, measurement, run
 
 from .test_api import claim, register_worker, submit
 

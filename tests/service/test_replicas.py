@@ -11,8 +11,7 @@ import pytest
 
 from app.db import create_db_engine, current_revision, head_revision
 from app.settings import ReplicaSettingsError
-
-from .conftest import empty_postgres
+from tests.support.service_db import empty_postgres
 
 
 def test_several_replicas_on_sqlite_are_refused_with_what_to_set(make_app):

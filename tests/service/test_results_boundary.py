@@ -6,12 +6,12 @@ import json
 import math
 
 import pytest
-from fixtures_decide import inspection, measurement, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.models import AnalysisSummary
 from app.results import STDERR_TAIL_CHARS, ResultsInvalid, accept_results, truncate_text
+from tests.support.fixtures_decide import inspection, measurement, run
 
 from .test_api import claim, register_worker, submit
 
@@ -111,7 +111,7 @@ REAL_RUN = {
         }
     ],
 }
-DOUBLE_RESULT = {  # tests/worker/fake_stages.py
+DOUBLE_RESULT = {  # tests/support/fake_stages.py
     "inspection": {"format": "exported_program", "ops": []},
     "measurements": {
         "environment": {"device": "cpu"},

@@ -16,8 +16,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlmodel import Session
 
 from app.db import DatabaseBusy, WriteGate
-
-from .synthetic_models import exported_program_bytes
+from tests.support.synthetic_models import exported_program_bytes
 
 CPU_CONTEXT = json.dumps({"stage": "production", "target": "cpu"})
 

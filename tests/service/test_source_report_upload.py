@@ -18,11 +18,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fixtures_decide import inspection, measurement, run
-from test_source_rules import REPORT
 from typer.testing import CliRunner
 
 from advisor.core.source_report import MAX_UPLOAD_BYTES, SOURCE_LABEL, parse_source_report
+from tests.core.test_source_rules import REPORT
+from tests.support.fixtures_decide import inspection, measurement, run
 
 MODELS = Path(__file__).resolve().parent.parent / "source_models"
 CPU_CONTEXT = {"stage": "production", "target": "cpu"}
@@ -314,7 +314,7 @@ def test_on_postgresql_the_report_is_stored_and_decided_with(make_app, model_fil
     """The column (migration 0006) on PostgreSQL: the report is stored as sent, decided with, and deduplicated by."""
     from fastapi.testclient import TestClient
 
-    from .conftest import empty_postgres
+    from tests.support.service_db import empty_postgres
 
     with empty_postgres() as url, TestClient(make_app(database_url=url)) as client:
         first = submit(client, model_file, REPORT)

@@ -20,9 +20,8 @@ from sqlmodel import Session
 from app.analyses import collect_orphans
 from app.models import Analysis, Artifact, Job
 from app.storage import ArtifactStore
-
-from .conftest import empty_postgres, stored_files
-from .synthetic_models import exported_program_bytes
+from tests.support.service_db import empty_postgres, stored_files
+from tests.support.synthetic_models import exported_program_bytes
 
 CPU_CONTEXT = json.dumps({"stage": "production", "target": "cpu"})
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fixtures_decide import inspection, measurement, run
+from tests.support.fixtures_decide import inspection, measurement, run
 
 from .test_api import claim, register_worker, submit
 

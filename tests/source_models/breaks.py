@@ -1,4 +1,4 @@
-"""A small model with graph breaks at known lines (tests/test_source_front.py checks file:line and the text)."""
+"""A small model with graph breaks at known lines (tests/cli/test_source_front.py checks file:line and the text)."""
 
 import torch
 

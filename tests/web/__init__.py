@@ -1,0 +1,1 @@
+"""Tests of the dashboard pages (app/web) on synthetic analyses."""

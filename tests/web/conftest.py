@@ -12,12 +12,8 @@ from sqlmodel import Session
 
 from app.auth import create_token
 from app.main import create_app
-from app.settings import Settings
-from web import synthetic
-
-
-def make_settings(tmp_path: Path, **overrides: object) -> Settings:
-    return Settings(data_dir=tmp_path / "data", reaper_interval_s=3600, **overrides)
+from tests.support import synthetic_analyses as synthetic
+from tests.support.web_app import Db, make_settings
 
 
 @pytest.fixture
@@ -29,37 +25,6 @@ def app(tmp_path: Path):
 def client(app) -> Iterator[TestClient]:
     with TestClient(app, base_url="http://127.0.0.1:8000") as client:
         yield client
-
-
-class Db:
-    """Short-lived sessions for test code. On SQLite every transaction here is BEGIN IMMEDIATE (app.db),
-    so a test must not keep one open while the app serves a request: each call commits and closes."""
-
-    def __init__(self, engine) -> None:  # noqa: ANN001
-        self.engine = engine
-
-    def session(self) -> Session:
-        return Session(self.engine, expire_on_commit=False)
-
-    def get(self, model, key):  # noqa: ANN001, ANN201
-        with self.session() as session:
-            return session.get(model, key)
-
-    def all(self, query) -> list:  # noqa: ANN001
-        with self.session() as session:
-            return list(session.scalars(query))
-
-    def first(self, query):  # noqa: ANN001, ANN201
-        rows = self.all(query.limit(1))
-        return rows[0] if rows else None
-
-    def update(self, model, key, **values) -> None:  # noqa: ANN001, ANN003
-        with self.session() as session:
-            row = session.get(model, key)
-            for name, value in values.items():
-                setattr(row, name, value)
-            session.add(row)
-            session.commit()
 
 
 @pytest.fixture

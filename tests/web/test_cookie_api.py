@@ -12,9 +12,8 @@ from sqlmodel import Session
 from app.auth import create_token
 from app.main import create_app
 from app.models import Job
-from web import synthetic
-
-from .conftest import make_settings
+from tests.support import synthetic_analyses as synthetic
+from tests.support.web_app import make_settings
 
 OWN = "http://127.0.0.1:8000"
 

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.models import Analysis
-from web.conftest import Db
+from tests.support.web_app import Db
 
 ROW_IDS = re.compile(r'<tr data-analysis-id="(\d+)"')
 

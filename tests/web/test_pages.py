@@ -11,8 +11,8 @@ from sqlalchemy import select
 
 from app.models import Analysis, Job
 from app.web.cookie_auth import COOKIE_NAME
-from web import synthetic
-from web.conftest import Db
+from tests.support import synthetic_analyses as synthetic
+from tests.support.web_app import Db
 
 HOSTILE = "<script>alert(1)</script>"
 ROW_IDS = re.compile(r'<tr data-analysis-id="(\d+)"')

@@ -17,9 +17,8 @@ from app.host_check import host_allowed
 from app.main import create_app
 from app.models import Analysis, Job
 from app.web.cookie_auth import COOKIE_NAME
-from web import synthetic
-
-from .conftest import make_settings
+from tests.support import synthetic_analyses as synthetic
+from tests.support.web_app import make_settings
 
 OWN = "http://127.0.0.1:8000"
 

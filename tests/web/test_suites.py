@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from fastapi.testclient import TestClient
 
 from app.models import Analysis
-from web import synthetic
-from web.conftest import Db
+from tests.support import synthetic_analyses as synthetic
+from tests.support.web_app import Db
 
 CONTEXT = {"stage": "production", "target": "cpu", "expected_calls_per_compile": 100_000}
 HOSTILE = "<script>alert(9)</script>"

@@ -11,8 +11,8 @@ from advisor.core.decision import decide
 from advisor.core.report import render_markdown
 from advisor.core.shape_sweep import where_the_answer_changes
 from app.models import Analysis
-from web import synthetic
-from web.conftest import Db
+from tests.support import synthetic_analyses as synthetic
+from tests.support.web_app import Db
 
 HOSTILE_INPUT = "<script>alert(5)</script>"
 CONTEXT = {"stage": "production", "target": "cpu", "expected_calls_per_compile": 10**9}

@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from app.models import Analysis
-from web.conftest import Db
+from tests.support.web_app import Db
 
 HOSTILE_OP = "npu::<script>alert(7)</script>"
 

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 from app.web.detail_view import coverage_rows, detail_view, not_npu_note
 from app.web.tree import tree_svg
-from web import synthetic
+from tests.support import synthetic_analyses as synthetic
 
 SVG = "{http://www.w3.org/2000/svg}"
 

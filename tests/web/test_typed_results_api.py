@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import copy
 
-from older_results import OLDER_ANALYSIS
 from sqlalchemy import select
 
 from app.models import Analysis
 from app.web.compare import compare_rows
-from web import synthetic
+from tests.support import synthetic_analyses as synthetic
+from tests.support.older_results import OLDER_ANALYSIS
 
 PARTS = ("inspection", "measurements", "recommendation")
 

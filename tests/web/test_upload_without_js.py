@@ -13,8 +13,8 @@ from advisor.core.context import parse_context
 from app.main import create_app
 from app.models import Analysis, Artifact
 from app.web.upload_form import context_form_fields
-from web import synthetic
-from web.conftest import Db, make_settings
+from tests.support import synthetic_analyses as synthetic
+from tests.support.web_app import Db, make_settings
 
 OWN_PAGE = {"Origin": "http://127.0.0.1:8000"}
 HOSTILE = "<script>alert(1)</script>"

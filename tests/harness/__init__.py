@@ -1,0 +1,1 @@
+"""Tests of advisor/harness: measurement, backends, sandbox and isolation, loading, inspection and coverage."""

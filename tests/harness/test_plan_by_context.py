@@ -1,0 +1,46 @@
+"""The measurement plan follows the deployment context (issue 15): a real measurement leaves out the variant no
+result of which could change the recommendation, says so in its row and in the decision, and the recommendation
+stands. The logic itself is tested without torch in tests/core/test_plan_pruning.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.core.decision.engine import decide
+from advisor.harness.measurement import measure_model
+from advisor.harness.measurement.timing import TimingPolicy
+
+pytestmark = pytest.mark.slow
+
+FAST = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, warm_cache=False, dynamic_sizes=0)
+# A prototype called once per compile: no compile can pay for itself against eager, max-autotune's (which does all
+# of default's compile first) least of all, whatever the timings say, so the skip does not depend on this machine's
+# noise. (Which speedups lead to a skip is tests/core/test_plan_pruning.py's subject.)
+ONE_CALL = {"stage": "prototype", "target": "cpu", "expected_calls_per_compile": 1}
+
+
+def test_a_variant_that_cannot_change_the_answer_is_not_measured(mlp_file: str) -> None:
+    events: list[dict] = []
+    run = measure_model(
+        mlp_file, backends=["inductor"], device="cpu", timing=FAST, plan_context=ONE_CALL, progress=events.append
+    )
+    rows = {(r["backend"], r["mode"]): r for r in run["measurements"]}
+    assert rows[("inductor", "default")]["status"] == "ok"
+    skipped = rows[("inductor", "max-autotune")]
+    assert skipped["status"] == "skipped", skipped
+    assert skipped["reason"].startswith("not measured: it could not change the recommendation (eager:default)")
+    assert skipped["latency"] is None and skipped["compile_s_cold"] is None, "nothing was run for it"
+    assert any(e.get("stage") == "skipped" and e.get("mode") == "max-autotune" for e in events), "a visible step"
+    assert [e for e in events if e.get("mode") == "max-autotune" and e.get("stage") != "skipped"] == []
+
+    recommendation = decide(ONE_CALL, None, run)
+    assert recommendation["backend"] == "eager"  # whether or not default beat eager here: one call repays nothing
+    assert "plan_skipped_variants" in [step["rule"] for step in recommendation["path"]]
+
+
+def test_without_a_context_every_variant_is_measured(mlp_file: str) -> None:
+    """`measure` (no context): the plan is every variant, as before."""
+    run = measure_model(mlp_file, backends=["inductor:max-autotune"], device="cpu", timing=FAST, plan_context=None)
+    assert [(r["mode"], r["status"]) for r in run["measurements"] if r["backend"] == "inductor"] == [
+        ("max-autotune", "ok")
+    ]

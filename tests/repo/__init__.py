@@ -1,0 +1,1 @@
+"""Repo-wide checks: the import layers and the complexity limit."""

@@ -1,0 +1,124 @@
+"""Stand-ins for workers.stages.run_stages, run by the real stage runner child in agent tests.
+
+Each takes (spec, emit) like the real one (emit takes an advisor.core.progress.ProgressEvent).
+The job dict (spec["job"]) carries test knobs:
+`pid_file` (where the runner writes its pid), `sleep_s` (how long the slow one runs).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from advisor.core.progress import ProgressEvent
+
+RESULT = {
+    "inspection": {"format": "exported_program", "ops": []},
+    "measurements": {"environment": {"device": "cpu"}, "workload": "inference", "measurements": []},
+    "error": None,
+    "retryable": False,
+}
+
+
+def _note_pid(spec: dict[str, Any]) -> None:
+    if spec["job"].get("pid_file"):
+        Path(spec["job"]["pid_file"]).write_text(str(os.getpid()))
+
+
+def quick(spec: dict[str, Any], emit) -> dict[str, Any]:
+    emit(ProgressEvent("inspect", 0.0))
+    emit(ProgressEvent("measure", 0.5, backend="eager", mode="default"))
+    ran = {
+        "backends_run": spec["backends"],
+        "workload_run": spec["workload"],
+        "optimizer_run": spec["optimizer"],
+        "tolerance_run": spec["accuracy_tolerance"],
+        "context_run": spec.get("context"),
+    }
+    return {**RESULT, "measurements": {**RESULT["measurements"], **ran}}
+
+
+def slow(spec: dict[str, Any], emit) -> dict[str, Any]:
+    emit(ProgressEvent("inspect", 0.0))
+    _note_pid(spec)
+    time.sleep(float(spec["job"].get("sleep_s", 60)))
+    emit(ProgressEvent("measure", 0.5, backend="eager", mode="default"))
+    return RESULT
+
+
+def crash(spec: dict[str, Any], emit) -> dict[str, Any]:
+    emit(ProgressEvent("inspect", 0.0))
+    print("Segmentation fault (pretend)", flush=True)
+    os._exit(3)
+
+
+def bad_model(spec: dict[str, Any], emit) -> dict[str, Any]:
+    emit(ProgressEvent("inspect", 0.0))
+    return {"inspection": None, "measurements": None, "error": "inspection failed: not a model", "retryable": False}
+
+
+def sleep_and_note(pid_file: str, seconds: float) -> None:
+    """A sandbox target: note this (sandboxed) process's pid, then sleep."""
+    Path(pid_file).write_text(str(os.getpid()))
+    time.sleep(seconds)
+
+
+def sandboxed_sleep(spec: dict[str, Any], emit) -> dict[str, Any]:
+    """Like `slow`, but the sleeping happens in a real advisor.harness.sandbox child (its own session)."""
+    from advisor.harness.isolation import NO_ISOLATION
+    from advisor.harness.sandbox import run_in_sandbox
+    from workers.stages import CANCEL
+
+    emit(ProgressEvent("inspect", 0.0))
+    _note_pid(spec)
+    target_pid_file = spec["job"]["pid_file"] + ".sandbox"
+    run_in_sandbox(
+        "tests.support.fake_stages:sleep_and_note",
+        {"pid_file": target_pid_file, "seconds": 60},
+        timeout_s=120,
+        memory_limit_mb=None,
+        cancel=CANCEL,
+        isolation=NO_ISOLATION,  # the test reads the child's host pid; isolated kills: tests/harness/test_sandbox.py
+    )
+    return RESULT
+
+
+def inspect_or_measure(spec: dict[str, Any], emit) -> dict[str, Any]:
+    """Like the real runner: the inspection alone when the spec says not to measure (an inspect job)."""
+    emit(ProgressEvent("inspect", 0.0))
+    if not spec["measure"]:
+        return {**RESULT, "measurements": None}
+    emit(ProgressEvent("measure", 0.5, backend="eager", mode="default"))
+    return RESULT
+
+
+def describe_child(model: str) -> dict[str, Any]:
+    """A sandbox target: what a job's child sees of the job sandbox it was forked from."""
+    import hashlib
+    import sys
+
+    return {
+        "torch_preloaded": "torch" in sys.modules,  # forked from the warm zygote, not spawned afresh
+        "sha256": hashlib.sha256(Path(model).read_bytes()).hexdigest(),
+        "model": model,
+    }
+
+
+def forked_from_warm(spec: dict[str, Any], emit) -> dict[str, Any]:
+    """Like the real runner with a prepared job sandbox: fork a child from its zygote (spec["zygote"])."""
+    from advisor.harness.sandbox import Zygote, run_in_sandbox
+
+    emit(ProgressEvent("inspect", 0.0))
+    zygote = Zygote.attach(spec["zygote"])
+    done = run_in_sandbox(
+        "tests.support.fake_stages:describe_child",
+        {"model": spec["artifact_path"]},
+        zygote=zygote,
+        readable=[spec["artifact_path"]],
+        timeout_s=60,
+        memory_limit_mb=None,
+    )
+    child = {"status": done.status, "reason": done.reason, **(done.value or {}), "zygote": spec["zygote"]["pid"]}
+    return {**RESULT, "inspection": {**RESULT["inspection"], "child": child}}

@@ -1,0 +1,92 @@
+"""The service tests' database helpers: a clock moved by hand, a session per actor, an Analysis row to point
+jobs at, the artifact store's files, and the shared PostgreSQL database taken in turns."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from app.db import create_db_engine
+from app.models import Analysis, Artifact
+from app.settings import Settings
+
+
+class FakeClock:
+    """The queue's clock, moved by hand."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def new_session(engine: Engine) -> Session:
+    """A separate session (and connection) per actor, as separate server requests would have."""
+    return Session(engine, expire_on_commit=False)
+
+
+def add_analysis(engine: Engine, clock: FakeClock, target: str = "cpu") -> int:
+    """An Analysis row for jobs to point at (the queue tests do not go through the API)."""
+    with new_session(engine) as session:
+        if session.get(Artifact, "0" * 64) is None:
+            session.add(Artifact(sha256="0" * 64, size_bytes=1, created_at=clock()))
+            session.commit()
+        analysis = Analysis(
+            model_name="m",
+            target=target,
+            artifact_sha256="0" * 64,
+            context={},
+            dedupe_key="k",
+            created_at=clock(),
+            updated_at=clock(),
+        )
+        session.add(analysis)
+        session.commit()
+        return analysis.id
+
+
+def stored_files(settings: Settings) -> list[Path]:
+    """Every file in the artifact store, temp files included."""
+    root = settings.artifacts_dir
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+@contextlib.contextmanager
+def postgres_to_ourselves() -> Iterator[None]:
+    """The PostgreSQL tests share one database (ADVISOR_TEST_POSTGRES_URL) and each drops its schema first: the
+    pytest-xdist workers (and any other test run on this machine) take turns."""
+    with open(Path(tempfile.gettempdir()) / "npu-advisor-postgres-tests.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def empty_postgres() -> Iterator[str]:
+    """ADVISOR_TEST_POSTGRES_URL with an empty schema, ours until the block ends (the test skips without it)."""
+    url = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("needs a PostgreSQL server: set ADVISOR_TEST_POSTGRES_URL=postgresql+psycopg://...")
+    from sqlalchemy import text
+
+    with postgres_to_ourselves():
+        engine = create_db_engine(url)
+        with engine.begin() as connection:
+            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+        engine.dispose()
+        yield url
