@@ -197,3 +197,45 @@ def test_on_the_recorded_resnet18_and_distilbert_rows_int8_ships_unless_drift_or
     rec = decide({**EDGE, "resource_constrained": True, "memory_budget_mb": 1000}, None, _benchmark("distilbert"))
     assert _chosen(rec) == "onnxruntime:default"
     assert rec["why_not"]["onnxruntime:int8"] == "over the memory budget: peak 1073 MiB > 1000 MiB"
+
+
+# ------------------------------------------------------------------ the export path names what was measured
+def _export_step(rec: dict) -> dict:
+    return next(step for step in rec["path"] if step["rule"] == "edge_prefers_export_path")
+
+
+def _openvino_only() -> dict[str, Any]:
+    """The CNN of tests/harness/test_openvino_int8.py with the medians RESULTS.md recorded on a quiet node (eager
+    0.95 ms, openvino:int8 0.31 ms side by side, 3.17x; its int8 IR 86 KB; the CI is illustrative); no ONNX Runtime
+    row (it was not asked for)."""
+    eager = measurement("eager", median_ms=0.95, device="cpu")
+    ov = _recorded(0.31, 3.17, [3.0, 3.3], 86e3 / MIB, 6, 2.8, backend="openvino", mode="int8", device="cpu")
+    ov["accuracy"] = {**ov["accuracy"], "quantized": {**DRIFT, "cosine": 0.99999, "top1_rows": 4, "allclose": False}}
+    eager.update(serialized_bytes=240_000, peak_memory_mb=2)
+    return run(eager, ov, device="cpu")
+
+
+def test_the_export_path_names_the_exports_measured_never_onnx_runtime_when_only_openvino_was() -> None:
+    rec = decide(EDGE, None, _openvino_only())
+    assert _chosen(rec) == "openvino:int8"
+    outcome = _export_step(rec)["outcome"]
+    assert "use the export path (OpenVINO int8 IR -> OpenVINO runtime: openvino:int8)." in outcome
+    assert "ONNX" not in outcome
+
+    both = _export_step(decide(EDGE, None, _benchmark("resnet18")))["outcome"]
+    assert (
+        "(ONNX export -> ONNX Runtime: onnxruntime:default or int8 ONNX export -> ONNX Runtime: onnxruntime:int8)"
+        in both
+    )
+    # an int8 export beyond the tolerated drift is not named as the path taken
+    strict = {**EDGE, "accuracy_tolerance": {"quantized": {"min_cosine": 0.99999}}}
+    assert (
+        "(ONNX export -> ONNX Runtime: onnxruntime:default)."
+        in _export_step(decide(strict, None, _benchmark("resnet18")))["outcome"]
+    )
+    # every export out: the blocked path names the measured ones; nothing measured: the tree's path, said unmeasured
+    blocked = _export_step(decide({**EDGE, "memory_budget_mb": 8}, None, _rows()))["outcome"]
+    assert "the export path (ONNX export -> ONNX Runtime: onnxruntime:default or int8 ONNX export" in blocked
+    assert "is blocked: the ONNX Runtime run is out" in blocked
+    unmeasured = decide(EDGE, inspection(ops=[op("aten.linear.default")]), None)
+    assert "(ONNX export -> ONNX Runtime, unmeasured)" in _export_step(unmeasured)["outcome"]

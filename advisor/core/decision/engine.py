@@ -34,6 +34,7 @@ from advisor.core.decision.rules import (
     InspectionFacts,
     TradeOff,
     export_option,
+    export_path_label,
     fast_compile_wanted,
     measured_trade_off,
     rule_export_path,
@@ -173,7 +174,7 @@ def _export_choice(
     when measured), or None with what blocks it. Appends its steps to `path`."""
     int8 = int8_export(options, excluded) if prov.usable else None
     candidate, export_blockers = export_option(context, facts, options, excluded, int8)
-    path.append(rule_export_path(context, candidate, export_blockers))
+    path.append(rule_export_path(context, candidate, export_blockers, export_path_label(context, options, excluded)))
     edge: EdgeChoice | None = None
     if candidate is not None and prov.usable:  # float or int8 export, by latency, size and drift
         edge = weigh_quantization(context, candidate, options, excluded)

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.core import noise, snippets
+from advisor.core import catalogue, noise, snippets
 from advisor.core.catalogue import EAGER_LABEL
 from advisor.core.context import DEFAULT_WORKLOAD, DeploymentContext
 from advisor.core.decision.break_even import break_even_calls, format_calls
@@ -237,9 +237,36 @@ def _onnx_export(
     return (onnx if onnx is not None else Option("onnxruntime", "default", "export")), blockers
 
 
-def rule_export_path(context: DeploymentContext, option: Option | None, blockers: list[str]) -> dict[str, Any]:
+NPU_EXPORT_PATH = "torchair.dynamo_export -> atc"
+ONNX_EXPORT_PATH = "ONNX export -> ONNX Runtime"
+# what each offline export the engine may ship deploys: the export path's label names the ones measured
+EXPORT_PATHS = {
+    catalogue.option_label("onnxruntime", "default"): ONNX_EXPORT_PATH,
+    catalogue.option_label("onnxruntime", catalogue.ORT_INT8_MODE): "int8 ONNX export -> ONNX Runtime",
+    catalogue.option_label("openvino", catalogue.OPENVINO_INT8_MODE): "OpenVINO int8 IR -> OpenVINO runtime",
+}
+
+
+def export_path_label(context: DeploymentContext, options: list[Option], excluded: dict[str, str]) -> str:
+    """The export path as the report names it: on an NPU torchair.dynamo_export -> atc; elsewhere the offline
+    exports measured and still in (each with its option), else the measured ones (all out), else - nothing
+    measured - the tree's ONNX path, said unmeasured. So an analysis that measured only openvino:int8 never reads
+    "ONNX Runtime"."""
+    if context.target == "npu":
+        return NPU_EXPORT_PATH
+    measured = [o for o in options if o.label in EXPORT_PATHS and o.row is not None]
+    named = [o for o in measured if o.label not in excluded] or measured
+    if not named:
+        return f"{ONNX_EXPORT_PATH}, unmeasured"
+    return " or ".join(f"{EXPORT_PATHS[o.label]}: {o.label}" for o in named)
+
+
+def rule_export_path(
+    context: DeploymentContext, option: Option | None, blockers: list[str], path: str = ONNX_EXPORT_PATH
+) -> dict[str, Any]:
+    """Whether the export path (`path`, export_path_label's name for it) is taken or blocked, and by what."""
     evidence = {"stage": context.stage, "needs_offline_export": context.needs_offline_export, "blockers": blockers}
-    path = "torchair.dynamo_export -> atc" if context.target == "npu" else "ONNX export -> ONNX Runtime"
+    path = NPU_EXPORT_PATH if context.target == "npu" else path
     if option is not None:
         outcome = f"The deployment needs an offline export and the graph converts: use the export path ({path})."
     else:
