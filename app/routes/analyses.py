@@ -291,6 +291,13 @@ def _source_report(raw: str | None) -> dict | None:
         raise HTTPException(422, detail=exc.problems) from None
 
 
+def backend_choices() -> list[str]:
+    """Every name the `backends` field accepts (what _check_backend_names lets through): the catalogue's backends,
+    then each int8 mode named with its backend. The dashboard's upload form lists these."""
+    known = catalogue.names()
+    return [*known, *(f"{b}:{m}" for b in known for m in catalogue.BACKENDS[b].quantized_modes)]
+
+
 def _check_backend_names(backends: list[str]) -> None:
     """A job waits for a worker offering every backend it names: an unknown name would wait forever. An int8 mode
     is named with its backend (`onnxruntime:int8`): a worker measures it only when asked (catalogue

@@ -131,8 +131,12 @@ async function submitUpload(event) {
   const tag = form.querySelector("input[name=tag]").value.trim();
   if (tag) data.append("tag", tag);
   if (form.querySelector("input[name=force]").checked) data.append("force", "true");
+  const backends = form.querySelector("input[name=backends]").value.trim();
+  if (backends) data.append("backends", backends);
   const inputs = form.querySelector("input[name=inputs]").files[0];
   if (inputs) data.append("inputs", inputs);
+  const calibration = form.querySelector("input[name=calibration]").files[0];
+  if (calibration) data.append("calibration", calibration);
   const model = form.querySelector("input[name=model]").files[0];
   if (!model) return showErrors(form, [{ field: "model", message: "choose a model file" }], "A model file is required.");
   data.append("model", model);  // last: the server has every text field before the large file arrives

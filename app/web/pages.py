@@ -329,7 +329,14 @@ def queue_page(request: Request, session: SessionDep, queue: QueueDep, settings:
 # ------------------------------------------------------------------ upload
 @router.get("/upload", response_class=HTMLResponse)
 def upload_page(request: Request, who: PageViewer) -> HTMLResponse:
-    return _render(request, "upload.html", who, active="upload", fields=context_form_fields())
+    return _render(request, "upload.html", who, active="upload", fields=context_form_fields(), **_backend_help())
+
+
+def _backend_help() -> dict[str, list[str]]:
+    """The names the form's `backends` field takes, from the API's own list (analyses_api.backend_choices): the
+    backends, and the int8 modes measured only when named."""
+    choices = analyses_api.backend_choices()
+    return {"backends": [c for c in choices if ":" not in c], "int8_modes": [c for c in choices if ":" in c]}
 
 
 @router.post("/upload")
@@ -344,7 +351,11 @@ async def upload_post(
 
     def prepare(form: ReceivedForm) -> None:
         entered.update(form.fields)
-        for name in ("model", "inputs"):  # a browser sends an empty, unnamed part for a file input left empty
+        for name in (
+            "model",
+            "inputs",
+            "calibration",
+        ):  # a browser sends an empty, unnamed part for a file input left empty
             incoming = form.files.get(name)
             if incoming is not None and incoming.size == 0 and not form.filenames.get(name):
                 incoming.discard()
@@ -353,8 +364,8 @@ async def upload_post(
 
     try:
         submission = await analyses_api.receive_and_submit(
-            request, session, queue, store, settings, who, prepare=prepare, max_parts=5 + len(fields)
-        )  # model, inputs, model_name, tag, force and one part per context field
+            request, session, queue, store, settings, who, prepare=prepare, max_parts=7 + len(fields)
+        )  # model, inputs, calibration, model_name, tag, backends, force and one part per context field
     except HTTPException as exc:
         return _upload_errors(request, who, fields, entered, exc.status_code, exc.detail)
     except (UploadTooLarge, QueueError) as exc:
@@ -366,7 +377,7 @@ def _upload_errors(
     request: Request, who: Principal, fields: list, entered: dict[str, str], status_code: int, detail: Any
 ) -> HTMLResponse:
     """The form again, with each {field, message} next to its field (as web.js places the API's) and the rest on top."""
-    placeable = {f.name for f in fields} | {"model", "model_name", "tag", "inputs"}
+    placeable = {f.name for f in fields} | {"model", "model_name", "tag", "inputs", "backends", "calibration"}
     errors: dict[str, str] = {}
     unplaced: list[str] = []
     if isinstance(detail, list):
@@ -381,7 +392,7 @@ def _upload_errors(
                 unplaced.append(f"{field or 'form'}: {text}")
     else:
         summary = str(detail)
-    files_note = "Files are not kept: choose the model file (and inputs file) again."
+    files_note = "Files are not kept: choose the model file (and the inputs and calibration files) again."
     return _render(
         request,
         "upload.html",
@@ -392,6 +403,7 @@ def _upload_errors(
         errors=errors,
         form_error=" ".join([summary, *unplaced, files_note]),
         values=entered,
+        **_backend_help(),
     )
 
 

@@ -158,3 +158,25 @@ def test_upload_form_shows_the_servers_field_errors_next_to_the_fields(page, see
     expect(page.locator('[data-error-for="latency_target_ms"]')).to_contain_text("greater than 0")
     assert page.url.endswith("/upload")  # the form and what was typed stay
     assert page.get_by_label("latency target ms").input_value() == "-3"
+
+
+def test_the_scripted_upload_sends_backends_and_the_calibration_file_and_places_their_errors(
+    page, seeded_server, tmp_path
+):
+    """web.js sends the two issue-31 fields to the API like the no-script form does; the API's 422s land at them."""
+    from tests.support.synthetic_analyses import torchscript_zip
+
+    model, calibration = tmp_path / "tiny.pt", tmp_path / "calibration.npz"
+    model.write_bytes(torchscript_zip())
+    calibration.write_bytes(b"<b>not an npz</b>" * 64)
+    page.goto(seeded_server.url + "/upload")
+    page.get_by_label("Model file").set_input_files(str(model))
+    page.get_by_label("Backends (optional)").fill("onnxruntime:int8,<i>nope</i>")
+    page.get_by_role("button", name="Analyse").click()
+    expect(page.locator('[data-error-for="backends"]')).to_contain_text("unknown backend(s) <i>nope</i>")
+    assert page.locator('[data-error-for="backends"] i').count() == 0  # shown as text, never as markup
+    page.get_by_label("Backends (optional)").fill("onnxruntime:int8")
+    page.get_by_label("Calibration file (optional)").set_input_files(str(calibration))
+    page.get_by_role("button", name="Analyse").click()
+    expect(page.locator('[data-error-for="calibration"]')).to_contain_text("not an .npz")
+    assert page.url.endswith("/upload")

@@ -23,14 +23,17 @@ HOSTILE = "<script>alert(1)</script>"
 def browser_form(model: bytes | None, filename: str = "tiny.pt", **ctx: str) -> list:
     """The parts a browser without script sends for the upload form, in document order: file inputs always
     (an empty, unnamed part when left empty), text inputs and selects always (selects at their shown choice),
-    checkboxes only when checked. `ctx` overrides a context field (`"on"` ticks a checkbox); `model_name` and
-    `force` are passed the same way."""
+    checkboxes only when checked. `ctx` overrides a context field (`"on"` ticks a checkbox); `model_name`,
+    `force`, `backends` and `calibration` (the file's bytes) are passed the same way."""
     model_name = ctx.pop("model_name", "")
     force = ctx.pop("force", None)
+    calibration = ctx.pop("calibration", None)
     parts: list = [
         ("model", (filename if model is not None else "", model or b"", "application/octet-stream")),
         ("model_name", (None, model_name)),
         ("inputs", ("", b"", "application/octet-stream")),
+        ("backends", (None, ctx.pop("backends", ""))),
+        ("calibration", ("calibration.npz" if calibration is not None else "", calibration or b"", "application/zip")),
     ]
     if force:
         parts.append(("force", (None, "true")))
@@ -192,3 +195,81 @@ def test_a_locked_server_needs_a_signed_in_user_and_proof_of_origin(locked):
     analysis_id = int(signed.headers["location"].rsplit("/", 1)[1])
     with Session(client.app.state.engine) as session:
         assert session.get(Analysis, analysis_id).submitted_by == "alice"
+
+
+# ------------------------------------------------------------------ backends and the calibration file (issue 31)
+def _npz(**arrays) -> bytes:  # noqa: ANN003
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def test_the_form_offers_every_backend_and_int8_mode_the_api_accepts_and_a_calibration_file(client: TestClient):
+    from app.routes.analyses import backend_choices
+
+    html = client.get("/upload").text
+    assert 'name="backends"' in html and 'data-error-for="backends"' in html
+    assert '<input type="file" name="calibration" accept=".npz"' in html and 'data-error-for="calibration"' in html
+    for choice in backend_choices():
+        assert choice in html
+    assert "measured only when named: inductor:pt2e-int8, onnxruntime:int8, openvino:int8" in html
+
+
+def test_int8_modes_and_a_calibration_file_reach_the_analysis_like_through_the_api(client: TestClient, db: Db):
+    np = __import__("pytest").importorskip("numpy")
+    samples = _npz(input0=np.zeros((2, 1, 4), np.float32))
+    parts = browser_form(
+        synthetic.torchscript_zip(), backends=" onnxruntime:int8, openvino:int8,eager ", calibration=samples
+    )
+    response = post_upload(client, parts)
+    assert response.status_code == 303, response.text
+    [analysis] = db.all(select(Analysis))
+    assert analysis.backends == ["eager", "onnxruntime:int8", "openvino:int8"]  # as the API stores them: sorted
+    calibration = db.all(select(Artifact).where(Artifact.kind == "calibration"))
+    assert [a.sha256 for a in calibration] == [analysis.calibration_sha256] and analysis.calibration_sha256
+    # left empty, the two fields change nothing: no backends named, no calibration file stored
+    response = post_upload(client, browser_form(synthetic.torchscript_zip(), model_name="plain", force="on"))
+    assert response.status_code == 303, response.text
+    plain = db.all(select(Analysis).where(Analysis.model_name == "plain"))[0]
+    assert plain.backends in ([], None) and plain.calibration_sha256 is None
+
+
+def test_an_unknown_backend_with_markup_is_named_at_its_field_escaped_with_nothing_stored(client: TestClient, db: Db):
+    for hostile in (f"onnxruntime,{HOSTILE}", "onnxruntime:fp16", "eager:int8"):
+        response = post_upload(client, browser_form(synthetic.torchscript_zip(), backends=hostile))
+        assert response.status_code == 422 and response.headers["content-type"].startswith("text/html")
+        html = response.text
+        slot = html[html.index('data-error-for="backends">') :]
+        assert slot.startswith('data-error-for="backends">unknown backend(s) ')
+        assert HOSTILE not in html and "Traceback" not in html
+        assert (HOSTILE in hostile) == ("&lt;script&gt;alert(1)&lt;/script&gt;" in html)  # named escaped, kept escaped
+    assert "the int8 ones, which are named: inductor:pt2e-int8, onnxruntime:int8, openvino:int8" in html
+    assert db.all(select(Analysis)) == [] and db.all(select(Artifact)) == [] and incoming_files(client) == []
+
+
+def test_a_garbage_pickled_or_oversized_calibration_file_is_named_at_its_field_with_nothing_stored(
+    client: TestClient, db: Db
+):
+    import os
+    import pickle
+
+    from advisor.core.calibration import MAX_CALIBRATION_BYTES
+
+    garbage = os.urandom(4096).replace(b"PK", b"pk")
+    refusals = {
+        "not an .npz": garbage,
+        "pickle": pickle.dumps({"input0": [1.0]}),
+        "too large": b"PK\x03\x04" + bytes(MAX_CALIBRATION_BYTES),  # one byte over: stopped while it streams in
+    }
+    for expected, payload in refusals.items():
+        response = post_upload(client, browser_form(synthetic.torchscript_zip(), calibration=payload))
+        assert response.status_code == 422, (expected, response.text[:500])
+        html = response.text
+        slot = html[html.index('data-error-for="calibration">') :]
+        assert expected in slot[: slot.index("</span>")], (expected, slot[:300])
+        assert "choose the model file (and the inputs and calibration files) again" in html
+    assert db.all(select(Analysis)) == [] and db.all(select(Artifact)) == [] and incoming_files(client) == []
