@@ -30,7 +30,6 @@ from app.analyses import (
     analysis_status,
     analysis_view,
     job_of,
-    queue_positions,
     report_input,
     rerun_analysis,
     submit_analysis,
@@ -53,7 +52,7 @@ from app.routes.artifacts import stored_file_response
 from app.settings import Settings
 from app.storage import ArtifactStorage, Incoming, StoredFile, UploadTooLarge
 from app.suites import TAG_PATTERN, TAG_RULE
-from app.summaries import analysis_summary
+from app.summaries import page_summaries
 from app.upload_form import MAX_PARTS, FileLimit, ReceivedForm, receive_form
 
 router = APIRouter(tags=["analyses"])
@@ -410,7 +409,7 @@ def list_route(
     order: Literal["asc", "desc"] = "desc",
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 20,
-) -> dict:
+) -> AnalysisSummaryPage:
     """The dashboard's list (app.analysis_list): the same rows for the same filter, sort and page."""
     query = AnalysisQuery(
         status=status,
@@ -425,9 +424,8 @@ def list_route(
         per_page=per_page,
     )
     listed = list_analyses(session, query)
-    positions = queue_positions(session, [row.job for row in listed.rows])
-    items = [analysis_summary(session, queue, row.analysis, row.job, positions=positions) for row in listed.rows]
-    return {"items": items, "total": listed.total, "page": page, "per_page": per_page}
+    items = page_summaries(session, queue, listed.rows)
+    return AnalysisSummaryPage(items=items, total=listed.total, page=page, per_page=per_page)
 
 
 def _load(session, analysis_id: int) -> tuple[Analysis, Job | None]:  # noqa: ANN001

@@ -160,9 +160,9 @@ LIST_COLUMNS = [
 
 
 @router.get("/", response_class=HTMLResponse)
-def analyses_page(request: Request, session: SessionDep, who: PageViewer) -> HTMLResponse:
+def analyses_page(request: Request, session: SessionDep, queue: QueueDep, who: PageViewer) -> HTMLResponse:
     filters = queries.AnalysisFilters.from_query(dict(request.query_params))
-    page = queries.list_analyses(session, filters)
+    page = queries.list_analyses(session, queue, filters)
 
     def url(**changes: Any) -> str:
         query = urlencode(filters.as_query(**changes))

@@ -20,10 +20,11 @@ from sqlmodel import Session
 from advisor.core.catalogue import option_label
 from advisor.core.status import AnalysisStatus
 from app import analysis_list
-from app.analyses import analysis_status
 from app.analysis_list import DEFAULT_SORT, AnalysisQuery, sort_key
 from app.clock import aware
-from app.models import MEASURE, Analysis, Job, JobStatus, Worker
+from app.job_queue import JobQueue
+from app.models import MEASURE, Analysis, AnalysisSummary, Job, JobStatus, Worker
+from app.summaries import page_summaries
 
 ANALYSIS_STATUSES = tuple(AnalysisStatus)
 TARGETS = ("npu", "cuda", "cpu")
@@ -95,18 +96,15 @@ class AnalysisFilters(AnalysisQuery):
 
 @dataclass
 class AnalysisListRow:
-    id: int
-    model_name: str
-    format: str | None
-    target: str
+    """One row of the dashboard's list: the API's list item (app.summaries, the same AnalysisSummary model) and the
+    one context field the row shows besides."""
+
+    summary: AnalysisSummary
     context_stage: str | None
-    status: str
-    stage: str | None
-    progress: float | None
-    recommended: str | None
-    speedup: float | None
-    submitted_by: str
-    created_at: datetime
+
+    @property
+    def recommended(self) -> str | None:
+        return _label(self.summary.recommended_backend, self.summary.recommended_mode)
 
 
 @dataclass
@@ -121,29 +119,13 @@ class AnalysisPage:
         return max(1, math.ceil(self.total / self.per_page))
 
 
-def list_analyses(session: Session, filters: AnalysisFilters) -> AnalysisPage:
-    """One page of analyses (app.analysis_list, the API's query); the page number is clamped to the last page."""
+def list_analyses(session: Session, queue: JobQueue, filters: AnalysisFilters) -> AnalysisPage:
+    """One page of analyses (app.analysis_list, the API's query) as the API's list items (app.summaries); the page
+    number is clamped to the last page."""
     listed = analysis_list.list_analyses(session, filters, clamp_page=True)
-    return AnalysisPage([_list_row(row) for row in listed.rows], listed.total, listed.page, listed.per_page)
-
-
-def _list_row(row: analysis_list.ListedAnalysis) -> AnalysisListRow:
-    analysis, job = row.analysis, row.job
-    status = analysis_status(job)
-    return AnalysisListRow(
-        id=analysis.id,
-        model_name=analysis.model_name,
-        format=analysis.format,
-        target=analysis.target,
-        context_stage=row.context_stage,
-        status=status,
-        stage=job.stage if job is not None and status in (AnalysisStatus.QUEUED, AnalysisStatus.RUNNING) else None,
-        progress=job.progress if job is not None else None,
-        recommended=_label(analysis.recommended_backend, analysis.recommended_mode),
-        speedup=analysis.speedup_vs_eager,
-        submitted_by=analysis.submitted_by,
-        created_at=analysis.created_at,
-    )
+    items = page_summaries(session, queue, listed.rows)
+    rows = [AnalysisListRow(item, row.context_stage) for item, row in zip(items, listed.rows, strict=True)]
+    return AnalysisPage(rows, listed.total, listed.page, listed.per_page)
 
 
 def _label(backend: str | None, mode: str | None) -> str | None:

@@ -304,6 +304,11 @@ def test_list_items_are_summaries(client, model_file):
     assert set(item) == set(AnalysisSummary.model_fields)
     assert item["id"] == analysis_id and item["recommended_backend"] in ("eager", "inductor")
     assert len(listed.content) < 4096
+    # typed in the API's schema: the page's items are AnalysisSummary, not free-form objects
+    schema = client.get("/openapi.json").json()
+    ok = schema["paths"]["/api/v1/analyses"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    page = schema["components"]["schemas"][ok["$ref"].rsplit("/", 1)[1]]
+    assert page["properties"]["items"]["items"] == {"$ref": "#/components/schemas/AnalysisSummary"}
 
 
 def test_summary_of_a_failed_analysis_cuts_the_error(client, model_file):
@@ -318,8 +323,8 @@ def test_summary_of_a_failed_analysis_cuts_the_error(client, model_file):
         summary = analysis_summary(
             session, client.app.state.queue, session.get(Analysis, analysis_id), session.get(Job, job_id)
         )
-    assert AnalysisSummary.model_validate(summary).status == "failed"
-    assert len(summary["error"]) <= 500 and "characters truncated" in summary["error"]
+    assert isinstance(summary, AnalysisSummary) and summary.status == "failed"  # the model the API lists, typed
+    assert len(summary.error) <= 500 and "characters truncated" in summary.error
 
 
 def test_truncation_keeps_what_matters():
