@@ -1,9 +1,13 @@
 """Issue 31's benchmark: the int8 options against fp32 eager for ResNet-18 and DistilBERT at batch 1 on this CPU.
 
 Each model is exported (random init from a `transformers` config, nothing downloaded) and measured in one run with
-eager, ONNX Runtime (float), `onnxruntime:int8` and `inductor:pt2e-int8`: latency side by side with eager, the
+eager, ONNX Runtime (float), `onnxruntime:int8`, `inductor:pt2e-int8` and `openvino:int8` (its row says
+"unavailable" without the `openvino` extra): latency side by side with eager, the
 deployed size (`serialized_bytes`), the peak memory, and the int8 drift from the float model (cosine, top-1
 agreement, max and mean absolute error). One input batch: top-1 agreement is over 1 row, so it reads 0 % or 100 %.
+Under each table: eager's median in every process that timed it and the run's noise verdict, since on a node shared
+with other work eager (torch's spinning OpenMP threads) slows far more than the export runtimes and every
+speedup_vs_eager overstates (benchmarks/RESULTS.md, "Quantized options").
 
     .venv/bin/python benchmarks/quantized.py [--out results.json] [--models resnet18,distilbert]
 """
@@ -17,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-BACKENDS = ["onnxruntime", "onnxruntime:int8", "inductor:pt2e-int8"]
+BACKENDS = ["onnxruntime", "onnxruntime:int8", "inductor:pt2e-int8", "openvino:int8"]
 
 
 def export_resnet18(path: Path) -> str:
@@ -58,7 +62,12 @@ def measure(path: str) -> dict:
         timeout_s=1800,
         remeasure=False,
     )
-    return {"wall_s": time.perf_counter() - started, "rows": run["measurements"], "environment": run["environment"]}
+    return {
+        "wall_s": time.perf_counter() - started,
+        "rows": run["measurements"],
+        "environment": run["environment"],
+        "quality": run["quality"],
+    }
 
 
 def markdown(results: dict) -> str:
@@ -91,6 +100,11 @@ def markdown(results: dict) -> str:
                 f"{num(drift.get('max_abs_err'), '.3g')} | {num(drift.get('mean_abs_err'), '.3g')} | "
                 f"{num(row.get('compile_s_cold'), '.1f')} |"
             )
+    for name, result in results["models"].items():
+        quality = result.get("quality") or {}
+        medians = ", ".join(f"{label} {ms:.2f} ms" for label, ms in (quality.get("eager_medians_ms") or {}).items())
+        verdict = "noisy: " + "; ".join(quality.get("reasons") or []) if quality.get("noisy") else "not noisy"
+        lines.append(f"\n{name}: eager's median in each process: {medians or '-'}; {verdict}")
     return "\n".join(lines) + "\n"
 
 
