@@ -130,6 +130,15 @@ def mlp_file(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="session")
+def example_mlp_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`npu-advisor example mlp` (advisor.harness.examples), exported once per test worker and shared read-only by
+    the service, CLI, calibration and end-to-end tests instead of each module exporting its own copy."""
+    from advisor.harness.examples import export_example
+
+    return export_example("mlp", tmp_path_factory.mktemp("example-mlp") / "mlp.pt2")
+
+
+@pytest.fixture(scope="session")
 def hostile_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """tests/support/hostile_corpus.py written once: {"cases", "marker", "decoy", "decoy_bytes"}. The decoy is a host
     file outside every sandbox that hostile TorchScript aims at; the marker appears only if a pickle ran."""

@@ -15,10 +15,9 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def mlp_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from advisor.harness.examples import export_example
-
-    return export_example("mlp", tmp_path_factory.mktemp("models") / "mlp.pt2")
+def mlp_file(example_mlp_file: Path) -> Path:
+    """The example MLP (`npu-advisor example mlp`), exported once per test worker (tests/conftest.py)."""
+    return example_mlp_file
 
 
 def test_invalid_context_flags_are_reported_field_by_field(tmp_path: Path) -> None:

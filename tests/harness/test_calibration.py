@@ -191,10 +191,9 @@ def test_onnxruntime_static_quantization_calibrates_on_the_file_and_the_snippet_
 
 
 @pytest.fixture(scope="module")
-def mlp_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from advisor.harness.examples import export_example
-
-    return export_example("mlp", tmp_path_factory.mktemp("models") / "mlp.pt2")
+def mlp_file(example_mlp_file: Path) -> Path:
+    """The example MLP (`npu-advisor example mlp`), exported once per test worker (tests/conftest.py)."""
+    return example_mlp_file
 
 
 def test_analyze_local_refuses_a_calibration_file_that_does_not_match_the_model_before_measuring(

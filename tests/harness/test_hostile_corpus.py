@@ -77,14 +77,19 @@ def test_hostile_torchscript_is_confined_and_limited(hostile_corpus, monkeypatch
 
 
 def test_unbounded_allocation_is_recorded_as_oom(hostile_corpus) -> None:
-    for case in _cases(hostile_corpus, "oom"):
-        run = measure_model(
-            str(case.path),
-            backends=["eager"],
-            input_shapes=list(case.input_shapes),
-            timeout_s=120,
-            memory_limit_mb=3072,
-        )
-        eager = run["measurements"][0]
-        assert eager["status"] == "oom", (case.name, eager["status"], eager["reason"])
-        assert hostile_corpus["decoy"].read_bytes() == hostile_corpus["decoy_bytes"]
+    cases = _cases(hostile_corpus, "oom")
+    # one sandbox of this test's own for both files (not one each): a child that ran out of memory takes only
+    # itself down, as the zygote reuse in test_hostile_torchscript_is_confined_and_limited shows
+    with measurement_zygote("cpu", [str(case.path) for case in cases]) as zygote:
+        for case in cases:
+            run = measure_model(
+                str(case.path),
+                backends=["eager"],
+                input_shapes=list(case.input_shapes),
+                timeout_s=120,
+                memory_limit_mb=3072,
+                zygote=zygote,
+            )
+            eager = run["measurements"][0]
+            assert eager["status"] == "oom", (case.name, eager["status"], eager["reason"])
+            assert hostile_corpus["decoy"].read_bytes() == hostile_corpus["decoy_bytes"]

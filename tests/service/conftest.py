@@ -50,11 +50,9 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real ExportedProgram (advisor.harness.examples' mlp), exported once per test session."""
-    from advisor.harness.examples import export_example
-
-    return export_example("mlp", tmp_path_factory.mktemp("models") / "mlp.pt2")
+def model_file(example_mlp_file: Path) -> Path:
+    """A real ExportedProgram (advisor.harness.examples' mlp), exported once per test session (tests/conftest.py)."""
+    return example_mlp_file
 
 
 @pytest.fixture

@@ -97,10 +97,9 @@ def services(tmp_path: Path) -> Iterator[Services]:
 
 
 @pytest.fixture(scope="module")
-def example_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from advisor.harness.examples import export_example
-
-    return export_example("mlp", tmp_path_factory.mktemp("model") / "mlp.pt2")
+def example_model(example_mlp_file: Path) -> Path:
+    """The example MLP (`npu-advisor example mlp`), exported once per test worker (tests/conftest.py)."""
+    return example_mlp_file
 
 
 def wait_until(predicate, timeout_s: float, what: str, services: Services):  # noqa: ANN001, ANN201
