@@ -52,29 +52,39 @@ def inspect_json(path: str) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.fixture(scope="module")
+def npu_json(npu_model: str) -> dict:
+    """`inspect --json` of the NPU-op model, run once for the tests that read it (each run is a sandboxed child)."""
+    return inspect_json(npu_model)
+
+
+@pytest.fixture(scope="module")
+def npu_table(npu_model: str) -> str:
+    """The table `inspect` prints for the NPU-op model (wide: no wrapping inside cells), run once for its tests."""
+    result = runner.invoke(app, ["inspect", npu_model], env=WIDE)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
 def table_row(stdout: str, op_name: str) -> str:
     return next(line for line in stdout.splitlines() if f" {op_name} " in line)
 
 
-def test_json_output(npu_model: str) -> None:
-    result = runner.invoke(app, ["inspect", npu_model, "--json"])
-    assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
+def test_json_output(npu_json: dict) -> None:
+    data = npu_json
     assert data["format"] == "exported_program"
     assert [op["name"] for op in data["custom_ops"]] == ["npu.test_rms_norm.default"]
 
 
-def test_table_shows_custom_ops_coverage_and_graph_breaks(npu_model: str) -> None:
-    result = runner.invoke(app, ["inspect", npu_model], env={"COLUMNS": "160"})
-    assert result.exit_code == 0, result.output
-    assert "npu (1)" in result.stdout  # namespace with its call count
-    lines = result.stdout.splitlines()
+def test_table_shows_custom_ops_coverage_and_graph_breaks(npu_table: str) -> None:
+    assert "npu (1)" in npu_table  # namespace with its call count
+    lines = npu_table.splitlines()
     row = next(line for line in lines if "test_rms_norm.default" in line and "runs here" not in line)
     # inspect runs in a fresh sandboxed child, where the op (registered only in this test process) does not exist:
     # it is stubbed from its schema, so it cannot run or be traced here, as on any node without its vendor package
     assert "untraceable" in row
-    assert "not available on this node" in result.stdout
-    assert "Graph breaks" in result.stdout
+    assert "not available on this node" in npu_table
+    assert "Graph breaks" in npu_table
 
 
 def test_torchscript_with_input_shape(tmp_path: Path) -> None:
@@ -126,26 +136,24 @@ def test_state_dict_checkpoint_from_torch_save(tmp_path: Path) -> None:
     assert "torch.export.save" in result.output
 
 
-def test_table_shows_what_a_derived_status_was_judged_on(npu_model: str) -> None:
-    linear = next(op for op in inspect_json(npu_model)["ops"] if op["name"] == "aten.linear.default")["coverage"]
+def test_table_shows_what_a_derived_status_was_judged_on(npu_json: dict, npu_table: str) -> None:
+    linear = next(op for op in npu_json["ops"] if op["name"] == "aten.linear.default")["coverage"]
     assert linear["torchair_via"] and linear["inductor_via"]  # decomposed before both compilers see it
-    result = runner.invoke(app, ["inspect", npu_model], env=WIDE)
-    row = table_row(result.stdout, "linear.default")
+    row = table_row(npu_table, "linear.default")
     for status, via in ((linear["torchair"], linear["torchair_via"]), (linear["inductor"], linear["inductor_via"])):
         short = ", ".join(name.split(".")[1] for name in via)  # aten.addmm.default -> addmm
         assert f"{status} (via {short})" in row
 
 
-def test_table_numbers_torchair_notes_and_lists_warnings(npu_model: str) -> None:
-    data = inspect_json(npu_model)
+def test_table_numbers_torchair_notes_and_lists_warnings(npu_json: dict, npu_table: str) -> None:
+    data = npu_json
     coverage = next(op for op in data["ops"] if op["name"] == "npu.test_rms_norm.default")["coverage"]
     note = coverage["torchair_note"]
     assert data["warnings"]
-    result = runner.invoke(app, ["inspect", npu_model], env=WIDE)
     # a custom op without an explicit converter: TorchAir may auto-generate one on the NPU node
     assert coverage["torchair"] == "none" and coverage["torchair_unknown"] is True
-    assert "unknown (known on an NPU) [1]" in table_row(result.stdout, "test_rms_norm.default")
-    lines = result.stdout.splitlines()
+    assert "unknown (known on an NPU) [1]" in table_row(npu_table, "test_rms_norm.default")
+    lines = npu_table.splitlines()
     assert "TorchAir notes:" in lines
     assert any(line.strip() == f"[1] {note}" for line in lines)
     assert f"Warnings ({len(data['warnings'])}):" in lines
