@@ -95,7 +95,9 @@ def test_eager_baseline_row_has_statistics_memory_accuracy_and_environment(mlp_f
     env = run["environment"]
     assert env["measured_on"] == "cpu" and env["torch_version"] == torch.__version__
     # the quoted latency's window, and the load the child read at its timed window's ends (issue 27 item 4)
-    assert row["latency_window"] == "first window"
+    # (a noisy first window is timed again and the quieter one kept: the row names the one it quotes)
+    kept = (run["quality"].get("kept") or {}).get("eager:default", "first")
+    assert row["latency_window"] == ("first window" if kept == "first" else "re-measured window")
     assert all(row["timing_load"][when]["cores"] >= 1 for when in ("start", "end"))
     assert env["torch_threads"] >= 1 and env["load"]["before"]["cores"] >= 1
     assert env["load"]["during"] in (row["timing_load"]["start"], row["timing_load"]["end"])

@@ -44,3 +44,32 @@ def test_without_a_context_every_variant_is_measured(mlp_file: str) -> None:
     assert [(r["mode"], r["status"]) for r in run["measurements"] if r["backend"] == "inductor"] == [
         ("max-autotune", "ok")
     ]
+
+
+def test_only_the_leading_options_get_their_details(tmp_path) -> None:
+    """Other sizes of the dynamic dims, the profile and the warm compile are taken once the options are ranked,
+    for the leading ones only (advisor.harness.measurement.details): here eager, which the four-times-slower option
+    cannot beat. Without a context every row gets them, as `measure` always did."""
+    from tests.support.models import export_dynamic_batch, mlp
+
+    model, inputs = mlp()
+    path = export_dynamic_batch(tmp_path / "dyn.pt2", model, inputs)
+    slower = "tests.support.backends_for_tests:FourTimesSlowerBackend"
+    policy = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, dynamic_sizes=1)
+    production = {"stage": "production", "target": "cpu", "model_changes": "frozen"}
+    events: list[dict] = []
+    run = measure_model(
+        path, backends=[slower], timing=policy, plan_context=production, progress=events.append, remeasure=False
+    )
+    eager, other = run["measurements"]
+    assert run["quality"]["details"]["detailed"] == ["eager:default"]
+    assert eager["dynamic"] and eager["dynamic"][0]["shape"]["x"][0] == 2 * inputs[0].shape[0]
+    assert eager["time_breakdown"] is not None
+    assert other["status"] == "ok" and other["latency"] is not None
+    assert other["dynamic"] is None and other["time_breakdown"] is None and other["compile_s_warm"] is None
+    stages = [e.get("stage") for e in events]
+    assert "dynamic shapes" not in stages and "details: dynamic shapes" in stages  # only in the details child
+
+    run = measure_model(path, backends=[slower], timing=policy, plan_context=None, remeasure=False)
+    assert all(row["dynamic"] and row["time_breakdown"] for row in run["measurements"])
+    assert run["measurements"][1]["compile_s_warm"] is not None

@@ -151,6 +151,20 @@ class DynamoEagerBackend(_TestBackend):
         return torch.compile(module, backend="eager")
 
 
+class FourTimesSlowerBackend(_TestBackend):
+    """Right numbers, four calls of the model per call: an option clearly slower than eager, whatever the noise."""
+
+    name = "test-four-times-slower"
+
+    def compile(self, module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> Callable:
+        def call(*args: Any) -> Any:
+            for _ in range(3):
+                module(*args)
+            return module(*args)
+
+        return call
+
+
 # ------------------------------------------------------------------ sandbox targets (torch-free)
 def echo(value: Any) -> Any:
     return {"echo": value, "pid": os.getpid()}

@@ -25,6 +25,7 @@ from advisor.core.context import DeploymentContext, parse_context
 from advisor.core.decision.break_even import format_calls
 from advisor.core.decision.candidates import provenance
 from advisor.core.decision.engine import decide
+from advisor.core.decision.rules import leading_ranking
 
 OPTIMISTIC_SPEEDUP = 1000.0  # the variant's best case: this many times faster than eager, side by side
 FLOOR_MARGIN = 1.001  # its compile: just longer than the floor's (it does all of the floor's compile, then more)
@@ -147,3 +148,21 @@ def _reason(context: DeploymentContext, floor: dict[str, Any], chosen: tuple[str
         f"({compile_s:.3g} s cold), whose compile it does first - {setting} would still get {chosen_label}. "
         "Analyse with another context to measure it."
     )
+
+
+def detailed_options(
+    context: DeploymentContext | dict[str, Any], inspection: dict[str, Any] | None, run: dict[str, Any]
+) -> list[str]:
+    """The options whose details - other sizes of the dynamic dims, the profile, the warm-cache compile - a
+    measurement takes once its options are ranked: the recommendation and the leading options of the measured
+    trade-off (two when the ranking is inconclusive). None of these details changes which option is recommended
+    (the warm compile would, for a deployment that ships a compile cache: such a plan measures it for every
+    option first), so the others' details would only cost time."""
+    if not isinstance(context, DeploymentContext):
+        context = parse_context(context)
+    chosen = decide(context, inspection, run, restate_skips=False)
+    labels = []
+    if chosen.get("backend") is not None:
+        labels.append(catalogue.option_label(chosen["backend"], chosen.get("mode") or "default"))
+    labels += leading_ranking(run, context)["leading"]
+    return list(dict.fromkeys(labels))

@@ -77,6 +77,9 @@ class MeasurementRow(Open):
     wall_s: float | None = None
     snippet: str | None = None
     training: dict[str, Any] | None = None
+    # an analysis measures the dynamic sizes, profile and warm compile of its leading options only, once ranked
+    # (advisor.harness.measurement.run): None here with a ranked run means "not a leading option"
+    details_error: str | None = None  # why a leading option's details child failed (its timings still stand)
 
     @property
     def label(self) -> str:

@@ -86,18 +86,24 @@ def measure_variant(
     decode_tokens: int = 32,
     reference_exists: bool = False,
     calibration_file: str | None = None,
+    details_median_ms: float | None = None,
 ) -> dict:
     """One variant's row (see the module docstring). `reference_exists`: the baseline is timed again (a re-measure)
     and, for inference and training, reads the reference its first child wrote instead of computing it again (for
-    BERT-base the float64 reference and the two eager calls take over a second)."""
+    BERT-base the float64 reference and the two eager calls take over a second). `details_median_ms` (inference, with
+    `warm_run`): this warm-cache child is a leading option's details child - after its warm compile it measures what
+    the plan left until the options were ranked (other sizes of the dynamic dims with their recompiles, the
+    profile, which is scaled by this, the first child's median latency)."""
     devices.prepare_environment(device)
     from advisor.harness.backends import get_backend
 
     backend = get_backend(backend_spec)
     label = {"backend": backend.name, "mode": mode}
 
+    prefix = ("details: " if details_median_ms is not None else "warm cache: ") if warm_run else ""
+
     def progress(stage: str, iterations: int = 0) -> None:
-        report_progress({**label, "stage": f"warm cache: {stage}" if warm_run else stage, "iterations": iterations})
+        report_progress({**label, "stage": prefix + stage, "iterations": iterations})
 
     progress("loading")
     opened = _open(backend, mode, device, workload, options, calibration_file)
@@ -128,7 +134,15 @@ def measure_variant(
 
     with torch.no_grad():
         return _measure_steps(
-            variant, result, workload, reference_path, reference_exists, optimizer, accuracy_tolerance, sweep
+            variant,
+            result,
+            workload,
+            reference_path,
+            reference_exists,
+            optimizer,
+            accuracy_tolerance,
+            sweep,
+            details_median_ms,
         )
 
 
@@ -207,9 +221,10 @@ def _measure_steps(
     optimizer: str,
     accuracy_tolerance: dict | None,
     sweep: dict | None,
+    details_median_ms: float | None = None,
 ) -> dict:
     """An inference or training variant (under no_grad): reference, compile and first call, accuracy, then the
-    timed window and what is measured after it."""
+    timed window and what is measured after it (in a leading option's details child: only what comes after it)."""
     import torch
 
     if v.is_baseline and not reference_exists:
@@ -225,11 +240,13 @@ def _measure_steps(
     accuracy = _accuracy(v, result, out, reference, accuracy_tolerance, optimizer)
     result["accuracy"] = accuracy
     checked = "gradients" if v.steps else "output"
-    if v.warm_run:  # it measures the warm compile only: the parent subtracts the cold child's median latency
+    if v.warm_run:  # the warm compile (the parent subtracts the first child's median latency) and maybe the details
+        if details_median_ms is not None and not v.steps:
+            _after_the_window(v, result, _callables(v), frames_after_first, None, details_median_ms)
         return _with_status(result, accuracy, checked)
     v.progress("timing")
     fns = _timed_window(v, result)
-    _after_the_window(v, result, fns, frames_after_first, sweep)
+    _after_the_window(v, result, fns, frames_after_first, sweep, result["latency"]["median_ms"])
     return _with_status(result, accuracy, checked)
 
 
@@ -285,10 +302,7 @@ def _timed_window(v: _Variant, result: dict) -> dict[str, Any]:
     """The side-by-side timed window (the compiled callable, and eager unless this is the baseline) and what the
     row takes from it: the load at its start and end, the latencies, peak memory and throughput. Returns the
     callables it timed."""
-    # eager is the very same callable the backend compiled (ep.module() has its own call overhead)
-    fns = {"backend": v.compiled}
-    if not v.is_baseline:
-        fns["eager"] = v.steps.eager if v.steps else v.module
+    fns = _callables(v)
     load_start = read_load()  # was the node shared while this window ran (advisor.core.noise.shared_reasons)
     window = time_side_by_side(fns, v.inputs, v.dev, v.timing, lambda n: v.progress("timing", n))
     result["timing_load"] = {"start": load_start, "end": read_load()}
@@ -301,11 +315,21 @@ def _timed_window(v: _Variant, result: dict) -> dict[str, Any]:
     return fns
 
 
+def _callables(v: _Variant) -> dict[str, Any]:
+    """What is timed side by side: the compiled callable, and eager unless this is the baseline - the very same
+    callable the backend compiled (ep.module() has its own call overhead)."""
+    fns = {"backend": v.compiled}
+    if not v.is_baseline:
+        fns["eager"] = v.steps.eager if v.steps else v.module
+    return fns
+
+
 def _after_the_window(
-    v: _Variant, result: dict, fns: dict[str, Any], frames_after_first: int, sweep: dict | None
+    v: _Variant, result: dict, fns: dict[str, Any], frames_after_first: int, sweep: dict | None, median_ms: float
 ) -> None:
-    """What is measured after the timed window (never in the warm-cache child): other sizes of the dynamic dims,
-    recompiles, the profiled breakdown and, last (its static pass resets Dynamo), the shape sweep."""
+    """What is measured after the timed window (whose median was `median_ms`), or in a leading option's details
+    child: other sizes of the dynamic dims, recompiles, the profiled breakdown and, last (its static pass resets
+    Dynamo), the shape sweep."""
     if v.loaded.dynamic_dims and v.timing.dynamic_sizes > 0:
         v.progress("dynamic shapes")
         result["dynamic"] = measure_dynamic_sizes(v.loaded, v.inputs, fns, v.dev, v.timing)
@@ -313,7 +337,7 @@ def _after_the_window(
         result["recompiles"] = max(0, dynamo_counter("frames", "total") - frames_after_first)
     if v.timing.profile:
         v.progress("profiling")
-        result["time_breakdown"] = profiled_breakdown(v.compiled, v.inputs, v.dev, result["latency"]["median_ms"])
+        result["time_breakdown"] = profiled_breakdown(v.compiled, v.inputs, v.dev, median_ms)
     if sweep and not v.steps:
         v.progress("shape sweep")  # last: its static pass resets Dynamo
         dynamo_based = not v.is_baseline and result["graph_count"] is not None

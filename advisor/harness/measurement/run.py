@@ -14,6 +14,7 @@ from typing import Any
 
 from advisor.core import noise, snippets
 from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD, DeploymentContext
+from advisor.harness.measurement.details import first_pass_policy, measure_leading_details
 from advisor.harness.measurement.plan import (
     DEFAULT_MEMORY_LIMIT_MB,
     DEFAULT_TIMEOUT_S,
@@ -159,6 +160,11 @@ def measure_model(
             quality = _remeasure_noisy(
                 run, quality, variants, common, sandbox, workdir, policy, load_start, budget, ranking_context
             )
+        ranked_for = _ranking_context(plan_context)
+        if ranked_for is not None and workload == "inference" and not baseline_failed:
+            run["quality"] = quality  # the ranking reads it
+            details = measure_leading_details(ranked_for, inspection, run, variants, common, sandbox, workdir, policy)
+            quality = {**quality, "details": details}
         run["quality"] = quality  # MeasurementRun.quality: advisor.core.noise's verdict
         return run
     finally:
@@ -205,7 +211,8 @@ def _measure_variants(
             notify({"backend": rows[-1]["backend"], "mode": mode, "stage": "skipped", "reason": skip})
             continue
         cache_dir = workdir / f"cache-{index}"
-        row, env = measure_one(spec, mode, index == 0, common, sandbox, cache_dir, policy, call=call)
+        first = first_pass_policy(_ranking_context(plan.context), workload, policy, index == 0)
+        row, env = measure_one(spec, mode, index == 0, common, sandbox, cache_dir, first, call=call)
         environment = environment or env
         rows.append(row)
         if index == 0 and row["status"] != "ok":
@@ -290,7 +297,7 @@ def _remeasure_noisy(
     kept: dict[str, str] = {}
     spent, rounds, stopped = 0.0, 0, None
     ranking: dict = {"leading": []}
-    again_policy = {**policy, "warm_cache": False, "dynamic_sizes": 0}
+    workload = common["workload"]
     while True:
         middle = _middle_eager_ms(run)
         wanted = set(quality["noisy_rows"]) | set(noise.eager_outliers(run))
@@ -302,6 +309,7 @@ def _remeasure_noisy(
             name = noise.label(row)
             if name not in wanted or row["status"] not in ("ok", "fail_accuracy"):
                 continue
+            first = first_pass_policy(ranking_context, workload, policy, index == 0)
             again, _ = measure_one(
                 spec,
                 mode,
@@ -309,7 +317,7 @@ def _remeasure_noisy(
                 {**common, "reference_exists": True},  # the baseline's first child wrote it: it is not computed again
                 sandbox,
                 workdir / f"cache-{index}",
-                again_policy,
+                {**first, "warm_cache": False, "dynamic_sizes": 0},
                 stage="re-measure",
             )
             if name not in remeasured:

@@ -39,7 +39,7 @@ def measure_one(
         row.update(status="unavailable", reason=f"{backend.name} runs on {', '.join(backend.devices)} only")
         return _finish(row, notify, 0.0), None
     extra_env = backend.environment(request)
-    kwargs = {**common, "backend_spec": spec, "mode": mode, "is_baseline": is_baseline}
+    kwargs = {**common, "backend_spec": spec, "mode": mode, "is_baseline": is_baseline, "policy": policy}
     cold = _run_child(kwargs, sandbox, cache_dir, extra_env, f"{backend.name}:{mode} ({stage})")
     value = cold.value if cold.status == "ok" else None
     if value is not None and value.get("status") == "load_error":
@@ -76,6 +76,50 @@ def measure_one(
             latency = warm.value.get("latency") or row["latency"]  # generation: the warm child's decode window
             row["compile_s_warm"] = max(0.0, warm.value["first_call_s"] - latency["median_ms"] / 1e3)
     return _finish(row, notify, wall_s, timed_s), value.get("environment")
+
+
+def measure_details(
+    spec: str,
+    mode: str,
+    is_baseline: bool,
+    row: dict[str, Any],
+    common: dict,
+    sandbox: dict,
+    cache_dir: Path,
+    policy: dict,
+) -> None:
+    """A leading option's details, measured once the options are ranked, in a warm-cache child (its first child's
+    compile cache): the warm compile, other sizes of the dynamic dims with their recompiles, and the profile. They
+    go into `row`; its timings stay the first child's. A details child that fails leaves the row as it was, saying
+    why in `details_error`."""
+    from advisor.harness.backends import CompileRequest, get_backend
+
+    backend = get_backend(spec)
+    request = CompileRequest(mode=mode, device=common["device"], workload=common["workload"], cache_dir=str(cache_dir))
+    median_ms = row["latency"]["median_ms"]
+    kwargs = {
+        **common,
+        "reference_exists": True,  # the baseline's first child wrote it
+        "backend_spec": spec,
+        "mode": mode,
+        "is_baseline": is_baseline,
+        "policy": policy,
+        "warm_run": True,
+        "details_median_ms": median_ms,
+    }
+    label = f"{backend.name}:{mode} (details)"
+    details = _run_child(kwargs, sandbox, cache_dir, backend.environment(request), label)
+    row["wall_s"] += details.wall_s
+    value = details.value if details.status == "ok" else None
+    if value is None or value.get("status") not in ("ok", "fail_accuracy"):
+        why = details.reason if value is None else value.get("reason")
+        row["details_error"] = f"{details.status if value is None else value['status']}: {why}"
+        return
+    if not is_baseline and row.get("compile_s_warm") is None and value.get("first_call_s") is not None:
+        row["compile_s_warm"] = max(0.0, value["first_call_s"] - median_ms / 1e3)
+    for key in ("dynamic", "recompiles", "time_breakdown"):
+        if value.get(key) is not None:
+            row[key] = value[key]
 
 
 def _run_child(kwargs: dict, sandbox: dict, cache_dir: Path, extra_env: dict, stage: str) -> SandboxResult:

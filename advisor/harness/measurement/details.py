@@ -1,0 +1,64 @@
+"""An analysis' plan in two passes: rank the options first, then take the details of the leading ones only.
+
+Why: what a recommendation rests on is each option's compile, accuracy and side-by-side timing at the model's
+shape. The rest - other sizes of the dynamic dims (with the recompiles each triggers), the profiled "where the time
+goes" and the warm-cache compile - is reported for the option you will deploy, and measuring it for every option
+took most of an analysis' time (ResNet-18: 74 of 161 s went to other sizes, 2-3 s to each warm-cache child). With a
+deployment context the first pass leaves these out; once the options are ranked (after any re-measure rounds), the
+recommendation and the leading options get one more child each, from their first child's compile cache, which
+measures them (advisor.harness.measurement.child: `details_median_ms`). Their rows' timings stay the first pass's.
+
+The warm-cache compile does change a recommendation when the deployment ships a compile cache (the break-even then
+counts the warm compile): such a plan measures it for every option in the first pass, as before. Without a context
+(`npu-advisor measure`), every child measures everything, as it always did. Torch-free.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from advisor.core import noise
+from advisor.core.context import DeploymentContext
+from advisor.harness.measurement.variant import measure_details
+
+NOT_DETAILED = "not a leading option: other sizes, profile and warm compile were measured for the leading ones"
+
+
+def first_pass_policy(context: DeploymentContext | None, workload: str, policy: dict, is_baseline: bool) -> dict:
+    """The timing policy of a variant's first child (and of its re-measures): `policy` less what waits for the
+    ranking. The eager baseline keeps its profile: it is what every option's "where the time goes" is read against."""
+    if context is None or workload != "inference":
+        return policy
+    return {
+        **policy,
+        "dynamic_sizes": 0,
+        "profile": bool(policy["profile"]) and is_baseline,
+        "warm_cache": bool(policy["warm_cache"]) and context.ships_compile_cache,
+    }
+
+
+def measure_leading_details(
+    context: DeploymentContext,
+    inspection: dict | None,
+    run: dict[str, Any],
+    variants: list[tuple[str, str]],
+    common: dict,
+    sandbox: dict,
+    workdir: Path,
+    policy: dict,
+) -> dict[str, Any]:
+    """One details child for each option `detailed_options` names (that measured ok); returns what the run's
+    quality records of it: which options got their details, and why the others did not."""
+    from advisor.core.decision.plan_pruning import detailed_options
+
+    wanted = detailed_options(context, inspection, run)
+    rows = run["measurements"]
+    detailed: list[str] = []
+    for index, (spec, mode) in enumerate(variants):
+        row = rows[index]
+        if noise.label(row) not in wanted or row["status"] not in ("ok", "fail_accuracy") or not row.get("latency"):
+            continue
+        measure_details(spec, mode, index == 0, row, common, sandbox, workdir / f"cache-{index}", policy)
+        detailed.append(noise.label(row))
+    return {"detailed": detailed, "others": NOT_DETAILED}
