@@ -48,13 +48,13 @@ def test_without_a_context_every_variant_is_measured(mlp_file: str) -> None:
 
 def test_only_the_leading_options_get_their_details(tmp_path) -> None:
     """Other sizes of the dynamic dims, the profile and the warm compile are taken once the options are ranked,
-    for the leading ones only (advisor.harness.measurement.details): here eager, which the four-times-slower option
-    cannot beat. Without a context every row gets them, as `measure` always did."""
+    for the leading ones only (advisor.harness.measurement.details): here eager, which the option 20 ms slower per
+    call cannot beat. Without a context every row gets them, as `measure` always did."""
     from tests.support.models import export_dynamic_batch, mlp
 
     model, inputs = mlp()
     path = export_dynamic_batch(tmp_path / "dyn.pt2", model, inputs)
-    slower = "tests.support.backends_for_tests:FourTimesSlowerBackend"
+    slower = "tests.support.backends_for_tests:SlowerBy20msBackend"
     policy = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, dynamic_sizes=1)
     production = {"stage": "production", "target": "cpu", "model_changes": "frozen"}
     events: list[dict] = []
