@@ -92,6 +92,27 @@ def open_multipart_uploads(s3, bucket: str) -> list[str]:  # noqa: ANN001
     return [upload["Key"] for upload in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
 
 
+def send_half_an_upload(port: int, s3, bucket: str) -> socket.socket:  # noqa: ANN001
+    """POST /analyze announcing 40 MiB and sending 20 MiB of it, returned once the server has started the multipart
+    upload of its parts: the socket stays open (the caller closes it, or kills the server under it)."""
+    boundary = "c" * 16
+    preamble = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="context"\r\n\r\n{CPU_CONTEXT}\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.pt2"\r\n\r\n'
+    ).encode()
+    head = (
+        f"POST /api/v1/analyze HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {40 << 20}\r\n\r\n"
+    ).encode()
+    upload = socket.create_connection(("127.0.0.1", port))
+    upload.sendall(head + preamble + b"\0" * (20 << 20))
+    deadline = time.monotonic() + 20
+    while not open_multipart_uploads(s3, bucket):  # parts are on their way to the store
+        assert time.monotonic() < deadline, "no multipart upload started"
+        time.sleep(0.05)
+    return upload
+
+
 def submit(client, data: bytes, **extra):  # noqa: ANN001, ANN003, ANN201
     return client.post("/api/v1/analyze", files={"model": ("m.pt2", data)}, data={"context": CPU_CONTEXT, **extra})
 
@@ -163,22 +184,7 @@ def test_an_interrupted_upload_over_a_socket_leaves_nothing(s3_app, s3, bucket):
         while not server.started:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        port = server.config.port
-        boundary = "b" * 16
-        preamble = (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="context"\r\n\r\n{CPU_CONTEXT}\r\n'
-            f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.pt2"\r\n\r\n'
-        ).encode()
-        head = (
-            f"POST /api/v1/analyze HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {40 << 20}\r\n\r\n"
-        ).encode()
-        with socket.create_connection(("127.0.0.1", port)) as sock:
-            sock.sendall(head + preamble + b"\0" * (20 << 20))
-            deadline = time.monotonic() + 20
-            while not open_multipart_uploads(s3, bucket):  # parts are on their way to the store
-                assert time.monotonic() < deadline, "no multipart upload started"
-                time.sleep(0.05)
+        send_half_an_upload(server.config.port, s3, bucket).close()
         deadline = time.monotonic() + 20
         while open_multipart_uploads(s3, bucket):
             assert time.monotonic() < deadline, "the interrupted upload's multipart upload was not aborted"
@@ -384,24 +390,7 @@ def test_a_replica_killed_mid_upload_and_mid_completion_loses_and_double_counts_
         a, b = urls["a"], urls["b"]
 
         # an upload half received by a
-        boundary = "c" * 16
-        preamble = (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="context"\r\n\r\n{CPU_CONTEXT}\r\n'
-            f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.pt2"\r\n\r\n'
-        ).encode()
-        upload = socket.create_connection(("127.0.0.1", ports["a"]))
-        upload.sendall(
-            (
-                f"POST /api/v1/analyze HTTP/1.1\r\nHost: 127.0.0.1:{ports['a']}\r\n"
-                f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {40 << 20}\r\n\r\n"
-            ).encode()
-            + preamble
-            + b"\0" * (20 << 20)
-        )
-        deadline = time.monotonic() + 20
-        while not open_multipart_uploads(s3, bucket):
-            assert time.monotonic() < deadline, "a never started sending parts"
-            time.sleep(0.05)
+        upload = send_half_an_upload(ports["a"], s3, bucket)
 
         # a job submitted through b and claimed; its completion half received by a
         model = exported_program_bytes(42)
@@ -555,24 +544,7 @@ def test_a_real_worker_behind_one_address_survives_a_replica_killed_mid_upload_a
             accepted = httpx.post(f"{one}/api/v1/analyze", files=files, data={"context": CPU_CONTEXT}, timeout=60)
             assert accepted.status_code == 202, accepted.text
             analysis_id = accepted.json()["id"]
-            boundary = "c" * 16
-            preamble = (
-                f'--{boundary}\r\nContent-Disposition: form-data; name="context"\r\n\r\n{CPU_CONTEXT}\r\n'
-                f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.pt2"\r\n\r\n'
-            ).encode()
-            upload = socket.create_connection(("127.0.0.1", address.port))
-            upload.sendall(
-                (
-                    f"POST /api/v1/analyze HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                    f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {40 << 20}\r\n\r\n"
-                ).encode()
-                + preamble
-                + b"\0" * (20 << 20)
-            )
-            deadline = time.monotonic() + 20
-            while not open_multipart_uploads(s3, bucket):
-                assert time.monotonic() < deadline, "a never started sending parts"
-                time.sleep(0.05)
+            upload = send_half_an_upload(address.port, s3, bucket)
 
             # the worker measures through the one address; a dies under the upload and the completion
             address.cut_completion(lambda: processes["a"].send_signal(signal.SIGKILL))
