@@ -3,6 +3,7 @@ reports `quality`; under real load injected mid-run it says `noisy` instead of g
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -105,7 +106,10 @@ def test_remeasure_can_be_switched_off(monkeypatch, tmp_path) -> None:
 @pytest.mark.exclusive  # eager must be timed on a quiet(er) machine, and the busy loops would slow every other test
 def test_load_injected_mid_run_makes_the_run_noisy_not_confident(mlp_file: str) -> None:
     """Real children: eager is timed on a quiet(er) machine, then busy loops on every core start before the
-    compiled row; the run must come back `noisy` and the engine must not be confident about it."""
+    compiled row. What the load corrupts is the spread of the timed samples (the child keeps its share of a core, so
+    a tiny model's medians barely move), and the re-measure round may then find a clean window under the same load:
+    the run must come back `noisy` with the engine not confident, or with every kept window clean and its eager
+    agreeing with the quiet one - never a confident answer on samples the load spread out."""
     pytest.importorskip("torch")
     from advisor.core.decision.engine import decide
 
@@ -140,11 +144,18 @@ def test_load_injected_mid_run_makes_the_run_noisy_not_confident(mlp_file: str) 
     assert hogs, "the load was never injected"
     assert [row["status"] for row in result["measurements"]] == ["ok", "ok"]
     quality = result["quality"]
-    assert quality["noisy"] and quality["reasons"], quality
+    shown = json.dumps(quality, indent=1, default=str)
     assert len(quality.get("remeasured") or []) <= 2  # at most one more timing per row
     rec = decide({"target": "cpu", "stage": "production", "expected_calls_per_compile": 10**6}, None, result)
-    assert rec["confidence"] != "high"
-    assert any("noisy" in caveat["issue"].lower() for caveat in rec["caveats"])
+    if quality["noisy"]:
+        assert quality["reasons"], shown
+        assert rec["confidence"] != "high"
+        assert any("noisy" in caveat["issue"].lower() for caveat in rec["caveats"])
+    else:  # a window came out clean (in practice a re-measured one): the rows kept say so, and eager agrees
+        if quality.get("remeasured"):
+            assert quality["ranking"]["stopped"] == "the run is no longer noisy", shown
+        assert quality["noisy_rows"] == {} and quality["eager_drift"] <= noise.EAGER_DRIFT_MAX_RATIO, shown
+        assert all(not noise.row_noise(row) for row in result["measurements"]), shown
 
 
 def fake_rounds(monkeypatch: pytest.MonkeyPatch, timings: dict[str, list[tuple[float, float]]]) -> list[tuple]:
