@@ -336,3 +336,30 @@ def test_the_timing_env_override_replaces_only_the_default_policy(monkeypatch):
     monkeypatch.setenv(TIMING_ENV, '{"max_time": 0.3}')
     with pytest.raises(TypeError):
         default_timing()
+
+
+def test_the_first_sample_after_a_switch_of_callable_is_not_kept():
+    """A runtime whose first call after another runtime's calls is slow (its threads waking, the caches the
+    other's): those calls would make the row noisy and its median wrong; the window drops them."""
+    from advisor.harness.devices import open_device
+    from advisor.harness.measurement.timing import time_side_by_side
+
+    last: dict[str, str | None] = {"name": None}
+
+    def runtime(name: str, seconds: float):
+        def call() -> None:
+            switched = last["name"] not in (None, name)
+            last["name"] = name
+            end = time.perf_counter() + seconds * (20 if switched else 1)
+            while time.perf_counter() < end:
+                pass
+
+        return call
+
+    # blocks of about three 1 ms samples: were the first of each kept, a third of the samples would be 20 ms
+    policy = TimingPolicy(min_iters=12, min_time_s=0.1, max_time_s=0.4, warmup_iters=2, block_time_s=0.003)
+    fns = {"backend": runtime("backend", 1e-3), "eager": runtime("eager", 1e-3)}
+    window = time_side_by_side(fns, (), open_device("cpu"), policy, lambda n: None)
+    for name in fns:
+        assert len(window.block_sizes[name]) >= 3  # several switches happened
+        assert max(window.samples[name]) < 10e-3, (name, sorted(window.samples[name])[-5:])
