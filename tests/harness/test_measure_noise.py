@@ -256,3 +256,44 @@ def test_later_rounds_re_measure_only_the_leading_options(monkeypatch, tmp_path)
     assert remeasured.count(("onnxruntime", "default")) == 1  # the first round times every noisy row
     assert remeasured.count(("inductor", "max-autotune")) == 2 and result["quality"]["rounds"] == 2
     assert result["quality"]["ranking"]["resolved"]
+
+
+def test_a_noisy_row_the_choice_does_not_rest_on_is_not_timed_again(monkeypatch, tmp_path) -> None:
+    """Only one row noisy, beaten beyond its noise by a clear leader: another round could not change the choice,
+    so none is run, the row is still reported noisy, and the answer's confidence is not lowered by it."""
+    from advisor.core.decision.engine import decide
+
+    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    calls = fake_rounds(
+        monkeypatch,
+        {
+            "eager:default": [(10.0, 0.02)],
+            "inductor:default": [(2.0, 0.02)],  # 5x eager, tight: the clear leader
+            "inductor:max-autotune": [(8.0, 0.15)],  # IQR 15 % (noisy) and far behind
+        },
+    )
+    result = measure.measure_model("model.pt2", backends=TWO_OPTIONS, zygote=FakeZygote(tmp_path))
+    quality = result["quality"]
+    assert [stage for *_, stage in calls].count("re-measure") == 0 and quality["rounds"] == 0
+    assert quality["noisy"] and list(quality["noisy_rows"]) == ["inductor:max-autotune"]
+    assert quality["ranking"]["resolved"] and quality["ranking"]["leading"] == ["inductor:default"]
+    assert "could not change the choice" in quality["ranking"]["stopped"]
+    rec = decide({"target": "cpu", "stage": "production", "expected_calls_per_compile": 10**6}, None, result)
+    assert (rec["backend"], rec["mode"]) == ("inductor", "default") and rec["confidence"] == "high"
+    assert any("inductor:max-autotune" in caveat["issue"] for caveat in rec["caveats"])
+
+
+def test_a_noisy_leader_is_timed_again_even_when_it_leads_clearly(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    calls = fake_rounds(
+        monkeypatch,
+        {
+            "eager:default": [(10.0, 0.02)],
+            "inductor:default": [(2.0, 0.15), (2.0, 0.02)],  # the leader, noisy in its first window
+            "inductor:max-autotune": [(8.0, 0.15)],
+        },
+    )
+    result = measure.measure_model("model.pt2", backends=TWO_OPTIONS, zygote=FakeZygote(tmp_path))
+    remeasured = [(spec, mode) for spec, mode, stage in calls if stage == "re-measure"]
+    assert remeasured == [("inductor", "default")]  # the row the choice rests on; not the one far behind
+    assert result["quality"]["rounds"] == 1 and result["quality"]["kept"] == {"inductor:default": "second"}

@@ -33,6 +33,7 @@ from advisor.core.decision.generation_phases import rule_generation_phases
 from advisor.core.decision.rules import (
     InspectionFacts,
     TradeOff,
+    deciding_labels,
     export_option,
     export_path_label,
     fast_compile_wanted,
@@ -361,7 +362,7 @@ def _confidence(
     quality = quality or {}
     if _left_open(chosen, trade, quality):
         return "low"
-    if quality.get("noisy") or _noisy(chosen, trade):
+    if _noise_touches_choice(quality, trade) or _noisy(chosen, trade):
         return "medium"
     if trade is None:  # export path: from a measured row, or from coverage alone
         return "medium" if chosen.row is None else "high"
@@ -372,6 +373,16 @@ def _left_open(chosen: Option, trade: TradeOff | None, quality: dict[str, Any]) 
     """Whether the measurements leave the choice open: the whole run was noisy, the chosen option is unresolved,
     or the leading two are inconclusive."""
     return bool(quality.get("whole_run") or chosen.unresolved or (trade is not None and trade.inconclusive is not None))
+
+
+def _noise_touches_choice(quality: dict[str, Any], trade: TradeOff | None) -> bool:
+    """Whether the run's noise reaches what the choice rests on: a noisy row among rules.deciding_labels (any noisy
+    row without a measured trade-off), or noise not pinned to rows. A noisy row beaten beyond its own noise by the
+    options that decided does not lower the confidence (the report still names it)."""
+    if not quality.get("noisy"):
+        return False
+    rows = set(quality.get("noisy_rows") or {})
+    return not rows or trade is None or bool(rows & deciding_labels(trade))
 
 
 def _noisy(chosen: Option, trade: TradeOff | None) -> bool:

@@ -791,11 +791,26 @@ def leading_ranking(run: dict[str, Any], context: DeploymentContext | None = Non
     if not qualified:
         return {"resolved": True, "leading": [], "text": "no option qualifies"}
     trade = measured_trade_off(context, qualified)
+    deciding = sorted(deciding_labels(trade))
     if trade.inconclusive is not None:
         leader, runner = trade.inconclusive
         return {
             "resolved": False,
             "leading": [leader.label, runner.label],
+            "deciding": deciding,
             "text": f"inconclusive between {leader.label} and {runner.label}",
         }
-    return {"resolved": True, "leading": [trade.fast_run.label], "text": f"{trade.fast_run.label} leads"}
+    return {
+        "resolved": True,
+        "leading": [trade.fast_run.label],
+        "deciding": deciding,
+        "text": f"{trade.fast_run.label} leads",
+    }
+
+
+def deciding_labels(trade: TradeOff) -> set[str]:
+    """The options a measured choice rests on: the chosen one, the fast-compiling A and fast-running B, those
+    within the noise of the best (unbeaten), and eager. Any other option is beaten beyond its own noise: timing it
+    again cannot change the choice."""
+    options = [trade.chosen, trade.fast_compile, trade.fast_run, *trade.unbeaten, trade.eager]
+    return {option.label for option in options if option is not None}

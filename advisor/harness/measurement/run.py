@@ -284,7 +284,9 @@ def _remeasure_noisy(
     noisy and its leading options are unranked (advisor.core.decision.rules.leading_ranking: "inconclusive between X
     and Y"), at most REMEASURE_MAX_ROUNDS, only while the load average says the machine is not still busy, and only
     when the round just done fits once more into what is left of `budget_s` (seconds of re-measuring children, wall
-    time). The quality records rounds, remeasure_budget_s, remeasure_spent_s, the ranking and why it stopped."""
+    time). When only some rows were noisy (not the whole run) and the leading options are already ranked, the first
+    round times only the noisy rows the choice rests on (rules.deciding_labels; none: no round). The quality records
+    rounds, remeasure_budget_s, remeasure_spent_s, the ranking and why it stopped."""
     from advisor.core.decision.rules import leading_ranking
 
     quality["remeasure_budget_s"] = budget_s
@@ -296,13 +298,17 @@ def _remeasure_noisy(
     remeasured: list[str] = []
     kept: dict[str, str] = {}
     spent, rounds, stopped = 0.0, 0, None
-    ranking: dict = {"leading": []}
+    ranking: dict = leading_ranking(dict(run), ranking_context)  # type: ignore[arg-type]
     workload = common["workload"]
     while True:
         middle = _middle_eager_ms(run)
-        wanted = set(quality["noisy_rows"]) | set(noise.eager_outliers(run))
-        if rounds:  # later rounds settle the ranking: the two leading options (and eager where its timing is off)
-            wanted = set(ranking["leading"]) | (wanted & ({noise.label(rows[0])} | set(noise.eager_outliers(run))))
+        wanted = _rows_to_time_again(run, quality, ranking, rounds)
+        if not wanted and ranking["resolved"]:
+            stopped = (
+                f"the leading options are ranked ({ranking['text']}); the noisy rows are beaten beyond their "
+                "noise: timing them again could not change the choice"
+            )
+            break
         round_s = 0.0
         for index, (spec, mode) in enumerate(variants):
             row = rows[index]
@@ -336,18 +342,7 @@ def _remeasure_noisy(
         _stamp_load(run, load_start)
         quality = noise.assess(run, load={"start": load_start, "end": noise.read_load()})
         ranking = leading_ranking(dict(run), ranking_context)  # type: ignore[arg-type]
-        if not quality["noisy"]:
-            stopped = "the run is no longer noisy"
-        elif ranking["resolved"]:
-            stopped = f"the leading options are ranked ({ranking['text']})"
-        elif rounds >= REMEASURE_MAX_ROUNDS:
-            stopped = f"{REMEASURE_MAX_ROUNDS} rounds done, still {ranking['text']}"
-        elif spent + round_s > budget_s:
-            stopped = (
-                f"another round would exceed the {budget_s:g} s budget ({spent:.3g} s spent), still {ranking['text']}"
-            )
-        elif noise.busy_now((quality.get("load") or {}).get("end")):
-            stopped = f"the load average says the machine is busy, still {ranking['text']}"
+        stopped = _why_rounds_stop(quality, ranking, rounds, spent + round_s > budget_s, budget_s, spent)
         if stopped:
             break
     quality.update(
@@ -359,6 +354,36 @@ def _remeasure_noisy(
         ranking={**ranking, "stopped": stopped},
     )
     return quality
+
+
+def _rows_to_time_again(run: dict[str, Any], quality: dict, ranking: dict, rounds: int) -> set[str]:
+    """The labels the next round times: first the noisy rows and eager's outliers, and when only some rows were noisy
+    (not the whole run) and the choice is already clear, only those of them it rests on (rules.deciding_labels);
+    later rounds settle the ranking: the two leading options, and eager where its timing is off."""
+    wanted = set(quality["noisy_rows"]) | set(noise.eager_outliers(run))
+    if rounds:
+        eager = {noise.label(run["measurements"][0])} | set(noise.eager_outliers(run))
+        return set(ranking["leading"]) | (wanted & eager)
+    if ranking["resolved"] and not quality["whole_run"]:
+        return wanted & set(ranking["deciding"])
+    return wanted
+
+
+def _why_rounds_stop(
+    quality: dict, ranking: dict, rounds: int, over_budget: bool, budget_s: float, spent: float
+) -> str | None:
+    """Why no further round runs after the one just done (None: another one does)."""
+    if not quality["noisy"]:
+        return "the run is no longer noisy"
+    if ranking["resolved"]:
+        return f"the leading options are ranked ({ranking['text']})"
+    if rounds >= REMEASURE_MAX_ROUNDS:
+        return f"{REMEASURE_MAX_ROUNDS} rounds done, still {ranking['text']}"
+    if over_budget:
+        return f"another round would exceed the {budget_s:g} s budget ({spent:.3g} s spent), still {ranking['text']}"
+    if noise.busy_now((quality.get("load") or {}).get("end")):
+        return f"the load average says the machine is busy, still {ranking['text']}"
+    return None
 
 
 def _ranking_context(plan_context: DeploymentContext | dict | None) -> DeploymentContext | None:
