@@ -14,6 +14,10 @@ Builds 22 models from torchvision, timm and transformers (random weights; export
    (`allclose`, rtol 1e-2, atol 1e-3). Its wall time (compiles + timing) is what a careful engineer spends by hand.
 4. **regret** = truth latency of the pick / truth latency of the fastest accurate option (the quiet run's truth
    when there is one: the deployment is judged at its real speed), and time to recommendation / truth wall time.
+5. with `--cold-truth`, a second denominator: the same truth with each option in a process of its own and an empty
+   Inductor cache (its wall time summed over the options). The one-process truth compiles max-autotune after
+   default, reusing default's in-process caches (~5 s instead of ~20 s cold); the advisor must time each option's
+   cold compile, the break-even's input, so this is the independent measurement of what it reports.
 
 Every analysis runs quiet and then busy: one `while True` process per core, each in a session of its own (as
 another job on the node would be), running through both the analysis and its truth.
@@ -473,6 +477,17 @@ def measure_truth(path: Path, options: list[str], rounds: int, min_run_time: flo
     return {"ok": True, "process_wall_s": wall, **result}
 
 
+def measure_cold_truth(path: Path, options: list[str], rounds: int, min_run_time: float) -> dict[str, Any]:
+    """The truth with each option alone in a fresh process and an empty Inductor cache: every compile is cold."""
+    walls: dict[str, float] = {}
+    for option in options:
+        one = measure_truth(path, [option], rounds, min_run_time)
+        if not one.get("ok"):
+            return {"ok": False, "why": f"{option}: {one.get('why', '')}"[:400]}
+        walls[option] = round(one["process_wall_s"], 1)
+    return {"ok": True, "process_wall_s": sum(walls.values()), "per_option_s": walls}
+
+
 def regret(pick: str, judged_by: dict[str, Any]) -> float | None:
     options = judged_by.get("options") or {}
     accurate = [o["median_ms"] for o in options.values() if o.get("accurate") and "median_ms" in o]
@@ -498,9 +513,9 @@ def print_tables(inspected: dict[str, dict], manifest: dict[str, dict], runs: li
     print(f"\n## analyze (production, target cpu): {ok} of {len(runs)} pass\n")
     print(
         "| model | load | pick (confidence) | fastest accurate in truth | regret (by) | analysis s | truth s | ratio | "
-        "load avg before |"
+        "cold truth s | ratio to cold | load avg before |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for run in runs:
         analysis, judged = run["analysis"], run["judged_by"]
         fastest = "-"
@@ -515,12 +530,15 @@ def print_tables(inspected: dict[str, dict], manifest: dict[str, dict], runs: li
         judged_by = "quiet truth" if run.get("judged_by_quiet") else "own truth"
         truth_wall = run["truth"].get("process_wall_s")
         ratio = analysis["wall_s"] / truth_wall if analysis["ok"] and truth_wall else None
+        cold_wall = (run.get("cold_truth") or {}).get("process_wall_s")
+        cold_ratio = analysis["wall_s"] / cold_wall if analysis["ok"] and cold_wall else None
         print(
             f"| {run['model']} | {run['load']} | "
             f"{analysis.get('pick', 'FAILED: ' + analysis.get('why', '')[:80])} ({analysis.get('confidence', '-')}) | "
             f"{fastest} | {f'{r:.2f}' if r else '-'} ({judged_by}) | "
             f"{analysis['wall_s']:.0f} | "
             f"{f'{truth_wall:.0f}' if truth_wall else '-'} | {f'{ratio:.2f}' if ratio else '-'} | "
+            f"{f'{cold_wall:.0f}' if cold_wall else '-'} | {f'{cold_ratio:.2f}' if cold_ratio else '-'} | "
             f"{analysis.get('load_before', 0):.2f} |"
         )
     print("\nTruth latencies (median of round medians, ms) and the advisor's own numbers:\n")
@@ -558,6 +576,9 @@ def main() -> None:
     parser.add_argument(
         "--quiet-truth", type=Path, help="an earlier run's --json: judge this run's picks by its quiet truth"
     )
+    parser.add_argument(
+        "--cold-truth", action="store_true", help="also time the truth with each option alone, compiled cold"
+    )
     parser.add_argument("--truth-of", help=argparse.SUPPRESS)
     parser.add_argument("--options", default=",".join(TRUTH_OPTIONS), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -592,6 +613,11 @@ def main() -> None:
             with BusyLoad(os.cpu_count() or 1) if load == "busy" else _Quiet():
                 analysis = reused.get((name, load)) or analyse(path, built, args.via, args.tag)
                 measured = measure_truth(path, list(TRUTH_OPTIONS), args.rounds, args.min_run_time)
+                cold = (
+                    measure_cold_truth(path, list(TRUTH_OPTIONS), args.rounds, args.min_run_time)
+                    if args.cold_truth
+                    else None
+                )
             if load == "quiet" and measured.get("ok"):
                 quiet_truth[name] = measured
             runs.append(
@@ -600,13 +626,15 @@ def main() -> None:
                     "load": load,
                     "analysis": analysis,
                     "truth": measured,
+                    "cold_truth": cold,
                     "judged_by": quiet_truth.get(name, measured),
                     "judged_by_quiet": name in quiet_truth,
                 }
             )
             print(
                 f"analysed {name} ({load}): pick {analysis.get('pick')} in {analysis['wall_s']:.0f} s; "
-                f"truth {measured.get('process_wall_s', 0):.0f} s",
+                f"truth {measured.get('process_wall_s', 0):.0f} s"
+                + (f", cold truth {cold.get('process_wall_s', 0):.0f} s" if cold else ""),
                 file=sys.stderr,
                 flush=True,
             )
