@@ -345,21 +345,24 @@ def test_the_first_sample_after_a_switch_of_callable_is_not_kept():
     from advisor.harness.measurement.timing import time_side_by_side
 
     last: dict[str, str | None] = {"name": None}
+    switches = [0]
 
     def runtime(name: str, seconds: float):
         def call() -> None:
             switched = last["name"] not in (None, name)
+            switches[0] += switched
             last["name"] = name
-            end = time.perf_counter() + seconds * (20 if switched else 1)
+            end = time.perf_counter() + seconds * (30 if switched else 1)
             while time.perf_counter() < end:
                 pass
 
         return call
 
-    # blocks of about three 1 ms samples: were the first of each kept, a third of the samples would be 20 ms
+    # blocks of about three 1 ms samples; a call after a switch lasts 30 ms. Were the first sample of each block
+    # kept, every switch would leave a kept sample >= 30 ms; a busy machine may stretch the odd 1 ms call, not most
     policy = TimingPolicy(min_iters=12, min_time_s=0.1, max_time_s=0.4, warmup_iters=2, block_time_s=0.003)
     fns = {"backend": runtime("backend", 1e-3), "eager": runtime("eager", 1e-3)}
     window = time_side_by_side(fns, (), open_device("cpu"), policy, lambda n: None)
-    for name in fns:
-        assert len(window.block_sizes[name]) >= 3  # several switches happened
-        assert max(window.samples[name]) < 10e-3, (name, sorted(window.samples[name])[-5:])
+    slow = [s for name in fns for s in window.samples[name] if s >= 25e-3]
+    assert switches[0] >= 4, switches  # several switches happened
+    assert len(slow) <= switches[0] // 4, (switches, sorted(slow))
