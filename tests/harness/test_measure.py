@@ -366,3 +366,35 @@ def test_the_first_sample_after_a_switch_of_callable_is_not_kept():
     slow = [s for name in fns for s in window.samples[name] if s >= 25e-3]
     assert switches[0] >= 4, switches  # several switches happened
     assert len(slow) <= switches[0] // 4, (switches, sorted(slow))
+
+
+def _sleeping(durations: list[float]):
+    """A call that sleeps the next of `durations` (cycling): sleeping, not spinning, so the node's load barely moves it."""
+    calls = [0]
+
+    def call() -> None:
+        time.sleep(durations[calls[0] % len(durations)])
+        calls[0] += 1
+
+    return call
+
+
+@pytest.mark.parametrize("spread", ["steady", "loaded"])
+def test_a_slow_window_past_its_cap_waits_for_min_iters_unless_its_samples_say_the_node_is_loaded(spread):
+    """Slow calls: the cap yields to `min_iters` so a slow model gets usable statistics; but samples spread as on a
+    loaded node (half of them twice as slow) stop it at `loaded_min_iters` - more of them only take longer."""
+    from advisor.harness.devices import open_device
+    from advisor.harness.measurement.timing import time_side_by_side
+
+    backend = _sleeping([0.02] if spread == "steady" else [0.02, 0.04])
+    policy = TimingPolicy(
+        min_iters=24, loaded_min_iters=6, min_time_s=0.1, max_time_s=0.3, warmup_iters=1, block_time_s=0.001
+    )
+    window = time_side_by_side(
+        {"backend": backend, "eager": _sleeping([0.02])}, (), open_device("cpu"), policy, lambda n: None
+    )
+    kept = min(len(window.samples["backend"]), len(window.samples["eager"]))
+    if spread == "steady":
+        assert kept >= 24, kept  # past the 0.3 s cap: one sample per callable per round, ~24 rounds
+    else:
+        assert 6 <= kept <= 9, kept  # the floor, reached after the cap (a round or two may pass the check)

@@ -21,7 +21,8 @@ _WARM_UP_S = 0.02  # warm-up lasts at least this long: the fastest of many calls
 class TimingPolicy:
     """When the steady-state timing stops: at least `min_iters` samples and `min_time_s`, and the 95 % CI of
     every median within +-`ci_target` (relative), or the cap `max_time_s` (which still waits for `min_iters`,
-    up to 10x longer, so slow models get usable statistics). Defaults suit a 2-core CI box.
+    up to 10x longer, so slow models get usable statistics - but not when the samples say the node is loaded:
+    see `loaded_min_iters`). Defaults suit a 2-core CI box.
 
     A sample is one call, or for calls faster than `sample_time_s` the mean of k back-to-back calls timed
     as one block (k chosen after warm-up so a block lasts >= `sample_time_s`), as torch.utils.benchmark
@@ -37,6 +38,10 @@ class TimingPolicy:
     dynamic_sizes: int = 2  # extra sizes measured when the model has dynamic dims
     warm_cache: bool = True  # measure the warm-cache compile in a second child
     profile: bool = True  # after timing, a torch.profiler pass: where the time goes (measurement.time_breakdown)
+    # past the cap, short of `min_iters`: stop once every callable has this many samples and one of them spreads
+    # beyond stats.NOISY_IQR_RATIO (the node is loaded: more of its samples only take longer, the row is noisy
+    # either way). Busy DistilBERT: each window ran 24 s for 20 samples of ~300 ms calls; 10 take half that.
+    loaded_min_iters: int = 10
 
 
 def short_policy(policy: TimingPolicy) -> TimingPolicy:
@@ -49,6 +54,7 @@ def short_policy(policy: TimingPolicy) -> TimingPolicy:
         warmup_iters=1,
         block_time_s=policy.block_time_s,
         sample_time_s=policy.sample_time_s,
+        loaded_min_iters=min(5, policy.loaded_min_iters),  # an extra shape's row quotes a median, not a CI
     )
 
 
@@ -116,7 +122,9 @@ def time_side_by_side(
         elapsed = time.perf_counter() - started
         on_round(len(samples["backend"]) * calls_per_sample["backend"])
         enough_samples = all(len(t) >= policy.min_iters for t in samples.values())
-        if elapsed >= policy.max_time_s and (enough_samples or elapsed >= _hard_cap_s(policy)):
+        if elapsed >= policy.max_time_s and (
+            enough_samples or elapsed >= _hard_cap_s(policy) or _loaded(samples, policy.loaded_min_iters)
+        ):
             break
         if enough_samples and elapsed >= policy.min_time_s:
             if all(ci_relative_half_width(t) <= policy.ci_target for t in samples.values()):
@@ -155,6 +163,15 @@ def _repeated(fn: Callable[..., Any], inputs: tuple, k: int) -> Callable[[], Any
 def _block_size(policy: TimingPolicy, per_sample_s: float) -> int:
     """Samples per interleaved block so that one block of one callable lasts about `block_time_s`."""
     return max(1, min(1000, round(policy.block_time_s / max(per_sample_s, 1e-6))))
+
+
+def _loaded(samples: dict[str, list[float]], floor: int) -> bool:
+    """Every callable has `floor` samples and one of them spreads as on a loaded node (a "noisy" verdict)."""
+    from advisor.core.stats import summarize
+
+    if any(len(times) < floor for times in samples.values()):
+        return False
+    return any(summarize(times)["verdict"] == "noisy" for times in samples.values())
 
 
 def _hard_cap_s(policy: TimingPolicy) -> float:
