@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Select, and_, func, intersect, select
 from sqlalchemy.orm import load_only
@@ -20,6 +20,7 @@ from sqlmodel import Session
 from advisor.core.status import AnalysisStatus
 from app.models import MEASURE, Analysis, Job, JobStatus
 
+Row = TypeVar("Row")
 _measure_job = and_(Job.analysis_id == Analysis.id, Job.purpose == MEASURE)  # an analysis and its one measure job
 # The sort keys, named after the summary's fields or the filter of the same column (`backend`, `submitter`).
 SORT_COLUMNS: dict[str, Any] = {
@@ -84,8 +85,10 @@ class ListedAnalysis:
 
 
 @dataclass
-class ListedPage:
-    rows: list[ListedAnalysis]
+class ListedPage(Generic[Row]):
+    """One page of rows (the query's ListedAnalysis, or what a caller made of them) and how many match."""
+
+    rows: list[Row]
     total: int
     page: int
     per_page: int
@@ -95,7 +98,7 @@ class ListedPage:
         return max(1, math.ceil(self.total / self.per_page))
 
 
-def list_analyses(session: Session, query: AnalysisQuery, *, clamp_page: bool = False) -> ListedPage:
+def list_analyses(session: Session, query: AnalysisQuery, *, clamp_page: bool = False) -> ListedPage[ListedAnalysis]:
     """One page of analyses matching `query`, and how many match. `clamp_page`: a page past the last shows the last
     (the dashboard); otherwise it is empty (the API, whose clients page until a page comes back empty)."""
     ids = _matching_ids(query)

@@ -22,6 +22,8 @@ from typing import Any
 
 from advisor.core import quantized
 
+WORST = 1.7976931348623157e308  # the largest float: JSON has no Infinity, and it fails every comparison
+
 # (atol, rtol) per output dtype. float32 is loose enough for reordered reductions, tight enough to
 # catch a wrong kernel; half types follow torch.testing's bfloat16 / float16 defaults, loosened.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -61,22 +63,22 @@ def compare_outputs(
     import torch
 
     if len(result) != len(eager):
-        return _structural_failure(f"the backend returned {len(result)} outputs, eager returned {len(eager)}")
+        return failed(f"the backend returned {len(result)} outputs, eager returned {len(eager)}")
     floats_res, floats_eager, floats_ref = [], [], []
     atol, rtol = 0.0, 0.0
     all_close = True
     for i, (res, exp) in enumerate(zip(result, eager, strict=True)):
         if not isinstance(exp, torch.Tensor):
             if res != exp:
-                return _structural_failure(f"output {i} is {res!r}, eager gave {exp!r}")
+                return failed(f"output {i} is {res!r}, eager gave {exp!r}")
             continue
         if not isinstance(res, torch.Tensor) or tuple(res.shape) != tuple(exp.shape):
             shape = tuple(res.shape) if isinstance(res, torch.Tensor) else type(res).__name__
-            return _structural_failure(f"output {i} has shape {shape}, eager gave {tuple(exp.shape)}")
+            return failed(f"output {i} has shape {shape}, eager gave {tuple(exp.shape)}")
         res, exp = res.detach().cpu(), exp.detach().cpu()
         if not exp.is_floating_point():
             if not torch.equal(res, exp.to(res.dtype)):
-                return _structural_failure(f"integer output {i} differs from eager")
+                return failed(f"integer output {i} differs from eager")
             continue
         leaf_atol, leaf_rtol = _overridden(tolerance_for(exp.dtype), tolerance)
         atol, rtol = max(atol, leaf_atol), max(rtol, leaf_rtol)
@@ -147,14 +149,15 @@ def _rmse(a: Any, b: Any) -> float:
 
 def _finite(value: float) -> float:
     """JSON has no NaN/Infinity: report them as the largest float so they still fail comparisons."""
-    return value if math.isfinite(value) else 1.7976931348623157e308
+    return value if math.isfinite(value) else WORST
 
 
-def _structural_failure(reason: str) -> dict[str, Any]:
+def failed(reason: str) -> dict[str, Any]:
+    """An accuracy verdict that fails for `reason` (outputs or gradients that cannot be compared at all)."""
     return {
         "passed": False,
-        "max_abs_err": 1.7976931348623157e308,
-        "rmse": 1.7976931348623157e308,
+        "max_abs_err": WORST,
+        "rmse": WORST,
         "reference_rmse": 0.0,
         "rmse_ratio": None,
         "cosine": 0.0,

@@ -14,9 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from advisor.harness.accuracy import compare_outputs
-
-_WORST = 1.7976931348623157e308
+from advisor.harness.accuracy import WORST, compare_outputs, failed
 
 
 def compare_gradients(
@@ -32,7 +30,7 @@ def compare_gradients(
     ]
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        return _failure(
+        return failed(
             f"the backend produced no gradient for {len(missing)} parameter(s) that have one in eager: {shown}"
         )
     keep = [i for i, grad in enumerate(reference["grads"]) if grad is not None]
@@ -60,7 +58,7 @@ def _scale(grad: Any) -> float:
     if not grad.is_floating_point():
         return 1.0
     largest = float(grad.detach().abs().max()) if grad.numel() else 0.0
-    return largest if largest > 0 and largest < _WORST else 1.0
+    return largest if largest > 0 and largest < WORST else 1.0
 
 
 def _scaled(grad: Any, scale: float) -> Any:
@@ -69,11 +67,11 @@ def _scaled(grad: Any, scale: float) -> Any:
 
 def _max_abs_diff(grad: Any, expected: Any) -> float:
     if tuple(grad.shape) != tuple(expected.shape):
-        return _WORST
+        return WORST
     if not expected.numel():
         return 0.0
     diff = float((grad.detach().cpu().double() - expected.detach().cpu().double()).abs().max())
-    return diff if diff == diff and diff < _WORST else _WORST
+    return diff if diff == diff and diff < WORST else WORST
 
 
 def _worst_relative(names: list[str], keep: list[int], got: dict, grads: list, scales: list[float]) -> str:
@@ -81,17 +79,3 @@ def _worst_relative(names: list[str], keep: list[int], got: dict, grads: list, s
     errors = [(_max_abs_diff(got[names[i]], grads[i]) / s, names[i]) for i, s in zip(keep, scales, strict=True)]
     error, name = max(errors)
     return f"{name}, {error:.3g} of its largest element"
-
-
-def _failure(reason: str) -> dict[str, Any]:
-    return {
-        "passed": False,
-        "max_abs_err": _WORST,
-        "rmse": _WORST,
-        "reference_rmse": 0.0,
-        "rmse_ratio": None,
-        "cosine": 0.0,
-        "atol": 0.0,
-        "rtol": 0.0,
-        "reason": reason,
-    }

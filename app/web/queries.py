@@ -8,7 +8,6 @@ job's state (`succeeded` shows as `done`). The recommended backend, mode and spe
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -20,7 +19,7 @@ from sqlmodel import Session
 from advisor.core.catalogue import option_label
 from advisor.core.status import AnalysisStatus
 from app import analysis_list
-from app.analysis_list import DEFAULT_SORT, AnalysisQuery, sort_key
+from app.analysis_list import DEFAULT_SORT, AnalysisQuery, ListedPage, sort_key
 from app.clock import aware
 from app.job_queue import JobQueue
 from app.models import MEASURE, Analysis, AnalysisSummary, Job, JobStatus, Worker
@@ -107,16 +106,7 @@ class AnalysisListRow:
         return _label(self.summary.recommended_backend, self.summary.recommended_mode)
 
 
-@dataclass
-class AnalysisPage:
-    rows: list[AnalysisListRow]
-    total: int
-    page: int
-    per_page: int
-
-    @property
-    def pages(self) -> int:
-        return max(1, math.ceil(self.total / self.per_page))
+AnalysisPage = ListedPage[AnalysisListRow]
 
 
 def list_analyses(session: Session, queue: JobQueue, filters: AnalysisFilters) -> AnalysisPage:
