@@ -94,3 +94,20 @@ def test_a_sandboxed_job_compiles_against_the_trusted_header_and_cannot_change_i
     assert seen.value["after"] == seen.value["before"], "the compile reused the copy instead of building another"
     assert poison.status == "ok" and poison.value.startswith("refused"), poison
     assert {p: p.read_bytes()[:4096] for p in snapshot} == snapshot
+
+
+@pytest.mark.parametrize("compiles_inductor", [True, False])
+def test_an_unconfined_job_that_compiles_probes_the_cpu_once_in_its_zygote(compiles_inductor: bool) -> None:
+    """Without a sandbox there is no trusted build to load the probe from: the zygote of a job that compiles with
+    Inductor builds it once for all its variants (each paid ~4.7 s in its cold compile), one that does not never."""
+    with Zygote(
+        "advisor.harness.measurement.child:preload",
+        {"device": "cpu", "trusted_headers": None, "compiles_inductor": compiles_inductor},
+        isolation=NO_ISOLATION,
+    ) as zygote:
+        seen = run_in_sandbox(
+            "tests.support.sandbox_probes:vec_isa_probed", {}, timeout_s=300, memory_limit_mb=None, zygote=zygote
+        )
+        assert zygote.problem is None, zygote.problem
+    assert seen.status == "ok", seen
+    assert seen.value is compiles_inductor

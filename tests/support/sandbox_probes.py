@@ -77,3 +77,10 @@ def overwrite_file(path: str) -> str:
             fh.write(b"poisoned")
 
     return _attempt(write)
+
+
+def vec_isa_probed() -> bool:
+    """Whether this forked child inherited Inductor's CPU-feature probe from its zygote (no compile here)."""
+    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+
+    return valid_vec_isa_list.cache_info().currsize > 0

@@ -34,8 +34,8 @@ def measurement_zygote(device: str, readable: list[str | None] | tuple = (), *, 
     `readable`: the job's model (and inputs) file, the only files of the host its sandbox may read (besides
     Inductor's trusted precompiled headers, advisor.harness.inductor_headers, built on first use).
     `inductor`: whether a child may compile C++ kernels with Inductor. Only then does the zygote copy the trusted
-    header in and run the CPU-feature probe (~3 s per job on 2 cores); a child that compiles anyway still works,
-    it builds its own header and probes for itself."""
+    header in and run the CPU-feature probe (~3 s per job on 2 cores; ~5 s unconfined, where it builds the probe's
+    test programs itself); a child that compiles anyway still works, it builds its own header and probes for itself."""
     from advisor.harness.inductor_headers import trusted_headers
     from advisor.harness.isolation import resolve_isolation
 
@@ -43,7 +43,7 @@ def measurement_zygote(device: str, readable: list[str | None] | tuple = (), *, 
     headers = trusted_headers(isolation) if inductor else None
     return Zygote(
         PRELOAD,
-        {"device": device, "trusted_headers": headers},
+        {"device": device, "trusted_headers": headers, "compiles_inductor": inductor},
         isolation=isolation,
         readable=[p for p in (*readable, headers) if p],
     )
