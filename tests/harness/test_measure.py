@@ -399,3 +399,31 @@ def test_a_slow_window_past_its_cap_waits_for_min_iters_unless_its_samples_say_t
         assert kept >= 24, kept  # past the 0.3 s cap: one sample per callable per round, ~24 rounds
     else:
         assert 6 <= kept <= 9, kept  # the floor, reached after the cap (a round or two may pass the check)
+
+
+@pytest.mark.parametrize("call_s", [0.02, 0.12])
+def test_only_samples_shorter_than_a_tenth_of_a_second_get_a_settle_call_after_a_switch(call_s):
+    """A switch costs a few ms: a 20 ms sample pays for one settle call per block, a 120 ms one does not (it would
+    double the time per kept sample of a loaded node's slow eager calls for a <3% effect)."""
+    from advisor.harness.devices import open_device
+    from advisor.harness.measurement.timing import time_side_by_side
+
+    calls = {"backend": 0, "eager": 0}
+
+    def sleeper(name: str):
+        def call() -> None:
+            time.sleep(call_s)
+            calls[name] += 1
+
+        return call
+
+    policy = TimingPolicy(min_iters=4, min_time_s=0.0, max_time_s=0.0, warmup_iters=1, block_time_s=0.001)
+    fns = {name: sleeper(name) for name in calls}
+    window = time_side_by_side(fns, (), open_device("cpu"), policy, lambda n: None)
+    extra = {name: calls[name] - 1 - len(window.samples[name]) for name in calls}  # less the one warm-up call
+    if call_s < 0.1:
+        # blocks alternate A B, B A: every other block of each callable follows the other one's
+        rounds = len(window.block_sizes["backend"])
+        assert rounds >= 2 and all(extra[name] >= rounds // 2 for name in calls), (extra, rounds)
+    else:
+        assert extra == {"backend": 0, "eager": 0}, extra

@@ -15,6 +15,7 @@ from advisor.harness import devices
 from advisor.harness.measurement.errors import stage_error
 
 _WARM_UP_S = 0.02  # warm-up lasts at least this long: the fastest of many calls sizes the timed blocks
+SETTLE_FREE_SAMPLE_S = 0.1  # samples this long get no settle sample: a switch's few ms are under 3% of them
 
 
 @dataclass
@@ -82,7 +83,10 @@ def time_side_by_side(
     after a switch pay for the other runtime (its threads still spinning or waking, its data in the caches). ResNet-18
     with ONNX Runtime interleaved with eager: the IQR of ORT's samples was 12-14% with that sample kept, 1-5%
     without it, and a first-pass row that noisy is timed again. Blocks alternate A B, B A: half the boundaries are
-    no switch.
+    no switch. The cost of a switch is a few milliseconds, not a share of the call (first call after a switch /
+    the others, 2026-12-06: ORT +2.3 ms at 16 ms, +1.6 ms at 23 ms; torch's own runtimes +0.3 ms at 2-4 ms, none
+    at 55 ms), so a callable whose samples last SETTLE_FREE_SAMPLE_S or more gets no settle sample: there it would
+    only double the time per kept sample (a loaded node's 300-600 ms eager calls).
     """
     from advisor.core.stats import ci_relative_half_width
 
@@ -90,6 +94,7 @@ def time_side_by_side(
     calls_per_sample: dict[str, int] = {}
     run_sample: dict[str, Callable[[], Any]] = {}
     samples_per_block: dict[str, int] = {}
+    sample_s: dict[str, float] = {}  # how long one sample of each lasts: its fastest warm-up, then its last block
     for name, fn in fns.items():
         try:
             per_call = _warm_up(timer, lambda fn=fn: fn(*inputs), policy.warmup_iters)
@@ -97,6 +102,7 @@ def time_side_by_side(
             raise stage_error(exc, f"warm-up of {name}") from exc
         k = _calls_per_sample(policy, per_call)
         calls_per_sample[name] = k
+        sample_s[name] = per_call * k
         run_sample[name] = _repeated(fn, inputs, k)
         samples_per_block[name] = _block_size(policy, per_call * k)
     samples: dict[str, list[float]] = {name: [] for name in fns}
@@ -108,7 +114,7 @@ def time_side_by_side(
         for name in order:
             run, times, k = run_sample[name], samples[name], calls_per_sample[name]
             try:
-                if previous != name:
+                if previous != name and sample_s[name] < SETTLE_FREE_SAMPLE_S:
                     timer(run)  # the settle sample: synchronised like the others, not kept
                 previous = name
                 for _ in range(samples_per_block[name]):
@@ -117,7 +123,8 @@ def time_side_by_side(
                 raise stage_error(exc, f"timed calls of {name} (after {len(times) * k} calls)") from exc
             block_sizes[name].append(samples_per_block[name])
             # re-size the next block from this block's median (warm-up calls can be far slower than steady state)
-            samples_per_block[name] = _block_size(policy, statistics.median(times[-samples_per_block[name] :]) * k)
+            sample_s[name] = statistics.median(times[-samples_per_block[name] :]) * k
+            samples_per_block[name] = _block_size(policy, sample_s[name])
         order.reverse()
         elapsed = time.perf_counter() - started
         on_round(len(samples["backend"]) * calls_per_sample["backend"])
