@@ -165,8 +165,8 @@ def _fill_from_child(row: dict[str, Any], value: dict, is_baseline: bool) -> Non
         notes.append(f"two eager runs differ by up to {determinism['max_abs_diff']:.3g}: the model is nondeterministic")
     if determinism.get("fp64_note"):
         notes.append(determinism["fp64_note"])
-    if notes and row["accuracy"] is not None:
-        row["accuracy"]["reason"] = "; ".join(notes)
+    if notes and row["accuracy"] is not None:  # after the comparison's own reason (why it failed), not instead of it
+        row["accuracy"]["reason"] = "; ".join(filter(None, [row["accuracy"].get("reason"), *notes]))
 
 
 def _empty_row(backend: Any, mode: str, device: str, workload: str, snippet: str) -> dict[str, Any]:
