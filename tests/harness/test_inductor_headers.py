@@ -66,7 +66,7 @@ def test_a_sandboxed_job_compiles_against_the_trusted_header_and_cannot_change_i
 
     with Zygote(
         "advisor.harness.measurement.child:preload",
-        {"device": "cpu", "trusted_headers": headers},
+        {"device": "cpu", "trusted_headers": headers, "compiles_inductor": True},
         isolation=isolation,
         readable=[headers],
     ) as zygote:

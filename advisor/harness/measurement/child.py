@@ -46,10 +46,10 @@ def preload(device: str, trusted_headers: str | None = None, compiles_inductor: 
     Inductor's trusted precompiled header (advisor.harness.inductor_headers); no model, no compilation. Inductor reads
     its cache directory from the environment when it compiles, in the child.
 
-    On CPU, for a job that compiles with Inductor (`compiles_inductor`, or a trusted build handed in), it also runs
-    Inductor's CPU-feature probe (`inductor_headers.probe_vec_isa`: against the trusted build's test programs when
-    there is one, else building them here), so forked variants inherit the answer instead of each paying 5-14 s for
-    it inside its cold compile."""
+    On CPU, for a job that compiles with Inductor (`compiles_inductor`; only such a job is handed a trusted build),
+    it also runs Inductor's CPU-feature probe (`inductor_headers.probe_vec_isa`: against the trusted build's test
+    programs when there is one, else building them here), so forked variants inherit the answer instead of each
+    paying 5-14 s for it inside its cold compile."""
     devices.prepare_environment(device)
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
@@ -59,7 +59,7 @@ def preload(device: str, trusted_headers: str | None = None, compiles_inductor: 
     from advisor.harness import inductor_headers
 
     inductor_headers.install(trusted_headers)
-    if device == "cpu" and (compiles_inductor or trusted_headers):
+    if device == "cpu" and compiles_inductor:
         inductor_headers.probe_vec_isa(trusted_headers)
 
     import advisor.harness.accuracy  # noqa: F401

@@ -104,7 +104,7 @@ def time_side_by_side(
         calls_per_sample[name] = k
         sample_s[name] = per_call * k
         run_sample[name] = _repeated(fn, inputs, k)
-        samples_per_block[name] = _block_size(policy, per_call * k)
+        samples_per_block[name] = _block_size(policy, sample_s[name])
     samples: dict[str, list[float]] = {name: [] for name in fns}
     block_sizes: dict[str, list[int]] = {name: [] for name in fns}
     order = list(fns)
