@@ -174,6 +174,7 @@ LATENCY_STATISTICS = ("n", "median_ms", "p90_ms", "p99_ms", "mean_ms", "stdev_ms
 POSITIVE_STATISTICS = ("median_ms", "p90_ms", "p99_ms", "mean_ms")
 NON_NEGATIVE_STATISTICS = ("stdev_ms", "iqr_ms", "ci_low_ms", "ci_high_ms")
 NON_NEGATIVE_ROW_NUMBERS = ("compile_s_cold", "compile_s_warm", "peak_memory_mb")
+SEEDED_COMPILE_NUMBERS = ("measured_s", "floor_cold_s")  # a bounded cold compile's parts (core.results.SeededCompile)
 SPEEDUP_RELATIVE_TOLERANCE = 1e-6  # the harness computes speedup_vs_eager as eager's median over the row's
 
 
@@ -196,6 +197,10 @@ def _impossible_numbers(run: Any) -> list[tuple[str, str]]:
         for key in NON_NEGATIVE_ROW_NUMBERS:
             if (problem := _number_problem(row.get(key), positive=False)) is not None:
                 problems.append((f"{path}.{key}", problem))
+        seeded = row.get("compile_seeded")
+        for key in SEEDED_COMPILE_NUMBERS if isinstance(seeded, dict) else ():
+            if (problem := _number_problem(seeded.get(key), positive=False)) is not None:
+                problems.append((f"{path}.compile_seeded.{key}", problem))
         speedup = row.get("speedup_vs_eager")
         if (problem := _number_problem(speedup, positive=True)) is not None:
             problems.append((f"{path}.speedup_vs_eager", problem))

@@ -192,7 +192,8 @@ def results_table(run: dict) -> Table:
         table.add_row(
             f"{row['backend']}:{row['mode']}",
             Text(row["status"], style=_STATUS_STYLE.get(row["status"], "")),
-            f"{_number(row.get('compile_s_cold'), '.2f')}/{_number(row.get('compile_s_warm'), '.2f')}",
+            f"{'≤' if row.get('compile_seeded') else ''}{_number(row.get('compile_s_cold'), '.2f')}"
+            f"/{_number(row.get('compile_s_warm'), '.2f')}",
             _latency(latency),
             _number(latency["p99_ms"]) if latency else "-",
             _speedup(row),

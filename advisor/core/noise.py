@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -155,8 +156,11 @@ def eager_outliers(run: Mapping[str, Any] | None) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------- load
-def read_load() -> dict[str, float] | None:
-    """The 1-minute load average and the usable cores, now; None where the OS does not say."""
+def read_load(runnable_samples: int = 0) -> dict[str, float] | None:
+    """The 1-minute load average and the usable cores, now; None where the OS does not say. With
+    `runnable_samples`, also `others_runnable`: the fewest processes runnable besides this one over that many
+    readings RUNNABLE_GAP_S apart (`others_runnable`), which sees a neighbour at once where the load average takes a
+    minute to catch up. Only a torch-free parent asks for it: a measuring child's idle OpenMP threads spin."""
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
@@ -165,7 +169,32 @@ def read_load() -> dict[str, float] | None:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return {"load": round(load, 2), "cores": max(1, cores)}
+    reading: dict[str, float] = {"load": round(load, 2), "cores": max(1, cores)}
+    others = others_runnable(runnable_samples) if runnable_samples else None
+    if others is not None:
+        reading["others_runnable"] = others
+    return reading
+
+
+RUNNABLE_SAMPLES = 10  # readings of the runnable count the re-measure gate takes, RUNNABLE_GAP_S apart
+RUNNABLE_GAP_S = 0.02
+
+
+def others_runnable(samples: int = RUNNABLE_SAMPLES, source: str = "/proc/loadavg") -> int | None:
+    """The fewest processes runnable besides the reader over `samples` readings of the kernel's runnable count (the
+    fourth field of /proc/loadavg, "running/total", node-wide like the load average); the fewest, so a process
+    that ran for a moment does not count. None where the kernel does not say."""
+    fewest: int | None = None
+    for index in range(samples):
+        if index:
+            time.sleep(RUNNABLE_GAP_S)
+        try:
+            with open(source) as handle:
+                running = int(handle.read().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        fewest = running - 1 if fewest is None else min(fewest, running - 1)  # the reader is running
+    return None if fewest is None else max(0, fewest)
 
 
 def load_reasons(load: Mapping[str, Any] | None) -> list[str]:
@@ -186,9 +215,17 @@ def load_reasons(load: Mapping[str, Any] | None) -> list[str]:
     return reasons
 
 
-def busy_now(load_end: Mapping[str, Any] | None) -> bool:
-    """Whether a reading taken now, after the run, says other work still competes for the CPUs."""
-    return bool(load_reasons({"end": load_end} if load_end else None))
+def still_busy(load_end: Mapping[str, Any] | None) -> str | None:
+    """Why a reading taken now, after the run, says other work still competes for the CPUs (None: it does not):
+    the load average, or (at once, where the load average still lags) as many other runnable processes as cores."""
+    if reasons := load_reasons({"end": load_end} if load_end else None):
+        return reasons[0]
+    others, cores = (load_end or {}).get("others_runnable"), (load_end or {}).get("cores")
+    if others is not None and cores and others >= cores:
+        return (
+            f"{others:g} other process(es) runnable on {cores:g} core(s) at every reading: the CPUs are oversubscribed"
+        )
+    return None
 
 
 # ------------------------------------------------------------------------------------------- the verdict

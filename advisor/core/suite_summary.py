@@ -40,7 +40,7 @@ class OptionSummary(BaseModel):
     passed: int  # of those, ran and stayed accurate
     pass_rate: float | None
     geomean_speedup: float | None  # over the passed rows, vs eager side by side
-    median_compile_s: float | None  # cold compile, over the passed rows
+    median_compile_s: float | None  # cold compile over the passed rows (an upper bound where compile_seeded)
     memory_vs_eager: float | None  # geomean of peak memory / eager's peak memory, over the passed rows
 
 

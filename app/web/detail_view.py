@@ -16,7 +16,7 @@ from typing import Any
 
 from advisor.core import noise
 from advisor.core.decision import torchair_status_unknown
-from advisor.core.report import generation_lines
+from advisor.core.report import generation_lines, seeded_compile_note
 from advisor.core.results import MeasurementRun, Recommendation, read
 from advisor.core.shape_sweep import speedups_by_shape
 from advisor.core.source_report import SOURCE_LABEL, report_lines, source_report_or_none
@@ -68,6 +68,7 @@ class MeasurementRow:
     speedup_ci: tuple[float, float] | None
     compile_cold_s: float | None
     compile_warm_s: float | None
+    compile_bound: str | None  # set: compile_cold_s is an upper bound, this says of what (core.report)
     peak_memory_mb: float | None
     memory_kind: str | None
     accuracy: Mapping | None
@@ -210,6 +211,7 @@ def measurement_rows(
                 speedup_ci=_pair(m.get("speedup_ci")),
                 compile_cold_s=m.get("compile_s_cold"),
                 compile_warm_s=m.get("compile_s_warm"),
+                compile_bound=seeded_compile_note(m.get("compile_s_cold"), m.get("compile_seeded")),
                 peak_memory_mb=m.get("peak_memory_mb"),
                 memory_kind=m.get("memory_kind"),
                 accuracy=m.get("accuracy"),

@@ -302,6 +302,23 @@ def compile_and_count_cache_files(zygote_cache: str) -> dict:
 
 
 @pytest.mark.slow
+def test_max_autotune_compiles_from_the_kernels_default_built_in_the_same_job(mlp_file):
+    """Real children: max-autotune's child starts from a copy of default's compile cache, checks right with the
+    kernels it found there, and its row states the cold compile as a bound (harness.measurement.seeded_cache)."""
+    run = measure_model(
+        mlp_file, backends=["inductor:default", "inductor:max-autotune"], timing=FAST, remeasure=False, timeout_s=300
+    )
+    default, autotuned = run["measurements"][1], run["measurements"][2]
+    assert default["status"] == autotuned["status"] == "ok", (autotuned["reason"], autotuned["stderr_tail"])
+    assert autotuned["accuracy"]["passed"]
+    assert "compile_seeded" not in default
+    seeded = autotuned["compile_seeded"]
+    assert seeded["from_option"] == "inductor:default" and seeded["files_seeded"] > 0
+    assert seeded["floor_cold_s"] == default["compile_s_cold"]
+    assert autotuned["compile_s_cold"] == pytest.approx(seeded["measured_s"] + default["compile_s_cold"])
+
+
+@pytest.mark.slow
 def test_children_forked_from_the_preloaded_zygote_compile_into_their_own_cache_dir(tmp_path):
     """The zygote imported torch, Dynamo and Inductor; the cache dir must still be the child's, not the zygote's."""
     import os

@@ -59,7 +59,7 @@ def run_once(tmp_path: Path, **kwargs: Any) -> dict:
 
 
 def test_a_row_whose_eager_drifted_is_timed_once_more_and_the_quieter_timing_kept(monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    monkeypatch.setattr(noise, "read_load", lambda *_: QUIET)
     calls = fake_children(monkeypatch, {"eager": [1.0], "inductor": [3.0, 1.05]})  # a neighbour, then quiet
     result = run_once(tmp_path)
     assert calls == [("eager", "cold"), ("inductor", "cold"), ("inductor", "re-measure")]
@@ -71,7 +71,7 @@ def test_a_row_whose_eager_drifted_is_timed_once_more_and_the_quieter_timing_kep
 
 
 def test_an_eager_baseline_that_drifted_is_timed_again_reading_the_reference_it_wrote(monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    monkeypatch.setattr(noise, "read_load", lambda *_: QUIET)
     calls = fake_children(monkeypatch, {"eager": [3.0, 1.0], "inductor": [1.0]})  # eager saw a neighbour
     result = run_once(tmp_path)
     assert calls == [("eager", "cold"), ("inductor", "cold"), ("eager", "re-measure")]  # fake_children's assertion
@@ -79,7 +79,7 @@ def test_an_eager_baseline_that_drifted_is_timed_again_reading_the_reference_it_
 
 
 def test_re_measuring_is_bounded_and_what_stays_noisy_is_reported(monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    monkeypatch.setattr(noise, "read_load", lambda *_: QUIET)
     calls = fake_children(monkeypatch, {"eager": [1.0], "inductor": [3.0, 3.2]})  # still loaded
     result = run_once(tmp_path)
     assert len(calls) == 3  # one more child, never a loop
@@ -89,7 +89,7 @@ def test_re_measuring_is_bounded_and_what_stays_noisy_is_reported(monkeypatch, t
 
 
 def test_a_machine_still_busy_is_not_re_measured(monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr(noise, "read_load", lambda: {"load": 6.0, "cores": 2})
+    monkeypatch.setattr(noise, "read_load", lambda *_: {"load": 6.0, "cores": 2})
     calls = fake_children(monkeypatch, {"eager": [1.0], "inductor": [1.0]})
     result = run_once(tmp_path)
     assert len(calls) == 2 and result["quality"]["noisy"]
@@ -97,8 +97,31 @@ def test_a_machine_still_busy_is_not_re_measured(monkeypatch, tmp_path) -> None:
     assert any("load average 6.00 at the start" in reason for reason in result["quality"]["reasons"])
 
 
+def test_a_node_whose_load_average_still_lags_is_seen_busy_by_its_runnable_processes(monkeypatch, tmp_path) -> None:
+    """Busy loops that started a few seconds ago: the 1-minute load average still reads the node as free (0.9 on 2
+    cores), but every reading of the runnable count finds two other processes running - no re-measure round."""
+    lagging = {"load": 0.9, "cores": 2, "others_runnable": 2}
+    monkeypatch.setattr(noise, "read_load", lambda *_: lagging)
+    calls = fake_children(monkeypatch, {"eager": [1.0], "inductor": [3.0]})
+    result = run_once(tmp_path)
+    assert len(calls) == 2 and result["quality"]["noisy"]
+    assert "2 other process(es) runnable on 2 core(s)" in result["quality"]["not_remeasured"]
+
+
+def test_the_runnable_count_is_the_fewest_other_processes_over_its_readings(tmp_path) -> None:
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("0.52 0.80 1.10 3/412 90210\n")  # the reader and two others running
+    assert noise.others_runnable(3, str(loadavg)) == 2
+    assert noise.still_busy({"load": 0.9, "cores": 2, "others_runnable": 2})
+    assert noise.still_busy({"load": 0.9, "cores": 2, "others_runnable": 1}) is None  # a core is still free
+    assert noise.still_busy({"load": 0.9, "cores": 2}) is None  # no runnable count: the load average alone
+    loadavg.write_text("garbage\n")
+    assert noise.others_runnable(3, str(loadavg)) is None
+    assert noise.others_runnable(1, str(tmp_path / "absent")) is None
+
+
 def test_remeasure_can_be_switched_off(monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    monkeypatch.setattr(noise, "read_load", lambda *_: QUIET)
     calls = fake_children(monkeypatch, {"eager": [1.0], "inductor": [3.0]})
     assert run_once(tmp_path, remeasure=False)["quality"]["noisy"] and len(calls) == 2
 
@@ -200,7 +223,7 @@ TWO_OPTIONS = ["inductor:default", "inductor:max-autotune"]
 
 
 def test_a_noisy_run_gets_more_rounds_until_its_leading_options_are_ranked(monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    monkeypatch.setattr(noise, "read_load", lambda *_: QUIET)
     wide, tight = 0.3, 0.02  # a speedup interval spanning ~3.4x (unresolved), then one within +-4 %
     calls = fake_rounds(
         monkeypatch,
@@ -226,7 +249,7 @@ def test_a_noisy_run_gets_more_rounds_until_its_leading_options_are_ranked(monke
 
 
 def test_rounds_stop_at_the_time_budget_and_the_report_stays_inconclusive(monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    monkeypatch.setattr(noise, "read_load", lambda *_: QUIET)
     wide = 0.3
     calls = fake_rounds(
         monkeypatch,
@@ -252,7 +275,7 @@ def test_rounds_stop_at_the_time_budget_and_the_report_stays_inconclusive(monkey
 
 
 def test_later_rounds_re_measure_only_the_leading_options(monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    monkeypatch.setattr(noise, "read_load", lambda *_: QUIET)
     wide, tight = 0.3, 0.02
     calls = fake_rounds(
         monkeypatch,
@@ -277,7 +300,7 @@ def test_a_noisy_row_the_choice_does_not_rest_on_is_not_timed_again(monkeypatch,
     so none is run, the row is still reported noisy, and the answer's confidence is not lowered by it."""
     from advisor.core.decision.engine import decide
 
-    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    monkeypatch.setattr(noise, "read_load", lambda *_: QUIET)
     calls = fake_rounds(
         monkeypatch,
         {
@@ -298,7 +321,7 @@ def test_a_noisy_row_the_choice_does_not_rest_on_is_not_timed_again(monkeypatch,
 
 
 def test_a_noisy_leader_is_timed_again_even_when_it_leads_clearly(monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr(noise, "read_load", lambda: QUIET)
+    monkeypatch.setattr(noise, "read_load", lambda *_: QUIET)
     calls = fake_rounds(
         monkeypatch,
         {

@@ -192,6 +192,11 @@ def _forged_speedup(body: dict) -> None:
     row["speedup_vs_eager"] = 9999.0
 
 
+def _seeded(measured_s: float):  # noqa: ANN202
+    """A bounded cold compile (MeasurementRow.compile_seeded) whose measured part is `measured_s`."""
+    return _set("1.compile_seeded", {"from_option": "inductor:default", "measured_s": measured_s, "floor_cold_s": 1.0})
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [
@@ -209,6 +214,8 @@ def _forged_speedup(body: dict) -> None:
         (_set("1.compile_s_cold", math.inf), "measurements.measurements.1.compile_s_cold"),
         (_set("1.peak_memory_mb", -1.0), "measurements.measurements.1.peak_memory_mb"),
         (_set("1.peak_memory_mb", math.nan), "measurements.measurements.1.peak_memory_mb"),
+        (_seeded(-3.0), "measurements.measurements.1.compile_seeded.measured_s"),
+        (_seeded(math.nan), "measurements.measurements.1.compile_seeded.measured_s"),
     ],
     ids=[
         "median-zero",
@@ -225,6 +232,8 @@ def _forged_speedup(body: dict) -> None:
         "compile-inf",
         "memory-negative",
         "memory-nan",
+        "seeded-compile-negative",
+        "seeded-compile-nan",
     ],
 )
 def test_impossible_numbers_are_a_422_naming_the_field_and_the_job_is_unchanged(client, model_file, change, field):

@@ -282,3 +282,21 @@ def test_measurements_table_keeps_every_column_inside_a_scroll_container(client,
     for row in re.findall(r"<tr .*?</tr>", body, flags=re.S):
         assert len(re.findall(r"<t[hd][ >]", row)) == len(MEASUREMENT_HEADERS)
     assert section.index("</table></div>") > section.index("</tbody>")
+
+
+def test_a_seeded_cold_compile_reads_as_a_bound_saying_what_it_is_made_of(client, seeded):  # noqa: ANN001
+    run = synthetic.run()
+    autotuned = run["measurements"][-1]
+    measured = autotuned["compile_s_cold"]
+    autotuned["compile_s_cold"] = measured + 12.0
+    autotuned["compile_seeded"] = {"from_option": HOSTILE, "measured_s": measured, "floor_cold_s": 12.0}
+    html, _ = page_of(client, seeded, run)
+    assert HOSTILE not in html  # a worker-supplied name is escaped
+    table = html[html.index('id="measurements"') : html.index('id="accuracy"')]
+    row = table[table.index('data-backend="inductor:max-autotune"') :].split("</tr>")[0]
+    assert "≤ " in row and 'data-testid="compile-bound"' in row
+    bound = " ".join(plain_text(row.split('data-testid="compile-bound"')[1]).split())
+    assert f"not measured cold - it compiled in {measured:.3g} s starting from the kernels" in bound
+    assert "&lt;script&gt;" in row.split('data-testid="compile-bound"')[1]
+    eager = table[table.index('data-backend="eager"') :].split("</tr>")[0]
+    assert "compile-bound" not in eager and "≤" not in eager

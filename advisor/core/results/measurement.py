@@ -42,6 +42,16 @@ class Accuracy(Open):
     quantized: dict[str, Any] | None = None  # int8 options: their drift from the float model and the limits applied
 
 
+class SeededCompile(Open):
+    """A compile that started from the kernels another option built in the same analysis
+    (advisor.harness.measurement.seeded_cache): what was measured, and what the cold bound adds to it."""
+
+    from_option: Label | None = None  # the option whose compile cache this one's started from
+    measured_s: float | None = None  # this option's compile with that cache
+    floor_cold_s: float | None = None  # that option's own cold compile
+    files_seeded: Count | None = None  # the files of its cache this one's compile started from
+
+
 class MeasurementRow(Open):
     # The enum-like fields (backend, mode, device, status) are bounded strings, not Literals: a real worker may send
     # a value MeasurementStatus or the catalogue does not list.
@@ -53,7 +63,8 @@ class MeasurementRow(Open):
     status: Annotated[str, Field(max_length=32)] = None  # type: ignore[assignment]  # may be absent, never null
     reason: str | None = None  # readable, for every status other than ok
     stderr_tail: str | None = None
-    compile_s_cold: float | None = None  # compile + first call - steady median, empty cache
+    compile_s_cold: float | None = None  # compile + first call - steady median, empty cache (see compile_seeded)
+    compile_seeded: SeededCompile | None = None  # set: compile_s_cold is an upper bound, not a measured cold compile
     compile_s_warm: float | None = None  # same, second process, same cache dir
     latency: LatencyStats | None = None
     eager_latency: LatencyStats | None = None  # eager, interleaved in the same process

@@ -33,6 +33,7 @@ from advisor.harness.measurement.dynamic import (
 )
 from advisor.harness.measurement.errors import eager_failure, stage_error
 from advisor.harness.measurement.generation import measure_generation
+from advisor.harness.measurement.seeded_cache import seed_compile_cache
 from advisor.harness.measurement.sweep import measure_sweep
 from advisor.harness.measurement.time_breakdown import enable_kernel_markers, profiled_breakdown
 from advisor.harness.measurement.timing import TimingPolicy, summaries, throughput, time_side_by_side
@@ -88,14 +89,19 @@ def measure_variant(
     reference_exists: bool = False,
     calibration_file: str | None = None,
     details_median_ms: float | None = None,
+    seed_cache_from: str | None = None,
 ) -> dict:
     """One variant's row (see the module docstring). `reference_exists`: the baseline is timed again (a re-measure)
     and, for inference and training, reads the reference its first child wrote instead of computing it again (for
     BERT-base the float64 reference and the two eager calls take over a second). `details_median_ms` (inference, with
     `warm_run`): this warm-cache child is a leading option's details child - after its warm compile it measures what
     the plan left until the options were ranked (other sizes of the dynamic dims with their recompiles, the
-    profile, which is scaled by this, the first child's median latency)."""
+    profile, which is scaled by this, the first child's median latency). `seed_cache_from`: the compile cache of
+    the mode this one compiles first, in the same job, copied into this child's before it compiles
+    (advisor.harness.measurement.seeded_cache)."""
     devices.prepare_environment(device)
+    cache = os.environ.get("ADVISOR_COMPILE_CACHE_DIR")
+    files_seeded = seed_compile_cache(seed_cache_from, cache) if seed_cache_from and cache else None
     from advisor.harness.backends import get_backend
 
     backend = get_backend(backend_spec)
@@ -116,7 +122,7 @@ def measure_variant(
     if isinstance(loaded, dict):
         return loaded
     variant = _Variant(backend, request, dev, loaded, timing, is_baseline, warm_run, progress)
-    result: dict[str, Any] = {"environment": dev.describe()}
+    result: dict[str, Any] = {"environment": dev.describe(), "files_seeded": files_seeded}
     if workload == "generation":
         generation = measure_generation(
             backend=backend,

@@ -23,6 +23,7 @@ from advisor.harness.measurement.plan import (
     check_workload,
     plan_variants,
 )
+from advisor.harness.measurement.seeded_cache import floor_index
 from advisor.harness.measurement.timing import TimingPolicy
 from advisor.harness.measurement.variant import Progress, measure_one, not_measured, skipped
 from advisor.harness.sandbox import Cancel, Zygote
@@ -108,7 +109,7 @@ def measure_model(
     The run carries its `quality` (advisor.core.noise): when its timings say the machine was unquiet (eager drifting
     between processes, interleaved blocks disagreeing, a too-wide speedup CI), the noisy rows are timed again
     (`remeasure`) in rounds until the leading options are ranked, REMEASURE_MAX_ROUNDS are done or another round
-    would exceed `remeasure_budget_s` (default REMEASURE_BUDGET_S; not while the load average says the machine is
+    would exceed `remeasure_budget_s` (default REMEASURE_BUDGET_S; not while noise.still_busy says the machine is
     still busy), keeping each row's quietest timing; what is still noisy then is reported, and the whole analysis is
     marked `noisy`. The environment records the load before the run and during its timed windows.
     """
@@ -153,7 +154,7 @@ def measure_model(
         rows, environment, baseline_failed = _measure_variants(plan, common, sandbox, workdir, policy, notify)
         run = {"environment": environment or _host_environment(device), "workload": workload, "measurements": rows}
         _stamp_load(run, load_start)
-        quality = noise.assess(run, load={"start": load_start, "end": noise.read_load()})
+        quality = noise.assess(run, load={"start": load_start, "end": noise.read_load(noise.RUNNABLE_SAMPLES)})
         if remeasure and quality["noisy"] and not baseline_failed:
             budget = REMEASURE_BUDGET_S if remeasure_budget_s is None else remeasure_budget_s
             ranking_context = _ranking_context(plan_context)
@@ -212,7 +213,9 @@ def _measure_variants(
             continue
         cache_dir = workdir / f"cache-{index}"
         first = first_pass_policy(_ranking_context(plan.context), workload, policy, index == 0)
-        row, env = measure_one(spec, mode, index == 0, common, sandbox, cache_dir, first, call=call)
+        floor = floor_index(spec, mode, rows)  # its compile starts from the kernels its floor mode built (seeded_cache)
+        seed = None if floor is None else (workdir / f"cache-{floor}", rows[floor])
+        row, env = measure_one(spec, mode, index == 0, common, sandbox, cache_dir, first, call=call, seed=seed)
         environment = environment or env
         rows.append(row)
         if index == 0 and row["status"] != "ok":
@@ -282,7 +285,7 @@ def _remeasure_noisy(
     (`_noise_score`); the kept window is named in the row's `latency_window`. Compile times, accuracy and memory
     stay the first child's (a second compile would be a warm one). Another round follows while the run is still
     noisy and its leading options are unranked (advisor.core.decision.rules.leading_ranking: "inconclusive between X
-    and Y"), at most REMEASURE_MAX_ROUNDS, only while the load average says the machine is not still busy, and only
+    and Y"), at most REMEASURE_MAX_ROUNDS, only while noise.still_busy says the machine is not busy, and only
     when the round just done fits once more into what is left of `budget_s` (seconds of re-measuring children, wall
     time). When only some rows were noisy (not the whole run) and the leading options are already ranked, the first
     round times only the noisy rows the choice rests on (rules.deciding_labels; none: no round). The quality records
@@ -290,9 +293,9 @@ def _remeasure_noisy(
     from advisor.core.decision.rules import leading_ranking
 
     quality["remeasure_budget_s"] = budget_s
-    if noise.busy_now((quality.get("load") or {}).get("end")):
+    if busy := noise.still_busy((quality.get("load") or {}).get("end")):
         quality["remeasured"], quality["rounds"], quality["remeasure_spent_s"] = [], 0, 0.0
-        quality["not_remeasured"] = "the load average says the machine is still busy: timing again now would not help"
+        quality["not_remeasured"] = f"the machine is still busy ({busy}): timing again now would not help"
         return quality
     rows = run["measurements"]
     remeasured: list[str] = []
@@ -340,7 +343,7 @@ def _remeasure_noisy(
         rounds += 1
         spent += round_s
         _stamp_load(run, load_start)
-        quality = noise.assess(run, load={"start": load_start, "end": noise.read_load()})
+        quality = noise.assess(run, load={"start": load_start, "end": noise.read_load(noise.RUNNABLE_SAMPLES)})
         ranking = leading_ranking(dict(run), ranking_context)  # type: ignore[arg-type]
         stopped = _why_rounds_stop(quality, ranking, rounds, spent + round_s > budget_s, budget_s, spent)
         if stopped:
@@ -381,8 +384,8 @@ def _why_rounds_stop(
         return f"{REMEASURE_MAX_ROUNDS} rounds done, still {ranking['text']}"
     if over_budget:
         return f"another round would exceed the {budget_s:g} s budget ({spent:.3g} s spent), still {ranking['text']}"
-    if noise.busy_now((quality.get("load") or {}).get("end")):
-        return f"the load average says the machine is busy, still {ranking['text']}"
+    if busy := noise.still_busy((quality.get("load") or {}).get("end")):
+        return f"the machine is busy ({busy}), still {ranking['text']}"
     return None
 
 

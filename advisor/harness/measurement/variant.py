@@ -9,6 +9,7 @@ from typing import Any
 from advisor.core.noise import FIRST_WINDOW
 from advisor.core.snippets import POSITIONAL_CALL
 from advisor.harness.measurement.plan import CHILD, MeasureError, MeasurementCancelled
+from advisor.harness.measurement.seeded_cache import state_seeded_compile
 from advisor.harness.sandbox import SandboxResult, run_in_sandbox
 
 Progress = Callable[[dict], None]
@@ -25,7 +26,11 @@ def measure_one(
     policy: dict,
     stage: str = "cold",
     call: str = POSITIONAL_CALL,
+    seed: tuple[Path, dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The variant's row from its first child (and its warm-cache child when the policy asks for the warm compile).
+    `seed`: (the cache directory, the row) of the mode this one compiles first in the same job (seeded_cache): the
+    first child starts from a copy of that cache and the row states its cold compile as an upper bound."""
     from advisor.harness.backends import CompileRequest, get_backend
 
     backend = get_backend(spec)
@@ -40,7 +45,8 @@ def measure_one(
         return _finish(row, notify, 0.0), None
     extra_env = backend.environment(request)
     kwargs = {**common, "backend_spec": spec, "mode": mode, "is_baseline": is_baseline, "policy": policy}
-    cold = _run_child(kwargs, sandbox, cache_dir, extra_env, f"{backend.name}:{mode} ({stage})")
+    seeded = {"seed_cache_from": str(seed[0])} if seed else {}
+    cold = _run_child({**kwargs, **seeded}, sandbox, cache_dir, extra_env, f"{backend.name}:{mode} ({stage})")
     value = cold.value if cold.status == "ok" else None
     if value is not None and value.get("status") == "load_error":
         raise MeasureError(value["reason"])
@@ -52,30 +58,35 @@ def measure_one(
         )
         return _finish(row, notify, cold.wall_s), (value or {}).get("environment")
     _fill_from_child(row, value, is_baseline)
+    if seed:
+        state_seeded_compile(row, seed[1], value.get("files_seeded"))
     wall_s, timed_s = cold.wall_s, value.get("timed_s") or 0.0
     if not is_baseline and policy["warm_cache"]:
-        # the warm-cache child compiles again from the cache and calls once; an inference or training child times
-        # nothing more (its compile is its first call minus this row's median latency); a generation child times
-        # one short window per phase, as each phase's compile is its own first call minus its own median
-        warm_policy = {
-            **policy,
-            "min_time_s": min(policy["min_time_s"], 0.2),
-            "max_time_s": min(policy["max_time_s"], 1.0),
-            "dynamic_sizes": 0,
-        }
-        warm = _run_child(
-            {**kwargs, "policy": warm_policy, "warm_run": True},
-            sandbox,
-            cache_dir,
-            extra_env,
-            f"{backend.name}:{mode} (warm cache)",
-        )
-        wall_s += warm.wall_s
-        timed_s += (warm.value or {}).get("timed_s") or 0.0
-        if warm.status == "ok" and warm.value.get("first_call_s") is not None:
-            latency = warm.value.get("latency") or row["latency"]  # generation: the warm child's decode window
-            row["compile_s_warm"] = max(0.0, warm.value["first_call_s"] - latency["median_ms"] / 1e3)
+        warm_s, warm_timed_s = _measure_warm_compile(row, kwargs, sandbox, cache_dir, extra_env)
+        wall_s, timed_s = wall_s + warm_s, timed_s + warm_timed_s
     return _finish(row, notify, wall_s, timed_s), value.get("environment")
+
+
+def _measure_warm_compile(
+    row: dict[str, Any], kwargs: dict, sandbox: dict, cache_dir: Path, extra_env: dict
+) -> tuple[float, float]:
+    """The warm-cache child: it compiles again from the cache and calls once; an inference or training child times
+    nothing more (its compile is its first call minus this row's median latency); a generation child times one
+    short window per phase, as each phase's compile is its own first call minus its own median. Sets the row's
+    `compile_s_warm`; returns the child's (wall seconds, timed seconds)."""
+    policy = kwargs["policy"]
+    warm_policy = {
+        **policy,
+        "min_time_s": min(policy["min_time_s"], 0.2),
+        "max_time_s": min(policy["max_time_s"], 1.0),
+        "dynamic_sizes": 0,
+    }
+    stage = f"{row['backend']}:{row['mode']} (warm cache)"
+    warm = _run_child({**kwargs, "policy": warm_policy, "warm_run": True}, sandbox, cache_dir, extra_env, stage)
+    if warm.status == "ok" and warm.value.get("first_call_s") is not None:
+        latency = warm.value.get("latency") or row["latency"]  # generation: the warm child's decode window
+        row["compile_s_warm"] = max(0.0, warm.value["first_call_s"] - latency["median_ms"] / 1e3)
+    return warm.wall_s, (warm.value or {}).get("timed_s") or 0.0
 
 
 def measure_details(
