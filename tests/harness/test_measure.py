@@ -444,3 +444,48 @@ def test_only_samples_shorter_than_a_tenth_of_a_second_get_a_settle_call_after_a
         assert rounds >= 2 and all(extra[name] >= rounds // 2 for name in calls), (extra, rounds)
     else:
         assert extra == {"backend": 0, "eager": 0}, extra
+
+
+@pytest.mark.parametrize("call_s", [0.02, 0.15])
+def test_a_slow_loaded_window_past_its_cap_stops_at_five_samples_a_fast_one_at_its_floor(call_s):
+    """A loaded node (half the samples twice as slow): past the cap, callables whose samples last 0.1 s or more stop
+    at LOADED_SLOW_MIN_ITERS (each costs what a fast model's whole block does), faster ones at `loaded_min_iters`."""
+    from advisor.harness.devices import open_device
+    from advisor.harness.measurement.timing import LOADED_SLOW_MIN_ITERS, time_side_by_side
+
+    policy = TimingPolicy(
+        min_iters=24, loaded_min_iters=8, min_time_s=0.0, max_time_s=0.0, warmup_iters=1, block_time_s=0.001
+    )
+    fns = {"backend": _sleeping([call_s, 2 * call_s]), "eager": _sleeping([call_s])}
+    window = time_side_by_side(fns, (), open_device("cpu"), policy, lambda n: None)
+    kept = min(len(window.samples["backend"]), len(window.samples["eager"]))
+    floor = LOADED_SLOW_MIN_ITERS if call_s >= 0.1 else 8
+    assert floor <= kept <= floor + 1, kept  # one sample per callable per round: stops in the round it gets there
+
+
+@pytest.mark.parametrize(("call_s", "calls"), [(0.01, 3), (0.15, 2)])
+def test_a_slow_call_is_warmed_up_twice_a_fast_one_as_the_policy_says(call_s, calls):
+    from advisor.harness.measurement.timing import _warm_up
+
+    made = []
+
+    def timer(call):  # noqa: ANN001, ANN202
+        made.append(call())
+        return call_s, None
+
+    assert _warm_up(timer, lambda: "called", iters=3) == call_s
+    assert len(made) == calls
+
+
+def test_a_fast_callable_next_to_a_slow_one_fills_its_block_for_as_long_as_one_slow_sample():
+    """ONNX Runtime's 43 ms calls next to a loaded eager's 500 ms: one sample per round would make its floor of
+    samples wait for as many eager calls; a block as long as eager's sample gets it there in one round."""
+    from advisor.harness.devices import open_device
+    from advisor.harness.measurement.timing import time_side_by_side
+
+    policy = TimingPolicy(min_iters=3, min_time_s=0.0, max_time_s=0.0, warmup_iters=1, block_time_s=0.001)
+    fns = {"backend": _sleeping([0.01]), "eager": _sleeping([0.1])}
+    window = time_side_by_side(fns, (), open_device("cpu"), policy, lambda n: None)
+    assert window.block_sizes["eager"][0] == 1
+    assert 6 <= window.block_sizes["backend"][0] <= 10, window.block_sizes  # ~0.1 s / ~0.01 s (sleep overshoots)
+    assert len(window.samples["backend"]) >= 3 * len(window.samples["eager"])

@@ -16,6 +16,12 @@ from advisor.harness.measurement.errors import stage_error
 
 _WARM_UP_S = 0.02  # warm-up lasts at least this long: the fastest of many calls sizes the timed blocks
 SETTLE_FREE_SAMPLE_S = 0.1  # samples this long get no settle sample: a switch's few ms are under 3% of them
+# ... and are slow enough that each costs what a quiet fast model's whole block does: their warm-up stops after two
+# calls of this length (the compile's or the reference's call came before), and past the cap a loaded window stops
+# once every such callable has LOADED_SLOW_MIN_ITERS samples (a loaded GPT-2's 500-600 ms calls: 10 + 10 samples and
+# 3 + 3 warm-up calls made each side-by-side window ~14 s, where the truth's torch.utils.benchmark took ~2 s)
+LOADED_SLOW_MIN_ITERS = 5
+_LONGEST_BLOCK_S = 1.0  # a block lasts at most this long to match a slower callable's sample (see _block_size)
 
 
 @dataclass
@@ -39,9 +45,10 @@ class TimingPolicy:
     dynamic_sizes: int = 2  # extra sizes measured when the model has dynamic dims
     warm_cache: bool = True  # measure the warm-cache compile in a second child
     profile: bool = True  # after timing, a torch.profiler pass: where the time goes (measurement.time_breakdown)
-    # past the cap, short of `min_iters`: stop once every callable has this many samples and one of them spreads
-    # beyond stats.NOISY_IQR_RATIO (the node is loaded: more of its samples only take longer, the row is noisy
-    # either way). Busy DistilBERT: each window ran 24 s for 20 samples of ~300 ms calls; 10 take half that.
+    # past the cap, short of `min_iters`: stop once every callable has this many samples (LOADED_SLOW_MIN_ITERS for
+    # samples of 0.1 s or more) and one of them spreads beyond stats.NOISY_IQR_RATIO (the node is loaded: more of
+    # its samples only take longer, the row is noisy either way). Busy DistilBERT: each window ran 24 s for 20
+    # samples of ~300 ms calls; 10 take half that.
     loaded_min_iters: int = 10
 
 
@@ -88,12 +95,9 @@ def time_side_by_side(
     at 55 ms), so a callable whose samples last SETTLE_FREE_SAMPLE_S or more gets no settle sample: there it would
     only double the time per kept sample (a loaded node's 300-600 ms eager calls).
     """
-    from advisor.core.stats import ci_relative_half_width
-
     timer = dev.timer()
     calls_per_sample: dict[str, int] = {}
     run_sample: dict[str, Callable[[], Any]] = {}
-    samples_per_block: dict[str, int] = {}
     sample_s: dict[str, float] = {}  # how long one sample of each lasts: its fastest warm-up, then its last block
     for name, fn in fns.items():
         try:
@@ -104,7 +108,7 @@ def time_side_by_side(
         calls_per_sample[name] = k
         sample_s[name] = per_call * k
         run_sample[name] = _repeated(fn, inputs, k)
-        samples_per_block[name] = _block_size(policy, sample_s[name])
+    samples_per_block = {name: _block_size(policy, sample_s[name], max(sample_s.values())) for name in fns}
     samples: dict[str, list[float]] = {name: [] for name in fns}
     block_sizes: dict[str, list[int]] = {name: [] for name in fns}
     order = list(fns)
@@ -124,28 +128,47 @@ def time_side_by_side(
             block_sizes[name].append(samples_per_block[name])
             # re-size the next block from this block's median (warm-up calls can be far slower than steady state)
             sample_s[name] = statistics.median(times[-samples_per_block[name] :]) * k
-            samples_per_block[name] = _block_size(policy, sample_s[name])
+            samples_per_block[name] = _block_size(policy, sample_s[name], max(sample_s.values()))
         order.reverse()
-        elapsed = time.perf_counter() - started
         on_round(len(samples["backend"]) * calls_per_sample["backend"])
-        enough_samples = all(len(t) >= policy.min_iters for t in samples.values())
-        if elapsed >= policy.max_time_s and (
-            enough_samples or elapsed >= _hard_cap_s(policy) or _loaded(samples, policy.loaded_min_iters)
-        ):
+        if _window_done(policy, samples, sample_s, time.perf_counter() - started):
             break
-        if enough_samples and elapsed >= policy.min_time_s:
-            if all(ci_relative_half_width(t) <= policy.ci_target for t in samples.values()):
-                break
     return TimedWindow(samples, calls_per_sample, time.perf_counter() - started, block_sizes)
 
 
+def _window_done(
+    policy: TimingPolicy, samples: dict[str, list[float]], sample_s: dict[str, float], elapsed: float
+) -> bool:
+    """Whether the window stops after this round (see TimingPolicy)."""
+    from advisor.core.stats import ci_relative_half_width
+
+    enough_samples = all(len(t) >= policy.min_iters for t in samples.values())
+    if elapsed >= policy.max_time_s:
+        floors = {name: _loaded_floor(policy, sample_s[name]) for name in samples}
+        if enough_samples or elapsed >= _hard_cap_s(policy) or _loaded(samples, floors):
+            return True
+    if enough_samples and elapsed >= policy.min_time_s:
+        return all(ci_relative_half_width(t) <= policy.ci_target for t in samples.values())
+    return False
+
+
 def _warm_up(timer: Callable[[Callable[[], Any]], tuple[float, Any]], call: Callable[[], Any], iters: int) -> float:
-    """Call at least `iters` times and for at least _WARM_UP_S; the fastest call (robust to descheduling)."""
+    """Call at least `iters` times and for at least _WARM_UP_S - or twice, when both calls last SETTLE_FREE_SAMPLE_S
+    or more; the fastest call (robust to descheduling)."""
     fastest, spent, n = float("inf"), 0.0, 0
     while n < max(1, iters) or spent < _WARM_UP_S:
         seconds = timer(call)[0]
         fastest, spent, n = min(fastest, seconds), spent + seconds, n + 1
+        if n >= 2 and fastest >= SETTLE_FREE_SAMPLE_S:
+            break
     return fastest
+
+
+def _loaded_floor(policy: TimingPolicy, sample_s: float) -> int:
+    """The samples a callable needs before a loaded window past its cap may stop (see LOADED_SLOW_MIN_ITERS)."""
+    if sample_s >= SETTLE_FREE_SAMPLE_S:
+        return min(LOADED_SLOW_MIN_ITERS, policy.loaded_min_iters)
+    return policy.loaded_min_iters
 
 
 def _calls_per_sample(policy: TimingPolicy, per_call_s: float) -> int:
@@ -167,16 +190,20 @@ def _repeated(fn: Callable[..., Any], inputs: tuple, k: int) -> Callable[[], Any
     return run_k
 
 
-def _block_size(policy: TimingPolicy, per_sample_s: float) -> int:
-    """Samples per interleaved block so that one block of one callable lasts about `block_time_s`."""
-    return max(1, min(1000, round(policy.block_time_s / max(per_sample_s, 1e-6))))
+def _block_size(policy: TimingPolicy, per_sample_s: float, longest_sample_s: float = 0.0) -> int:
+    """Samples per interleaved block so that one block of one callable lasts about `block_time_s`, or as long as
+    the window's longest sample (up to _LONGEST_BLOCK_S): next to a loaded node's 500 ms eager calls, ONNX Runtime's
+    43 ms ones then fill their block as eager does one sample, instead of one sample per round that waits for
+    eager's (a loaded window's floor of samples came ten eager calls later)."""
+    block_s = max(policy.block_time_s, min(longest_sample_s, _LONGEST_BLOCK_S))
+    return max(1, min(1000, round(block_s / max(per_sample_s, 1e-6))))
 
 
-def _loaded(samples: dict[str, list[float]], floor: int) -> bool:
-    """Every callable has `floor` samples and one of them spreads as on a loaded node (a "noisy" verdict)."""
+def _loaded(samples: dict[str, list[float]], floors: dict[str, int]) -> bool:
+    """Every callable has its floor of samples and one of them spreads as on a loaded node (a "noisy" verdict)."""
     from advisor.core.stats import summarize
 
-    if any(len(times) < floor for times in samples.values()):
+    if any(len(times) < floors[name] for name, times in samples.items()):
         return False
     return any(summarize(times)["verdict"] == "noisy" for times in samples.values())
 
