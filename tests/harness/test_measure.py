@@ -477,15 +477,34 @@ def test_a_slow_call_is_warmed_up_twice_a_fast_one_as_the_policy_says(call_s, ca
     assert len(made) == calls
 
 
-def test_a_fast_callable_next_to_a_slow_one_fills_its_block_for_as_long_as_one_slow_sample():
-    """ONNX Runtime's 43 ms calls next to a loaded eager's 500 ms: one sample per round would make its floor of
-    samples wait for as many eager calls; a block as long as eager's sample gets it there in one round."""
+def test_a_fast_callable_next_to_a_slow_one_takes_enough_per_block_to_reach_its_floor_with_the_slow_one():
+    """ONNX Runtime's 43 ms calls next to a loaded eager's 500 ms: one sample per round made its floor of samples
+    (`loaded_min_iters`) wait for as many eager calls; with loaded_min_iters / LOADED_SLOW_MIN_ITERS per block it
+    gets there in the rounds eager needs for its own floor."""
     from advisor.harness.devices import open_device
-    from advisor.harness.measurement.timing import time_side_by_side
+    from advisor.harness.measurement.timing import LOADED_SLOW_MIN_ITERS, time_side_by_side
 
-    policy = TimingPolicy(min_iters=3, min_time_s=0.0, max_time_s=0.0, warmup_iters=1, block_time_s=0.001)
-    fns = {"backend": _sleeping([0.01]), "eager": _sleeping([0.1])}
+    policy = TimingPolicy(
+        min_iters=3, loaded_min_iters=10, min_time_s=0.0, max_time_s=0.0, warmup_iters=1, block_time_s=0.001
+    )
+    fns = {"backend": _sleeping([0.01]), "eager": _sleeping([0.12])}
     window = time_side_by_side(fns, (), open_device("cpu"), policy, lambda n: None)
     assert window.block_sizes["eager"][0] == 1
-    assert 6 <= window.block_sizes["backend"][0] <= 10, window.block_sizes  # ~0.1 s / ~0.01 s (sleep overshoots)
-    assert len(window.samples["backend"]) >= 3 * len(window.samples["eager"])
+    assert window.block_sizes["backend"][0] == 10 // LOADED_SLOW_MIN_ITERS
+    both_slow = {"backend": _sleeping([0.11]), "eager": _sleeping([0.12])}
+    window = time_side_by_side(both_slow, (), open_device("cpu"), policy, lambda n: None)
+    assert window.block_sizes["backend"][0] == window.block_sizes["eager"][0] == 1
+
+
+def test_an_extra_shapes_window_of_slow_steady_calls_stops_at_five_samples_past_its_cap():
+    """An extra shape's row quotes a median: past the cap, five samples of calls of 0.1 s or more are enough even on
+    a steady node (the first shape's window still waits for `min_iters`: see the test above)."""
+    from advisor.harness.devices import open_device
+    from advisor.harness.measurement.timing import LOADED_SLOW_MIN_ITERS, short_policy, time_side_by_side
+
+    short = short_policy(TimingPolicy(max_time_s=0.4))  # a quarter of the cap: 0.1 s
+    fns = {"backend": _sleeping([0.12]), "eager": _sleeping([0.12])}
+    window = time_side_by_side(fns, (), open_device("cpu"), short, lambda n: None)
+    kept = min(len(window.samples["backend"]), len(window.samples["eager"]))
+    assert LOADED_SLOW_MIN_ITERS <= kept <= LOADED_SLOW_MIN_ITERS + 1, kept
+    assert short.min_iters > LOADED_SLOW_MIN_ITERS  # faster calls still get their CI's samples

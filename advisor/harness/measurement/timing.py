@@ -21,7 +21,6 @@ SETTLE_FREE_SAMPLE_S = 0.1  # samples this long get no settle sample: a switch's
 # once every such callable has LOADED_SLOW_MIN_ITERS samples (a loaded GPT-2's 500-600 ms calls: 10 + 10 samples and
 # 3 + 3 warm-up calls made each side-by-side window ~14 s, where the truth's torch.utils.benchmark took ~2 s)
 LOADED_SLOW_MIN_ITERS = 5
-_LONGEST_BLOCK_S = 1.0  # a block lasts at most this long to match a slower callable's sample (see _block_size)
 
 
 @dataclass
@@ -50,6 +49,9 @@ class TimingPolicy:
     # its samples only take longer, the row is noisy either way). Busy DistilBERT: each window ran 24 s for 20
     # samples of ~300 ms calls; 10 take half that.
     loaded_min_iters: int = 10
+    # past the cap, a callable whose samples last SETTLE_FREE_SAMPLE_S or more has enough with this many, loaded or
+    # not (None: `min_iters`); the extra shapes' windows, which quote a median, not a CI (short_policy)
+    slow_min_iters: int | None = None
 
 
 def short_policy(policy: TimingPolicy) -> TimingPolicy:
@@ -63,6 +65,7 @@ def short_policy(policy: TimingPolicy) -> TimingPolicy:
         block_time_s=policy.block_time_s,
         sample_time_s=policy.sample_time_s,
         loaded_min_iters=min(5, policy.loaded_min_iters),  # an extra shape's row quotes a median, not a CI
+        slow_min_iters=LOADED_SLOW_MIN_ITERS,  # busy DistilBERT: its two extra sizes (batch 4, 8) 13.7 s -> 10 s
     )
 
 
@@ -145,7 +148,11 @@ def _window_done(
     enough_samples = all(len(t) >= policy.min_iters for t in samples.values())
     if elapsed >= policy.max_time_s:
         floors = {name: _loaded_floor(policy, sample_s[name]) for name in samples}
-        if enough_samples or elapsed >= _hard_cap_s(policy) or _loaded(samples, floors):
+        slow_enough = policy.slow_min_iters is not None and all(
+            len(t) >= (policy.slow_min_iters if sample_s[name] >= SETTLE_FREE_SAMPLE_S else policy.min_iters)
+            for name, t in samples.items()
+        )
+        if enough_samples or slow_enough or elapsed >= _hard_cap_s(policy) or _loaded(samples, floors):
             return True
     if enough_samples and elapsed >= policy.min_time_s:
         return all(ci_relative_half_width(t) <= policy.ci_target for t in samples.values())
@@ -190,13 +197,16 @@ def _repeated(fn: Callable[..., Any], inputs: tuple, k: int) -> Callable[[], Any
     return run_k
 
 
-def _block_size(policy: TimingPolicy, per_sample_s: float, longest_sample_s: float = 0.0) -> int:
-    """Samples per interleaved block so that one block of one callable lasts about `block_time_s`, or as long as
-    the window's longest sample (up to _LONGEST_BLOCK_S): next to a loaded node's 500 ms eager calls, ONNX Runtime's
-    43 ms ones then fill their block as eager does one sample, instead of one sample per round that waits for
-    eager's (a loaded window's floor of samples came ten eager calls later)."""
-    block_s = max(policy.block_time_s, min(longest_sample_s, _LONGEST_BLOCK_S))
-    return max(1, min(1000, round(block_s / max(per_sample_s, 1e-6))))
+def _block_size(policy: TimingPolicy, per_sample_s: float, slowest_sample_s: float = 0.0) -> int:
+    """Samples per interleaved block so that one block of one callable lasts about `block_time_s`; a fast callable
+    next to a slow one (samples of SETTLE_FREE_SAMPLE_S or more) takes enough per block to reach its floor of
+    samples on a loaded node (`loaded_min_iters`) in the rounds the slow one takes to reach its own
+    (LOADED_SLOW_MIN_ITERS): next to a loaded eager's 500 ms calls, ONNX Runtime's 43 ms ones had one sample per
+    round, and its ten came ten eager calls later."""
+    n = round(policy.block_time_s / max(per_sample_s, 1e-6))
+    if slowest_sample_s >= SETTLE_FREE_SAMPLE_S > per_sample_s:
+        n = max(n, math.ceil(policy.loaded_min_iters / min(LOADED_SLOW_MIN_ITERS, policy.loaded_min_iters)))
+    return max(1, min(1000, n))
 
 
 def _loaded(samples: dict[str, list[float]], floors: dict[str, int]) -> bool:
