@@ -27,6 +27,7 @@ from advisor.core.results import (
     GraphBreaks,
     Inspection,
     LatencyStats,
+    MeasurementRow,
     MeasurementRun,
     OpInfo,
     Recommendation,
@@ -188,7 +189,7 @@ def measurement_rows(run: MeasurementRun | None) -> list[tuple[str, ...]]:
             (
                 m.label,
                 status,
-                f"{'≤ ' if m.compile_seeded else ''}{_num(m.compile_s_cold, ' s')} / {_num(m.compile_s_warm, ' s')}",
+                f"{'≤ ' if _seeded_note(m) else ''}{_num(m.compile_s_cold, ' s')} / {_num(m.compile_s_warm, ' s')}",
                 median,
                 _num(lat.p99_ms, " ms"),
                 speedup_text,
@@ -208,8 +209,7 @@ def compile_breakdown_lines(run: MeasurementRun | None) -> list[str]:
     measurements (a compile that started from another option's kernels: advisor.harness.measurement.seeded_cache)."""
     lines = []
     for m in (run.measurements if run else None) or []:
-        seeded = m.compile_seeded.model_dump() if m.compile_seeded is not None else None
-        if note := seeded_compile_note(m.compile_s_cold, seeded):
+        if note := _seeded_note(m):
             lines.append(f"{m.label}: {note}")
         parts = m.compile_breakdown or {}
         named = [f"{name} {_num(parts[key], ' s')}" for key, name in _BREAKDOWN_PARTS if parts.get(key) is not None]
@@ -219,10 +219,15 @@ def compile_breakdown_lines(run: MeasurementRun | None) -> list[str]:
     return lines
 
 
+def _seeded_note(m: MeasurementRow) -> str | None:
+    seeded = m.compile_seeded.model_dump(exclude_none=True) if m.compile_seeded is not None else None
+    return seeded_compile_note(m.compile_s_cold, seeded)
+
+
 def seeded_compile_note(cold_s: float | None, seeded: Mapping[str, Any] | None) -> str | None:
     """What a cold compile that is a bound, not a measurement, is made of (MeasurementRow.compile_seeded); None for
     a measured one."""
-    if not seeded or cold_s is None:
+    if not seeded or seeded.get("measured_s") is None or cold_s is None:
         return None
     source = seeded.get("from_option") or "another option"
     return (

@@ -502,7 +502,7 @@ def test_an_extra_shapes_window_of_slow_steady_calls_stops_at_five_samples_past_
     from advisor.harness.devices import open_device
     from advisor.harness.measurement.timing import LOADED_SLOW_MIN_ITERS, short_policy, time_side_by_side
 
-    short = short_policy(TimingPolicy(max_time_s=0.4))  # a quarter of the cap: 0.1 s
+    short = short_policy(TimingPolicy(max_time_s=0.4))  # a quarter of the cap, at least 0.2 s
     fns = {"backend": _sleeping([0.12]), "eager": _sleeping([0.12])}
     window = time_side_by_side(fns, (), open_device("cpu"), short, lambda n: None)
     kept = min(len(window.samples["backend"]), len(window.samples["eager"]))

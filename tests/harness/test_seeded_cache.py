@@ -49,6 +49,37 @@ def test_a_seeded_cache_holds_the_floors_kernels_and_replacing_one_leaves_the_fl
     assert seed_compile_cache(tmp_path / "missing", target) == 0
 
 
+def test_a_cache_that_cannot_be_copied_leaves_a_cold_compile_not_a_failed_variant(tmp_path, monkeypatch) -> None:
+    """A full scratch directory: neither a link nor a copy can be made. The child compiles cold, and its row claims
+    no bound (state_seeded_compile with no files seeded keeps the measured compile as the cold one)."""
+    import shutil
+
+    floor = _cache(tmp_path / "cache-1")
+
+    def full(*_: Any, **__: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "link", full)
+    monkeypatch.setattr(shutil, "copy2", full)
+    assert seed_compile_cache(floor, tmp_path / "cache-2") == 0
+    row = measurement("inductor", mode="max-autotune", compile_s=3.0, device="cpu")
+    for nothing in (0, None):
+        state_seeded_compile(row, measurement("inductor", compile_s=12.0, device="cpu"), files_seeded=nothing)
+        assert row["compile_s_cold"] == 3.0 and "compile_seeded" not in row
+
+
+def test_the_answer_says_at_most_for_a_bounded_compile_and_the_warm_number_as_measured() -> None:
+    from advisor.core.decision.candidates import Option
+
+    row = measurement("inductor", mode="max-autotune", compile_s=15.0, warm_s=0.5, device="cpu")
+    row["compile_seeded"] = {"from_option": "inductor:default", "measured_s": 3.0, "floor_cold_s": 12.0}
+    option = Option("inductor", "max-autotune", "generic", row=row)
+    assert option.compile_phrase(warm=False) == "at most 15 s"
+    assert option.compile_phrase(warm=True) == "0.5 s"  # the warm compile was measured from its own cache
+    del row["compile_seeded"]
+    assert option.compile_phrase(warm=False) == "15 s"
+
+
 def test_the_floor_is_the_compiled_default_row_of_the_same_backend() -> None:
     eager = measurement("eager", device="cpu")
     default = measurement("inductor", compile_s=12.0, device="cpu")
@@ -74,7 +105,7 @@ def _fake_children(monkeypatch: pytest.MonkeyPatch, default_status: str = "ok") 
         row = measurement(spec, mode=mode, median_ms=5.0, eager_ms=10.0, compile_s=compile_s, status=status)
         row["device"] = "cpu"
         if seed is not None:
-            state_seeded_compile(row, seed[1])
+            state_seeded_compile(row, seed[1], files_seeded=2)
         return row, {"device": "cpu", "measured_on": "cpu"}
 
     monkeypatch.setattr(measurement_run, "measure_one", measure_one)
@@ -99,7 +130,7 @@ def test_max_autotune_starts_from_defaults_cache_and_states_its_cold_compile_as_
         "from_option": "inductor:default",
         "measured_s": 3.0,
         "floor_cold_s": 12.0,
-        "files_seeded": None,
+        "files_seeded": 2,
     }
 
     analysis = {"status": "done", "measurements": MeasurementRun.model_validate(run).model_dump(), "recommendation": {}}

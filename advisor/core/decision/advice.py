@@ -328,7 +328,7 @@ def _cache_caveats(chosen: Option | None, context: DeploymentContext) -> list[di
     if context.ships_compile_cache:
         issue = "Compile times are the warm-cache numbers because the deployment ships a compile cache."
     elif compile_s is not None and compile_s >= LONG_COMPILE_S:
-        issue = f"Compiling takes {compile_s:.3g} s on every start."
+        issue = f"Compiling takes {chosen.compile_phrase(False)} on every start."
     else:
         return []
     if chosen.backend == "torchair":

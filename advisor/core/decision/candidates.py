@@ -49,6 +49,20 @@ class Option:
     def is_baseline(self) -> bool:
         return self.family == "baseline"
 
+    def compile_bounded(self, warm: bool) -> bool:
+        """Whether `compile_s(warm)` is an upper bound, not a measurement: the cold compile of a mode that started
+        from another option's kernels (MeasurementRow.compile_seeded)."""
+        if self.is_baseline or self.row is None or not self.row.get("compile_seeded"):
+            return False
+        return not (warm and self.row.get("compile_s_warm") is not None)
+
+    def compile_phrase(self, warm: bool) -> str | None:
+        """ "12.3 s", or "at most 20 s" for a bound; None when unknown."""
+        seconds = self.compile_s(warm)
+        if seconds is None:
+            return None
+        return f"{'at most ' if self.compile_bounded(warm) else ''}{seconds:.3g} s"
+
     def compile_s(self, warm: bool) -> float | None:
         """Compile seconds (warm when the deployment ships a cache and a warm number exists); eager is 0."""
         if self.is_baseline:

@@ -458,8 +458,8 @@ def _summary(
 def _speed_parts(rec: dict[str, Any], chosen: Option, trade: TradeOff, context: DeploymentContext) -> list[str]:
     """The chosen option's measured speed and compile time, where the fast-running option overtakes the
     fast-compiling one, and whether the fastest tied."""
-    compile_s = chosen.compile_s(context.ships_compile_cache)
-    compile_text = "" if compile_s is None or chosen.is_baseline else f", compiling in {compile_s:.3g} s"
+    phrase = chosen.compile_phrase(context.ships_compile_cache)
+    compile_text = "" if phrase is None or chosen.is_baseline else f", compiling in {phrase}"
     parts = [f"{_speed_sentence(chosen, context.call_unit.removesuffix('s'))}{compile_text}."]
     if trade.n_star and trade.fast_compile != trade.fast_run:
         parts.append(

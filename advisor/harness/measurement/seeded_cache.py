@@ -46,7 +46,10 @@ def seed_compile_cache(source: str | os.PathLike[str], target: str | os.PathLike
             shutil.copy2(from_path, to_path)
         added += 1
 
-    shutil.copytree(src, target, symlinks=True, ignore=_NOT_COPIED, copy_function=link, dirs_exist_ok=True)
+    try:
+        shutil.copytree(src, target, symlinks=True, ignore=_NOT_COPIED, copy_function=link, dirs_exist_ok=True)
+    except (OSError, shutil.Error):
+        pass  # a cache that could not be copied whole (a full scratch directory): what is there is still valid
     return added
 
 
@@ -68,11 +71,12 @@ def floor_index(spec: str, mode: str, rows: list[dict[str, Any]]) -> int | None:
 def state_seeded_compile(row: dict[str, Any], floor: dict[str, Any], files_seeded: int | None = None) -> None:
     """Turn a seeded child's measured compile into the row's record: `compile_seeded` says what was measured and
     from which option's cache (`files_seeded`: how many of its files the child found to start from); `compile_s_cold`
-    becomes the upper bound of a cold compile (see the module). A child that found none compiled cold: no bound."""
+    becomes the upper bound of a cold compile (see the module). A child that found none (or was given no cache
+    directory) compiled cold: no bound."""
     measured = row.get("compile_s_cold")
     floor_cold = floor.get("compile_s_cold")
-    if measured is None or floor_cold is None or files_seeded == 0:
-        return
+    if measured is None or floor_cold is None or not files_seeded:
+        return  # nothing to start from: the compile was a cold one
     row["compile_seeded"] = {
         "from_option": catalogue.option_label(str(floor["backend"]), str(floor["mode"])),
         "measured_s": measured,
