@@ -13,6 +13,7 @@ from rich.text import Text
 
 from advisor.cli.errors import one_line_errors
 from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD, MAX_DECODE_TOKENS
+from advisor.core.report import seeded_compile_note
 
 _UNIT = {"training": "step", "inference": "call"}
 _STATUS_STYLE = {
@@ -192,7 +193,8 @@ def results_table(run: dict) -> Table:
         table.add_row(
             f"{row['backend']}:{row['mode']}",
             Text(row["status"], style=_STATUS_STYLE.get(row["status"], "")),
-            f"{'≤' if row.get('compile_seeded') else ''}{_number(row.get('compile_s_cold'), '.2f')}"
+            f"{'≤' if seeded_compile_note(row.get('compile_s_cold'), row.get('compile_seeded')) else ''}"
+            f"{_number(row.get('compile_s_cold'), '.2f')}"
             f"/{_number(row.get('compile_s_warm'), '.2f')}",
             _latency(latency),
             _number(latency["p99_ms"]) if latency else "-",

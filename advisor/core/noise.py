@@ -159,8 +159,8 @@ def eager_outliers(run: Mapping[str, Any] | None) -> list[str]:
 def read_load(runnable_samples: int = 0) -> dict[str, float] | None:
     """The 1-minute load average and the usable cores, now; None where the OS does not say. With
     `runnable_samples`, also `others_runnable`: the fewest processes runnable besides this one over that many
-    readings RUNNABLE_GAP_S apart (`others_runnable`), which sees a neighbour at once where the load average takes a
-    minute to catch up. Only a torch-free parent asks for it: a measuring child's idle OpenMP threads spin."""
+    readings RUNNABLE_GAP_S apart, which sees a neighbour at once where the load average takes a minute to catch
+    up. Only a torch-free parent asks for it: a measuring child's idle OpenMP threads spin."""
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):

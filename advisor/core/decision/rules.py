@@ -573,9 +573,7 @@ def rule_compile_not_repaid(context: DeploymentContext, eager: Option, option: O
     outcome = (
         f"{option.label} saves {saved_ms:.3g} ms per call, so {calls:,} {unit} save {calls * saved_ms / 1000.0:.3g} s, "
         f"less than its {option.compile_phrase(context.ships_compile_cache) or f'{compile_s:.3g} s'} compile "
-        f"(it pays back after "
-        f"{format_calls(n_star)} {unit}): "
-        f"{eager.label}, which compiles nothing."
+        f"(it pays back after {format_calls(n_star)} {unit}): {eager.label}, which compiles nothing."
     )
     return step(
         "compile_repaid_against_eager",
