@@ -404,12 +404,14 @@ def test_a_slow_window_past_its_cap_waits_for_min_iters_unless_its_samples_say_t
     from advisor.harness.devices import open_device
     from advisor.harness.measurement.timing import time_side_by_side
 
-    backend = _sleeping([0.02] if spread == "steady" else [0.02, 0.04])
+    # 50 ms calls: a loaded CI machine's sleep overshoot (a few ms) stays well inside the 10% IQR a "steady" row
+    # may show; 20 ms ones spread past it there and stopped at the loaded floor. Both below the 0.1 s of slow calls.
+    backend = _sleeping([0.05] if spread == "steady" else [0.05, 0.09])
     policy = TimingPolicy(
         min_iters=24, loaded_min_iters=6, min_time_s=0.1, max_time_s=0.3, warmup_iters=1, block_time_s=0.001
     )
     window = time_side_by_side(
-        {"backend": backend, "eager": _sleeping([0.02])}, (), open_device("cpu"), policy, lambda n: None
+        {"backend": backend, "eager": _sleeping([0.05])}, (), open_device("cpu"), policy, lambda n: None
     )
     kept = min(len(window.samples["backend"]), len(window.samples["eager"]))
     if spread == "steady":
