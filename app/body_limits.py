@@ -2,9 +2,9 @@
 
 A declared `Content-Length` over the path's cap is a 413 at once; a body without one (chunked) is counted as it is
 received and stopped with 413 at the first byte over - counted over the whole body, however it is split. Caps: the
-uploads (`paths`, `limit_bytes`); worker results (`POST /api/v1/jobs/{id}/complete`) 16 MiB; `/login` 16 KiB; any
-other body 1 MiB (`settings.max_results_mb` / `settings.max_json_mb` when the settings have them). It runs after
-`app.authorization` (a caller refused there never gets this far) and before the app reads a byte.
+uploads (`paths`, `limit_bytes`); worker results (`POST /api/v1/jobs/{id}/complete` and `.../ranked`) 16 MiB;
+`/login` 16 KiB; any other body 1 MiB (`settings.max_results_mb` / `settings.max_json_mb` when the settings have
+them). It runs after `app.authorization` (a caller refused there never gets this far) and before the app reads a byte.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ MIB = 1024 * KIB
 JSON_LIMIT_BYTES = 1 * MIB
 RESULTS_LIMIT_BYTES = 16 * MIB
 LOGIN_LIMIT_BYTES = 16 * KIB
-RESULTS_PATH = re.compile(r"/api/v1/jobs/[^/]+/complete")
+RESULTS_PATH = re.compile(r"/api/v1/jobs/[^/]+/(complete|ranked)")
 
 
 class BodyTooLarge(HTTPException):

@@ -146,6 +146,18 @@ class Completion:
     problems: list[dict] | None = None
 
 
+@dataclass(frozen=True)
+class _Upload:
+    """A worker's upload's job, read once its fence held (JobQueue._fenced_upload)."""
+
+    job: Job
+    analysis_id: int
+    purpose: str
+    context: dict[str, Any]
+    source_report: dict[str, Any] | None
+    binding: JobBinding
+
+
 @dataclass
 class ReapReport:
     failed: list[int] = field(default_factory=list)
@@ -402,10 +414,83 @@ class JobQueue:
         cannot decide on fail the job (not retried) with the reason.
         The fence is checked before the slow part (validating, deciding), which runs outside any transaction; the
         store and the transition then happen in `complete`'s one transaction, so a repeat stores nothing twice."""
+        upload = self._fenced_upload(session, job_id, lease_token, actor, allow_repeat=True)
+        job, analysis_id, purpose = upload.job, upload.analysis_id, upload.purpose
+        if purpose == INSPECT:
+            measurements = None  # an inspection's recommendation is unmeasured whatever was sent
+        try:
+            inspection, measurements = accept_results(inspection, measurements)
+            check_belongs_to_job(inspection, measurements, upload.binding)
+        except ResultsInvalid as exc:
+            return Completion(job, newly_completed=False, problems=exc.problems)
+        try:
+            recommendation = decide_recommendation(
+                upload.context, inspection, measurements, source_report=upload.source_report
+            )
+        except DecisionFailed as exc:
+            error = truncate_text(str(exc), ERROR_CHARS, keep="both")
+            failed = self.fail(session, job_id=job_id, lease_token=lease_token, error=error, retryable=False)
+            return Completion(failed, newly_completed=False)
+        now = self.clock()
+
+        def record(session: Session, job: Job) -> None:
+            if purpose == MEASURE:
+                store_outcome(session, analysis_id, inspection, measurements, recommendation, now)
+            elif self._awaits_measurement(session, analysis_id) and not _has_measurements(session, analysis_id):
+                # never over a measured (or ended) analysis, nor over its measure job's ranking (`record_ranked`)
+                store_outcome(session, analysis_id, inspection, None, recommendation, now)
+
+        done, newly = self.complete(session, job_id=job_id, lease_token=lease_token, record_outcome=record)
+        return Completion(done, newly_completed=newly)
+
+    def record_ranked(
+        self,
+        session: Session,
+        *,
+        job_id: int,
+        lease_token: str,
+        inspection: Any,
+        measurements: Any,
+        actor: Actor = SERVER,
+    ) -> Completion:
+        """A measure job's results once its options are ranked, before the recommended option's details are measured
+        (advisor.harness.pipeline's `on_ranked`; the details do not change the pick): fenced, validated and decided
+        like a completion, then stored on the analysis, which shows the recommendation while its job runs on; the
+        completion replaces them. `problems` (the job unchanged) for results that are refused, for an inspect job
+        and for results the engine cannot decide on (the completion will fail the job for that). A job that is no
+        longer running under `lease_token` - completed included - is StaleLease: a late ranking never overwrites."""
+        upload = self._fenced_upload(session, job_id, lease_token, actor, allow_repeat=False)
+        try:
+            if upload.purpose != MEASURE:
+                raise ResultsInvalid([("measurements", "an inspect job has no ranking to report")])
+            inspection, measurements = accept_results(inspection, measurements)
+            check_belongs_to_job(inspection, measurements, upload.binding)
+            if measurements is None:
+                raise ResultsInvalid([("measurements", "a ranking is measurements: none were sent")])
+            recommendation = decide_recommendation(
+                upload.context, inspection, measurements, source_report=upload.source_report
+            )
+        except ResultsInvalid as exc:
+            return Completion(upload.job, newly_completed=False, problems=exc.problems)
+        except DecisionFailed as exc:
+            problem = {"field": "measurements", "message": truncate_text(str(exc), ERROR_CHARS, keep="both")}
+            return Completion(upload.job, newly_completed=False, problems=[problem])
+        with _transaction(session):
+            job = self._leased(session, job_id, lease_token)  # still running under this lease, now
+            store_outcome(session, upload.analysis_id, inspection, measurements, recommendation, self.clock())
+            self._event(session, job, "ranked")
+        return Completion(job, newly_completed=False)
+
+    def _fenced_upload(
+        self, session: Session, job_id: int, lease_token: str, actor: Actor, *, allow_repeat: bool
+    ) -> _Upload:
+        """What an upload of results needs to know of its job, once the fence holds: the job is running under
+        `lease_token` (or, `allow_repeat`, already succeeded under it) and `actor` may act for its worker. Ends the
+        read's transaction (write-locking, on SQLite): validating and deciding, which follow, are slow."""
         job = session.get(Job, job_id)
         if job is None:
             raise JobNotFound(f"job {job_id} does not exist")
-        repeat = job.status == JobStatus.SUCCEEDED and self._token_matches(job, lease_token)
+        repeat = allow_repeat and job.status == JobStatus.SUCCEEDED and self._token_matches(job, lease_token)
         if not repeat:
             if not self._token_matches(job, lease_token):
                 raise StaleLease(
@@ -420,37 +505,19 @@ class JobQueue:
                 "worker token completes only the jobs of the workers it registered"
             )
         analysis = session.get(Analysis, job.analysis_id)
-        analysis_id, purpose = job.analysis_id, job.purpose
-        context = dict(analysis.context)
-        source_report = analysis.source_report  # the submitter's, decided with (app.outcomes)
-        binding = JobBinding(
-            artifact_sha256=analysis.artifact_sha256,
-            backends=tuple(job.backends or (worker.backends if worker is not None else ())),
+        upload = _Upload(
+            job=job,
+            analysis_id=job.analysis_id,
+            purpose=job.purpose,
+            context=dict(analysis.context),
+            source_report=analysis.source_report,  # the submitter's, decided with (app.outcomes)
+            binding=JobBinding(
+                artifact_sha256=analysis.artifact_sha256,
+                backends=tuple(job.backends or (worker.backends if worker is not None else ())),
+            ),
         )
-        if purpose == INSPECT:
-            measurements = None  # an inspection's recommendation is unmeasured whatever was sent
-        session.commit()  # end the read's (write-locking, on SQLite) transaction: validating and deciding are slow
-        try:
-            inspection, measurements = accept_results(inspection, measurements)
-            check_belongs_to_job(inspection, measurements, binding)
-        except ResultsInvalid as exc:
-            return Completion(job, newly_completed=False, problems=exc.problems)
-        try:
-            recommendation = decide_recommendation(context, inspection, measurements, source_report=source_report)
-        except DecisionFailed as exc:
-            error = truncate_text(str(exc), ERROR_CHARS, keep="both")
-            failed = self.fail(session, job_id=job_id, lease_token=lease_token, error=error, retryable=False)
-            return Completion(failed, newly_completed=False)
-        now = self.clock()
-
-        def record(session: Session, job: Job) -> None:
-            if purpose == MEASURE:
-                store_outcome(session, analysis_id, inspection, measurements, recommendation, now)
-            elif self._awaits_measurement(session, analysis_id):  # never over a measured (or ended) analysis
-                store_outcome(session, analysis_id, inspection, None, recommendation, now)
-
-        done, newly = self.complete(session, job_id=job_id, lease_token=lease_token, record_outcome=record)
-        return Completion(done, newly_completed=newly)
+        session.commit()
+        return upload
 
     def fail(self, session: Session, *, job_id: int, lease_token: str, error: str, retryable: bool) -> Job:
         """Record a failed attempt: back to queued after a backoff, or `failed` (dead letter) when exhausted."""
@@ -832,3 +899,9 @@ def _claim_statement():  # noqa: ANN202 - an ORM UPDATE ... RETURNING Job, built
 
 
 _CLAIM_STATEMENT = _claim_statement()
+
+
+def _has_measurements(session: Session, analysis_id: int) -> bool:
+    """The analysis holds measurements (its measure job's, ranked or complete)."""
+    query = select(Analysis.id).where(Analysis.id == analysis_id, Analysis.measurements.is_not(None))
+    return session.scalar(query) is not None

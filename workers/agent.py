@@ -28,6 +28,7 @@ from advisor.core.progress import ProgressEvent
 from workers.api import LeasedJob, LeaseLost, Registration, WorkerApi
 from workers.heartbeat import Heartbeat
 from workers.job_sandbox import JobSandboxes
+from workers.ranking import RankingRelay
 from workers.retry import ApiError, RetryPolicy
 from workers.stage_process import StageProcess
 from workers.stages import DEFAULT_STAGES
@@ -214,8 +215,9 @@ class WorkerAgent:
                 return self._report_failure(claim, error, retryable=exc.retryable)
             process = self._start_runner(spec, job_dir, heartbeat)
             self._current = process
-            outcome = self._supervise(process, heartbeat, wake)
-            return self._finish(claim, process, heartbeat, outcome)
+            ranking = RankingRelay(self.api, claim, lambda inspection: _with_artifact(claim, inspection))
+            outcome = self._supervise(process, heartbeat, wake, ranking)
+            return self._finish(claim, process, heartbeat, outcome, ranking)
         finally:
             heartbeat.stop()
 
@@ -233,10 +235,13 @@ class WorkerAgent:
         finally:
             os.close(gate)  # the runner holds its own copy
 
-    def _supervise(self, process: StageProcess, heartbeat: Heartbeat, wake: threading.Event) -> str:
-        """Wait for the runner, a cancel, a lost lease or the end of the shutdown grace period."""
+    def _supervise(
+        self, process: StageProcess, heartbeat: Heartbeat, wake: threading.Event, ranking: RankingRelay
+    ) -> str:
+        """Wait for the runner, a cancel, a lost lease or the end of the shutdown grace period; relay the ranking."""
         deadline: float | None = None
         while process.poll() is None:
+            ranking.poll(process)
             if heartbeat.lease_lost.is_set():
                 return "lease_lost"
             if heartbeat.cancel_requested.is_set():
@@ -248,7 +253,9 @@ class WorkerAgent:
             wake.wait(0.2)
         return "exited"
 
-    def _finish(self, claim: LeasedJob, process: StageProcess, heartbeat: Heartbeat, outcome: str) -> str:
+    def _finish(
+        self, claim: LeasedJob, process: StageProcess, heartbeat: Heartbeat, outcome: str, ranking: RankingRelay
+    ) -> str:
         if outcome != "exited":
             process.stop(self.config.child_stop_grace_s)
         if outcome == "lease_lost":
@@ -272,12 +279,11 @@ class WorkerAgent:
         if result.get("error"):
             return self._report_failure(claim, str(result["error"]), retryable=bool(result.get("retryable")))
         heartbeat.update(ProgressEvent("upload", 1.0))
+        ranking.finish()  # a ranking still being posted goes first: the completion replaces it
         return self._upload(claim, result)
 
     def _upload(self, claim: LeasedJob, result: dict[str, Any]) -> str:
-        inspection = result.get("inspection")
-        if claim.job.get("artifact_sha256"):  # the sha256 `_spec`'s download verified; the server checks it
-            inspection = {**(inspection or {}), "artifact_sha256": claim.job["artifact_sha256"]}
+        inspection = _with_artifact(claim, result.get("inspection"))
         try:
             reply = self.api.complete(claim, inspection, result.get("measurements"))
         except LeaseLost:
@@ -357,6 +363,13 @@ class WorkerAgent:
             log.info("deregistered %s", self.registration.worker_id)
         except ApiError as exc:
             log.warning("could not deregister: %s", exc)
+
+
+def _with_artifact(claim: LeasedJob, inspection: dict | None) -> dict | None:
+    """The inspection with the sha256 `_spec`'s download verified (the server checks it), when the job names one."""
+    if not claim.job.get("artifact_sha256"):
+        return inspection
+    return {**(inspection or {}), "artifact_sha256": claim.job["artifact_sha256"]}
 
 
 def _explain(exc: ApiError) -> str:

@@ -121,6 +121,14 @@ class WorkerApi:
         data = response.json()
         return HeartbeatReply(data.get("lease_expires_at"), bool(data.get("cancel_requested", False)))
 
+    def ranked(self, claim: LeasedJob, inspection: dict | None, measurements: dict | None) -> dict:
+        """The results once ranked, before the recommended option's details: sent once, never retried (the
+        completion follows with the whole results; this only lets the analysis show its answer sooner)."""
+        body = {"inspection": inspection, "measurements": measurements}
+        return self._send_once(
+            "POST", f"{API}/jobs/{claim.job_id}/ranked", "report the ranking", json=body, headers=_lease(claim)
+        ).json()
+
     def complete(self, claim: LeasedJob, inspection: dict | None, measurements: dict | None) -> dict:
         body = {"inspection": inspection, "measurements": measurements}
         path = f"{API}/jobs/{claim.job_id}/complete"

@@ -3,7 +3,9 @@
 Run as ``python -m workers.stages SPEC.json RESULT.json``. The agent starts it in its own process
 group so that stopping it (cancel, lost lease, shutdown) also stops the sandbox children it spawned.
 Progress goes to stdout as one `advisor.core.progress.ProgressEvent` per line (its `to_json`); the result
-goes to RESULT.json as ``{"inspection", "measurements", "error", "retryable"}``. The worker does not decide:
+goes to RESULT.json as ``{"inspection", "measurements", "error", "retryable"}``; once the options are ranked, before the
+recommended option's details, the results so far go to `spec["ranked_path"]` (same shape, no error), which the
+agent posts so the analysis shows its answer sooner (app.job_queue.record_ranked). The worker does not decide:
 the server decides when the results arrive. SIGTERM sets CANCEL, which the pipeline watches: the running
 sandbox child is killed and the runner exits.
 """
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from advisor.core.progress import ProgressEvent
 
 if TYPE_CHECKING:
-    from advisor.harness.pipeline import StepFailure
+    from advisor.harness.pipeline import AnalysisOutcome, StepFailure
 
 Emit = Callable[[ProgressEvent], None]
 StagesFunction = Callable[[dict[str, Any], Emit], dict[str, Any]]
@@ -69,10 +71,26 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
         zygote = Zygote.attach(spec["zygote"])
     gate = spec.get("measure_gate_fd")
     before_measure = (lambda: wait_for_gate(int(gate))) if gate is not None else None
-    outcome = run_analysis(request, emit, cancel=CANCEL, zygote=zygote, before_measure=before_measure)
+    ranked_path = spec.get("ranked_path")
+    on_ranked = (lambda ranked: write_atomically(Path(ranked_path), results_of(ranked))) if ranked_path else None
+    outcome = run_analysis(
+        request, emit, cancel=CANCEL, zygote=zygote, before_measure=before_measure, on_ranked=on_ranked
+    )
     if outcome.failure is not None:
         return failure(job_error(outcome.failure), retryable=outcome.failure.cancelled)
+    return results_of(outcome)
+
+
+def results_of(outcome: AnalysisOutcome) -> dict[str, Any]:
+    """RESULT.json (and the ranking's file) for an outcome that did not fail."""
     return {"inspection": outcome.inspection, "measurements": outcome.measurements, "error": None, "retryable": False}
+
+
+def write_atomically(path: Path, data: dict[str, Any]) -> None:
+    """`data` as JSON at `path`, renamed into place: the agent never reads half a file."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
 
 
 def wait_for_gate(fd: int, timeout_s: float = GATE_TIMEOUT_S) -> None:
@@ -118,10 +136,7 @@ def main(argv: list[str]) -> int:
     def emit(event: ProgressEvent) -> None:
         print(json.dumps(event.to_json()), flush=True)
 
-    result = load_function(spec.get("stages", DEFAULT_STAGES))(spec, emit)
-    tmp = result_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result))
-    tmp.replace(result_path)  # the agent never sees half a result
+    write_atomically(result_path, load_function(spec.get("stages", DEFAULT_STAGES))(spec, emit))
     return 0
 
 

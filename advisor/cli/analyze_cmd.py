@@ -9,6 +9,7 @@ imports torch; the children do.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -257,7 +258,7 @@ def analyze_locally(
         measure=not skip_measure,
         calibration=str(calibration) if calibration else None,
     )
-    outcome = run_analysis(request, _ProgressLines(device), context=context)
+    outcome = run_analysis(request, _ProgressLines(device), context=context, on_ranked=_print_ranked(context))
     if (stop := outcome.failure) is not None:
         if stop.step == "inspect":
             _fail(f"inspection failed ({stop.status}): {stop.reason or 'no details'}", EXIT_FAILED)
@@ -269,6 +270,22 @@ def analyze_locally(
         "measurements": outcome.measurements,
         "recommendation": outcome.recommendation,
     }
+
+
+def _print_ranked(context: Any) -> Callable[[Any], None]:
+    """The pipeline's `on_ranked`: the answer as one stderr line as soon as the options are ranked (the report,
+    with the recommended option's details, follows when they are measured: advisor.core.early_answer)."""
+    from advisor.core.early_answer import ranked_line
+    from advisor.core.report import headline
+
+    def show(outcome: Any) -> None:
+        if outcome.recommendation is not None:
+            line = ranked_line(
+                headline(outcome.recommendation, context.model_dump()), outcome.recommendation, outcome.measurements
+            )
+            typer.echo(line, err=True)
+
+    return show
 
 
 class _ProgressLines:

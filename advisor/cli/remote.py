@@ -4,8 +4,9 @@ The report is rendered locally with `advisor.core.report.render` from the stored
 exactly like `--local`. Progress (queue position, then the worker's stage) goes to stderr; the
 report alone goes to stdout. A target no worker can measure (e.g. npu before an NPU worker joins) gets its
 unmeasured recommendation from another worker's inspection: that report is printed, and the measurement
-stays queued on the server. A busy server's 429 / 503 is waited out after its Retry-After (a line on
-stderr says so) a bounded number of times (`advisor.cli.client`).
+stays queued on the server. A ranking the worker posts before the recommended option's details gets its answer line
+on stderr at once (advisor.core.early_answer); the report follows when the job completes. A busy server's 429 / 503
+is waited out after its Retry-After (a line on stderr says so) a bounded number of times (`advisor.cli.client`).
 """
 
 from __future__ import annotations
@@ -114,9 +115,24 @@ def _follow(client: AdvisorClient, analysis_id: Any, err: Console) -> dict[str, 
             if note and note not in said:  # e.g. target npu and no NPU worker yet: say so once, keep waiting
                 said.add(note)
                 bar.console.print(f"[yellow]{note}[/yellow]", highlight=False)
+            if (ranked := early_answer(analysis)) is not None and ranked not in said:
+                said.add(ranked)
+                bar.console.print(ranked, highlight=False, markup=False)
             bar.update(task, description=describe_progress(analysis), completed=float(analysis.get("progress") or 0))
 
         return client.wait(analysis_id, on_update=update, until=unmeasured_meanwhile)
+
+
+def early_answer(analysis: dict[str, Any]) -> str | None:
+    """The answer line of an analysis whose job posted its ranking and is measuring the recommended option's
+    details (advisor.core.early_answer); None otherwise."""
+    from advisor.core.early_answer import pending_details, ranked_line
+    from advisor.core.report import headline
+
+    recommendation, run = analysis.get("recommendation"), analysis.get("measurements")
+    if analysis.get("status") != AnalysisStatus.RUNNING or not recommendation or not pending_details(run):
+        return None
+    return ranked_line(headline(recommendation, analysis.get("context") or {}), recommendation, run)
 
 
 def unmeasured_meanwhile(analysis: dict[str, Any]) -> bool:

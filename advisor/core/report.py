@@ -21,6 +21,7 @@ from rich.text import Text
 from advisor.core import catalogue, noise
 from advisor.core.context import ContextError, parse_context
 from advisor.core.decision import TORCHAIR_EXPORT_MODE, format_calls
+from advisor.core.early_answer import pending_note
 from advisor.core.results import (
     BreakEven,
     Environment,
@@ -382,6 +383,8 @@ def render_text(analysis: dict[str, Any]) -> str:
     console.rule(f"npu-advisor: {analysis.get('model_name', 'model')}")
     console.print(Text(headline(parts.raw_rec, parts.context), style="bold"))
     console.print(status_line(rec, run.environment if run else None, run_quality(run)))
+    if (ranked := pending_note(run)) is not None:
+        console.print(ranked)
     console.print()
     console.print(rec.summary or "")
     for section in _TEXT_SECTIONS:
@@ -512,6 +515,7 @@ def render_markdown(analysis: dict[str, Any]) -> str:
         "",
         f"_{status_line(rec, run.environment if run else None, run_quality(run))}_",
         "",
+        *([f"> {ranked}", ""] if (ranked := pending_note(run)) is not None else []),
         rec.summary or "",
         "",
     ]

@@ -23,6 +23,7 @@ from advisor.harness import isolated_inspection, measurement
 from advisor.harness.sandbox import Cancel, Zygote
 
 OnProgress = Callable[[ProgressEvent], None]
+OnRanked = Callable[["AnalysisOutcome"], None]
 MEASURE_START = 0.1  # the job fraction at which measuring starts; the variants share the rest
 
 
@@ -80,6 +81,7 @@ def run_analysis(
     cancel: Cancel = None,
     zygote: Zygote | None = None,
     before_measure: Callable[[], None] | None = None,
+    on_ranked: OnRanked | None = None,
 ) -> AnalysisOutcome:
     """Inspect, measure (unless `request.measure` is off) and - given a DeploymentContext - decide.
 
@@ -88,7 +90,11 @@ def run_analysis(
 
     `cancel` (an Event or a callable) stops the running child; the outcome is then a "cancelled" failure.
     `zygote`: a running one to fork every child from (the job sandbox the worker prepared; the caller closes it),
-    used when its sandbox can read the model and inputs; None: the analysis starts its own."""
+    used when its sandbox can read the model and inputs; None: the analysis starts its own.
+    `on_ranked`: called once the measured options are ranked, before the recommended option's details (other input
+    sizes, profile, warm-cache compile: minutes on a slow model) are measured, with the outcome so far - inspection,
+    the ranked measurements and, given a `context`, the recommendation, which the details do not change. Not called
+    when nothing follows the ranking (no deployment context, a training or generation workload)."""
     readable = [request.model, request.inputs, request.calibration]
     on_progress(ProgressEvent("inspect", 0.0))
     # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis
@@ -118,16 +124,30 @@ def run_analysis(
             if before_measure is not None:
                 before_measure()
             plan = context if context is not None else request.plan_context
-            run, failure = _measure(request, zygote, on_progress, cancel, inspection, plan)
+            ranked = _deciding(on_ranked, context, inspection)
+            run, failure = _measure(request, zygote, on_progress, cancel, inspection, plan, ranked)
             if failure is not None:
                 return AnalysisOutcome(inspection=inspection, failure=failure)
+    if context is not None:
+        on_progress(ProgressEvent("decide", 1.0))
+    return _outcome_so_far(context, inspection, run)
+
+
+def _outcome_so_far(context: Any, inspection: dict, run: dict | None) -> AnalysisOutcome:
+    """The outcome of `inspection` and `run`, decided when there is a `context` (the worker does not decide)."""
     recommendation = None
     if context is not None:
         from advisor.core.decision.engine import decide
 
-        on_progress(ProgressEvent("decide", 1.0))
         recommendation = dict(decide(context, inspection, run))
     return AnalysisOutcome(inspection=inspection, measurements=run, recommendation=recommendation)
+
+
+def _deciding(on_ranked: OnRanked | None, context: Any, inspection: dict) -> Callable[[dict], None] | None:
+    """The measurement's `on_ranked` for the pipeline's: the ranked run, decided, as an outcome so far."""
+    if on_ranked is None:
+        return None
+    return lambda run: on_ranked(_outcome_so_far(context, inspection, run))
 
 
 def _calibration_refused(request: AnalysisRequest, inspection: dict) -> str | None:
@@ -155,7 +175,13 @@ def _builds_inductor_cpp(request: AnalysisRequest) -> bool:
 
 
 def _measure(
-    request: AnalysisRequest, zygote: Any, on_progress: OnProgress, cancel: Cancel, inspection: dict, plan: Any
+    request: AnalysisRequest,
+    zygote: Any,
+    on_progress: OnProgress,
+    cancel: Cancel,
+    inspection: dict,
+    plan: Any,
+    on_ranked: Callable[[dict], None] | None = None,
 ) -> tuple[dict | None, StepFailure | None]:
     """Eager first (the baseline and reference), then every other variant, each in a child (harness.measurement)."""
     on_progress(ProgressEvent("measure", MEASURE_START))
@@ -192,6 +218,7 @@ def _measure(
             inspection=inspection,
             shape_sweep=sweep_spec(plan),
             calibration_file=request.calibration,
+            on_ranked=on_ranked,
             **{name: value for name, value in limits.items() if value is not None},
         )
     except measurement.MeasurementCancelled as exc:

@@ -116,6 +116,39 @@ def complete(
     return CompleteResponse(analysis_id=job.analysis_id, status=analysis_status(measured_by))
 
 
+class RankedResponse(BaseModel):
+    analysis_id: int
+
+
+RANKED_RESPONSES = {
+    **LEASE_RESPONSES,
+    403: COMPLETE_RESPONSES[403],
+    422: {
+        "description": "the ranking was refused: the same checks as a completion, and an inspect job or results "
+        "without measurements or that the engine cannot decide on; nothing changed, the job runs on"
+    },
+}
+
+
+@router.post("/jobs/{job_id}/ranked", response_model=RankedResponse, responses=RANKED_RESPONSES)
+def ranked(job_id: int, body: CompleteBody, token: LeaseToken, session: SessionDep, queue: QueueDep, who: WorkerDep):
+    """The measure job's results once its options are ranked, before the recommended option's details (other input
+    sizes, profile, warm-cache compile) are measured: the analysis shows the recommendation while the job runs on
+    (the details do not change the pick); the completion replaces them. Optional for a worker; fenced and checked
+    like a completion (`JobQueue.record_ranked`)."""
+    outcome = queue.record_ranked(
+        session,
+        job_id=job_id,
+        lease_token=token,
+        inspection=body.inspection,
+        measurements=body.measurements,
+        actor=actor_of(who),
+    )
+    if outcome.problems is not None:
+        raise HTTPException(422, detail=outcome.problems)
+    return RankedResponse(analysis_id=outcome.job.analysis_id)
+
+
 @router.post("/jobs/{job_id}/fail", responses=LEASE_RESPONSES)
 def fail(
     job_id: int, body: FailBody, token: LeaseToken, request: Request, session: SessionDep, queue: QueueDep, _: WorkerDep

@@ -59,6 +59,8 @@ function setupLiveProgress() {
   const ids = new Set([...document.querySelectorAll("[data-live]")].map((el) => el.dataset.live));
   if (!ids.size) return;
   const reloadOnDone = document.body.dataset.reloadOnDone === "true";
+  // a detail page without measurements reloads when they arrive: a ranking comes before the job ends
+  const shownMeasured = document.body.dataset.measured !== "false";
   const tick = async () => {
     if (!ids.size) return;
     let states;
@@ -72,7 +74,7 @@ function setupLiveProgress() {
     let finished = false;
     for (const [id, state] of Object.entries(states)) {
       applyProgress(id, state);
-      if (TERMINAL.has(state.status)) { ids.delete(id); finished = true; }
+      if (TERMINAL.has(state.status) || (state.measured && !shownMeasured)) { ids.delete(id); finished = true; }
     }
     if (finished && reloadOnDone) { window.location.reload(); return; }
     setTimeout(tick, 1500);

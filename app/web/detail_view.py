@@ -16,6 +16,7 @@ from typing import Any
 
 from advisor.core import noise
 from advisor.core.decision import torchair_status_unknown
+from advisor.core.early_answer import pending_note
 from advisor.core.report import generation_lines, seeded_compile_note
 from advisor.core.results import MeasurementRun, Recommendation, read
 from advisor.core.shape_sweep import speedups_by_shape
@@ -167,6 +168,8 @@ class DetailView:
     generation: list[str] = field(default_factory=list)  # a generation run's phases per option (report lines)
     measured_by: Mapping[str, Any] | None = None  # the worker whose completion the measurements are
     source: SourceView | None = None  # the source-side report uploaded with the program, if any
+    # a ranking published before the recommended option's details (advisor.core.early_answer); None when complete
+    ranked_note: str | None = None
 
     @property
     def unit(self) -> str:
@@ -330,6 +333,7 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
         quality=quality,
         measured_by=analysis.get("measured_by") or None,
         source=source_view(analysis.get("source_report")),
+        ranked_note=pending_note(run) if analysis.get("status") in ("queued", "running") else None,
     )
     if recommendation:
         view.answer = answer(recommendation, rows, quality)

@@ -228,6 +228,7 @@ def detail_page(
         active="analyses",
         view=view,
         reload_on_done=not view.terminal,
+        measured=bool(data.get("measurements")),
         # buttons only for those who may use them: users act on their own analyses, admins on any
         can_act=who.role in ACTING_ROLES and is_owner_or_admin(who, str(data.get("submitted_by"))),
         inductor_text=INDUCTOR_STATUS_TEXT,

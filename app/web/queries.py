@@ -131,16 +131,26 @@ def recommended_backends(session: Session) -> list[str]:
 
 
 def analysis_states(session: Session, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-    """{analysis id: {status, stage, progress}} for the live-progress poller."""
+    """{analysis id: {status, stage, progress, measured}} for the live-progress poller; `measured`: the analysis
+    holds measurements (its ranking arrives before its job ends: advisor.core.early_answer)."""
     ids = list(ids)[:200]
     if not ids:
         return {}
     query = (
-        select(Analysis.id, _status_expr.label("status"), Job.stage, Job.progress)
+        select(
+            Analysis.id,
+            _status_expr.label("status"),
+            Job.stage,
+            Job.progress,
+            Analysis.measurements.is_not(None).label("measured"),
+        )
         .outerjoin(Job, _job_join)
         .where(Analysis.id.in_(ids))
     )
-    return {r.id: {"status": r.status, "stage": r.stage, "progress": r.progress} for r in session.execute(query)}
+    return {
+        r.id: {"status": r.status, "stage": r.stage, "progress": r.progress, "measured": bool(r.measured)}
+        for r in session.execute(query)
+    }
 
 
 @dataclass

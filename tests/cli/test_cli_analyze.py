@@ -150,6 +150,11 @@ def test_local_analysis_of_the_example_mlp_prints_a_readable_report(mlp_file: Pa
     assert "## How it was decided" in md and "## Config to paste" in md
     headline = next(line for line in md.splitlines() if line.startswith("**Use "))
     assert headline in ("**Use eager PyTorch (no compilation) on CPU**", "**Use torch.compile with Inductor on CPU**")
+    # the answer came first, on stderr, once the options were ranked: the same pick, before the details
+    ranked = next(line for line in result.stderr.splitlines() if line.startswith("ranked: "))
+    assert ranked.startswith(f"ranked: {headline.strip('*')} (confidence ") and ranked.endswith(" follow")
+    assert result.stderr.index(ranked) < result.stderr.index("details: loading")
+    assert "Ranked; the details" not in md, "the report is the complete run's"
 
 
 def test_a_training_analysis_measures_the_optimizer_asked_for(mlp_file: Path, tmp_path: Path) -> None:

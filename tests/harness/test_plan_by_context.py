@@ -58,11 +58,24 @@ def test_only_the_leading_options_get_their_details(tmp_path) -> None:
     policy = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, dynamic_sizes=1)
     production = {"stage": "production", "target": "cpu", "model_changes": "frozen"}
     events: list[dict] = []
+    ranked: list[dict] = []
+
+    def on_ranked(run: dict) -> None:
+        ranked.append(run)
+        events.append({"stage": "<ranked>"})
+
     run = measure_model(
-        path, backends=[slower], timing=policy, plan_context=production, progress=events.append, remeasure=False
+        path,
+        backends=[slower],
+        timing=policy,
+        plan_context=production,
+        progress=events.append,
+        remeasure=False,
+        on_ranked=on_ranked,
     )
     eager, other = run["measurements"]
     assert run["quality"]["details"]["detailed"] == ["eager:default"]
+    assert "pending" not in run["quality"]["details"]
     assert eager["dynamic"] and eager["dynamic"][0]["shape"]["x"][0] == 2 * inputs[0].shape[0]
     assert eager["time_breakdown"] is not None
     assert other["status"] == "ok" and other["latency"] is not None
@@ -70,6 +83,18 @@ def test_only_the_leading_options_get_their_details(tmp_path) -> None:
     stages = [e.get("stage") for e in events]
     assert "dynamic shapes" not in stages and "details: dynamic shapes" in stages  # only in the details child
 
-    run = measure_model(path, backends=[slower], timing=policy, plan_context=None, remeasure=False)
+    # the ranking is published once, before any details child, naming what follows; the details do not change it
+    [early] = ranked
+    assert stages.index("<ranked>") < stages.index("details: dynamic shapes")
+    assert early["quality"]["details"]["pending"] == ["eager:default"]
+    assert early["measurements"][0]["dynamic"] is None, "a copy taken before the details, not the final run"
+    assert [r["latency"] for r in early["measurements"]] == [r["latency"] for r in run["measurements"]]
+    assert decide(production, None, early)["backend"] == decide(production, None, run)["backend"] == "eager"
+
+    ranked.clear()
+    run = measure_model(
+        path, backends=[slower], timing=policy, plan_context=None, remeasure=False, on_ranked=ranked.append
+    )
     assert all(row["dynamic"] and row["time_breakdown"] for row in run["measurements"])
+    assert ranked == [], "no ranking to publish early: every row's details came in the first pass"
     assert run["measurements"][1]["compile_s_warm"] is not None

@@ -23,6 +23,7 @@ ROUTES = [
     ("deregister", "POST", r"/api/v1/workers/(?P<worker>[^/]+)/deregister"),
     ("heartbeat", "POST", r"/api/v1/jobs/(?P<job>[^/]+)/heartbeat"),
     ("complete", "POST", r"/api/v1/jobs/(?P<job>[^/]+)/complete"),
+    ("ranked", "POST", r"/api/v1/jobs/(?P<job>[^/]+)/ranked"),
     ("fail", "POST", r"/api/v1/jobs/(?P<job>[^/]+)/fail"),
     ("cancelled", "POST", r"/api/v1/jobs/(?P<job>[^/]+)/cancelled"),
     ("artifact", "GET", r"/api/v1/artifacts/(?P<sha>[0-9a-f]+)"),
@@ -132,6 +133,11 @@ class FakeServer:
         if not self._lease_ok(request, job):
             return httpx.Response(409, json={"detail": "stale lease"})
         return httpx.Response(200, json={"analysis_id": "a-1", "status": "done"})
+
+    def _ranked(self, request: httpx.Request, body: dict, job: str) -> httpx.Response:
+        if not self._lease_ok(request, job):
+            return httpx.Response(409, json={"detail": "stale lease"})
+        return httpx.Response(200, json={"analysis_id": "a-1"})
 
     def _fail(self, request: httpx.Request, body: dict, job: str) -> httpx.Response:
         if not self._lease_ok(request, job):

@@ -40,6 +40,17 @@ def quick(spec: dict[str, Any], emit) -> dict[str, Any]:
     return {**RESULT, "measurements": {**RESULT["measurements"], **ran}}
 
 
+def ranked_then_details(spec: dict[str, Any], emit) -> dict[str, Any]:
+    """Writes its ranking where the runner's pipeline would (workers.stages), then takes `sleep_s` for the details."""
+    from workers.stages import write_atomically
+
+    emit(ProgressEvent("inspect", 0.0))
+    ranking = {**RESULT, "measurements": {**RESULT["measurements"], "quality": {"details": {"pending": ["eager"]}}}}
+    write_atomically(Path(spec["ranked_path"]), ranking)
+    time.sleep(float(spec["job"].get("sleep_s", 1.0)))
+    return RESULT
+
+
 def slow(spec: dict[str, Any], emit) -> dict[str, Any]:
     emit(ProgressEvent("inspect", 0.0))
     _note_pid(spec)

@@ -167,6 +167,25 @@ def test_job_runs_in_a_child_and_its_result_is_uploaded(api: WorkerApi, server: 
     assert server.count("deregister") == 1
 
 
+def test_the_ranking_is_posted_once_before_the_completion(api: WorkerApi, server: FakeServer, tmp_path: Path):
+    job = server.add_job(sleep_s=1.0)
+    assert make_agent(api, tmp_path, "tests.support.fake_stages:ranked_then_details").run() == 0
+    routes = [name for name, _ in server.calls if name in ("ranked", "complete")]
+    assert routes == ["ranked", "complete"]
+    (ranking,) = server.bodies("ranked")
+    assert ranking["measurements"]["quality"]["details"]["pending"] == ["eager"]
+    assert ranking["inspection"]["artifact_sha256"] == job["artifact_sha256"], "checked by the server as a completion"
+
+
+def test_a_refused_ranking_is_not_retried_and_the_job_still_completes(
+    api: WorkerApi, server: FakeServer, tmp_path: Path, sleeps
+):
+    server.add_job(sleep_s=1.0)
+    server.inject("ranked", 503)
+    assert make_agent(api, tmp_path, "tests.support.fake_stages:ranked_then_details").run() == 0
+    assert server.count("ranked") == 1 and server.count("complete") == 1 and server.count("fail") == 0
+
+
 def test_only_backends_this_worker_has_are_run(api: WorkerApi, server: FakeServer, tmp_path: Path):
     server.add_job(backends=["eager", "inductor", "torchair"])
     make_agent(api, tmp_path).run()

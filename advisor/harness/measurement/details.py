@@ -38,9 +38,13 @@ def first_pass_policy(context: DeploymentContext | None, workload: str, policy: 
     }
 
 
+def pending_details(wanted: list[str]) -> dict[str, Any]:
+    """The run quality's `details` while they are being measured: the ranked run `on_ranked` publishes."""
+    return {"detailed": [], "pending": list(wanted), "others": NOT_DETAILED}
+
+
 def measure_leading_details(
-    context: DeploymentContext,
-    inspection: dict | None,
+    wanted: list[str],
     run: dict[str, Any],
     variants: list[tuple[str, str]],
     common: dict,
@@ -48,11 +52,8 @@ def measure_leading_details(
     workdir: Path,
     policy: dict,
 ) -> dict[str, Any]:
-    """One details child for each option `detailed_options` names (that measured ok); returns what the run's
+    """One details child for each option of `wanted` (`detailed_options`) that measured ok; returns what the run's
     quality records of it: which options got their details, and why the others did not."""
-    from advisor.core.decision.plan_pruning import detailed_options
-
-    wanted = detailed_options(context, inspection, run)
     rows = run["measurements"]
     detailed: list[str] = []
     for index, (spec, mode) in enumerate(variants):

@@ -4,17 +4,19 @@ forked from one zygote; a noisy run is re-measured in bounded rounds (a time bud
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from advisor.core import noise, snippets
 from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD, DeploymentContext
-from advisor.harness.measurement.details import first_pass_policy, measure_leading_details
+from advisor.core.decision.plan_pruning import detailed_options
+from advisor.harness.measurement.details import first_pass_policy, measure_leading_details, pending_details
 from advisor.harness.measurement.plan import (
     DEFAULT_MEMORY_LIMIT_MB,
     DEFAULT_TIMEOUT_S,
@@ -85,6 +87,7 @@ def measure_model(
     shape_sweep: dict | None = None,
     decode_tokens: int = DEFAULT_DECODE_TOKENS,
     calibration_file: str | None = None,
+    on_ranked: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Measure `path` on `device`; returns a MeasurementRun (advisor.core.results' shape, as a plain dict) with one
     row per (backend, mode), eager included.
@@ -105,6 +108,10 @@ def measure_model(
     `shape_sweep`: advisor.core.shape_sweep.sweep_spec's points or ranges: each variant is also timed at those
     shapes (inference only; advisor.harness.measurement.sweep), its row's `sweep`.
     `calibration_file`: the user's calibration .npz (advisor.core.calibration), read by the int8 variants' children.
+    `on_ranked`: with a `plan_context` (inference), called with a copy of the run once its options are ranked and
+    before the leading options' details are measured (advisor.harness.measurement.details): the recommendation is
+    known then, and the details do not change it, so a caller can publish it early. Its quality's `details` says
+    which options' details are still to come (`pending`).
 
     The run carries its `quality` (advisor.core.noise): when its timings say the machine was unquiet (eager drifting
     between processes, interleaved blocks disagreeing, a too-wide speedup CI), the noisy rows are timed again
@@ -164,7 +171,10 @@ def measure_model(
         ranked_for = _ranking_context(plan_context)
         if ranked_for is not None and workload == "inference" and not baseline_failed:
             run["quality"] = quality  # the ranking reads it
-            details = measure_leading_details(ranked_for, inspection, run, variants, common, sandbox, workdir, policy)
+            wanted = detailed_options(ranked_for, inspection, run)
+            if on_ranked is not None:
+                on_ranked(copy.deepcopy({**run, "quality": {**quality, "details": pending_details(wanted)}}))
+            details = measure_leading_details(wanted, run, variants, common, sandbox, workdir, policy)
             quality = {**quality, "details": details}
         run["quality"] = quality  # MeasurementRun.quality: advisor.core.noise's verdict
         return run
