@@ -13,7 +13,7 @@ from app.analyses import job_of
 from app.auth import Principal
 from app.deps import is_owner_or_admin
 from app.job_queue import JobQueue
-from app.models import Analysis, Job
+from app.models import Analysis, Job, JobStatus
 from app.outcomes import DecisionFailed, decide_recommendation, store_recommendation
 
 
@@ -57,15 +57,25 @@ def cancel_analysis(session: Session, queue: JobQueue, analysis: Analysis) -> Jo
 
 def redecide_analysis(session: Session, queue: JobQueue, analysis: Analysis) -> None:
     """Run the decision engine again on the stored inspection and measurements and store its recommendation (the
-    engine may have changed since). 409 before any result, or when the engine fails (the message says why)."""
+    engine may have changed since). 409 before any result, while its job is measuring (its completion decides;
+    the results it stores are replaced then), when the results changed while deciding, or when the engine fails
+    (the message says why)."""
     if analysis.inspection is None and analysis.measurements is None:
         raise ActionRefused(f"analysis {analysis.id} has no results yet; wait until it is done", 409)
+    job = job_of(session, int(analysis.id))
+    if job is not None and job.status == JobStatus.RUNNING:
+        raise ActionRefused(f"analysis {analysis.id} is being measured; re-decide once it is done", 409)
+    decided_on = (analysis.inspection, analysis.measurements)
     try:
         recommendation = decide_recommendation(
             analysis.context, analysis.inspection, analysis.measurements, source_report=analysis.source_report
         )
     except DecisionFailed as exc:
         raise ActionRefused(str(exc), 409) from None
+    session.refresh(analysis, with_for_update=True)  # deciding took a while: store only over the same results
+    if (analysis.inspection, analysis.measurements) != decided_on:
+        session.rollback()
+        raise ActionRefused(f"analysis {analysis.id} got new results while it was re-decided; re-decide again", 409)
     store_recommendation(analysis, recommendation, queue.clock())
     session.add(analysis)
     session.commit()

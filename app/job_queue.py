@@ -32,6 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlmodel import Session
 
+from advisor.core.early_answer import pending_details
 from app.clock import aware, utcnow
 from app.models import (
     ACTIVE_JOB_STATUSES,
@@ -45,13 +46,14 @@ from app.models import (
     JobStatus,
     Worker,
 )
-from app.outcomes import DecisionFailed, decide_recommendation, store_outcome
+from app.outcomes import DecisionFailed, clear_recommendation, decide_recommendation, store_outcome
 from app.results import (
     ERROR_CHARS,
     JobBinding,
     ResultsInvalid,
     accept_results,
     check_belongs_to_job,
+    check_pending_details,
     truncate_text,
 )
 
@@ -144,6 +146,9 @@ class Completion:
     job: Job
     newly_completed: bool
     problems: list[dict] | None = None
+
+
+ALREADY_RANKED = {"field": "measurements", "message": "this attempt already posted its ranking: one per attempt"}
 
 
 @dataclass(frozen=True)
@@ -349,6 +354,7 @@ class JobQueue:
             ).first()
             if job is None:
                 return None
+            self._drop_ranking(session, job)  # a ranking of an earlier attempt (its lease expired) is not this one's
             self._event(session, job, "claimed", at=now)
         return JobClaim(job=job, lease_token=token, lease_expires_at=expires)
 
@@ -421,6 +427,7 @@ class JobQueue:
         try:
             inspection, measurements = accept_results(inspection, measurements)
             check_belongs_to_job(inspection, measurements, upload.binding)
+            check_pending_details(measurements, ranking=False)
         except ResultsInvalid as exc:
             return Completion(job, newly_completed=False, problems=exc.problems)
         try:
@@ -463,10 +470,13 @@ class JobQueue:
         try:
             if upload.purpose != MEASURE:
                 raise ResultsInvalid([("measurements", "an inspect job has no ranking to report")])
+            if self._ranked_already(session, upload.job):
+                raise ResultsInvalid([(ALREADY_RANKED["field"], ALREADY_RANKED["message"])])
             inspection, measurements = accept_results(inspection, measurements)
             check_belongs_to_job(inspection, measurements, upload.binding)
             if measurements is None:
                 raise ResultsInvalid([("measurements", "a ranking is measurements: none were sent")])
+            check_pending_details(measurements, ranking=True)
             recommendation = decide_recommendation(
                 upload.context, inspection, measurements, source_report=upload.source_report
             )
@@ -477,9 +487,19 @@ class JobQueue:
             return Completion(upload.job, newly_completed=False, problems=[problem])
         with _transaction(session):
             job = self._leased(session, job_id, lease_token)  # still running under this lease, now
+            if self._ranked_already(session, job):  # another post of this attempt's got here first
+                return Completion(job, newly_completed=False, problems=[ALREADY_RANKED])
             store_outcome(session, upload.analysis_id, inspection, measurements, recommendation, self.clock())
             self._event(session, job, "ranked")
+            self._end_inspections(session, upload.analysis_id, reason="its analysis' measure job ranked its options")
         return Completion(job, newly_completed=False)
+
+    @staticmethod
+    def _ranked_already(session: Session, job: Job) -> bool:
+        query = select(JobEvent.id).where(
+            JobEvent.job_id == job.id, JobEvent.attempt == job.attempts, JobEvent.type == "ranked"
+        )
+        return session.scalar(query.limit(1)) is not None
 
     def _fenced_upload(
         self, session: Session, job_id: int, lease_token: str, actor: Actor, *, allow_repeat: bool
@@ -540,6 +560,7 @@ class JobQueue:
                 job.status = JobStatus.QUEUED
                 job.available_at = now + timedelta(seconds=delay)
                 job.lease_expires_at = None
+                self._drop_ranking(session, job)
                 self._event(session, job, "retry_scheduled", detail={"error": error, "delay_s": round(delay, 3)})
             else:
                 self._finish(session, job, JobStatus.FAILED)
@@ -604,6 +625,7 @@ class JobQueue:
                 job.lease_expires_at = None
                 job.stage = None
                 job.progress = None
+                self._drop_ranking(session, job)
                 self._event(session, job, "released", detail={"releases": releases})
                 report.released.append(job.id)
         return report
@@ -795,12 +817,27 @@ class JobQueue:
         return job.lease_token is not None and hmac.compare_digest(job.lease_token, lease_token or "")
 
     def _finish(self, session: Session, job: Job, status: JobStatus) -> None:
-        """End a job. A measure job that ends (any way) ends its analysis' inspection too: it would be moot."""
+        """End a job. A measure job that ends (any way) ends its analysis' inspection too: it would be moot; one
+        that ends without its results drops the ranking it posted."""
         job.status = status
         job.finished_at = self.clock()
         job.lease_expires_at = None
         if job.purpose == MEASURE:
             self._end_inspections(session, job.analysis_id, reason=f"its analysis' measurement {status}")
+            if status != JobStatus.SUCCEEDED:
+                self._drop_ranking(session, job)
+
+    def _drop_ranking(self, session: Session, job: Job) -> None:
+        """Remove the ranking a measure job's attempt posted (`record_ranked`) from its analysis: the attempt ended
+        without its completion (failed, retried, cancelled, released, its lease expired), so the ranking is no
+        one's answer. Results that are not a ranking (a completion's, an inspection's meanwhile) stay."""
+        if job.purpose != MEASURE:
+            return
+        analysis = session.get(Analysis, job.analysis_id, with_for_update=True, populate_existing=True)
+        if analysis is None or not pending_details(analysis.measurements):
+            return
+        analysis.measurements = None
+        clear_recommendation(analysis, self.clock())
 
     @staticmethod
     def _awaits_measurement(session: Session, analysis_id: int) -> bool:

@@ -68,6 +68,14 @@ def store_recommendation(analysis: Analysis, recommendation: dict, now: datetime
     analysis.updated_at = now
 
 
+def clear_recommendation(analysis: Analysis, now: datetime) -> None:
+    """No recommendation (and none of its denormalised columns): what `store_recommendation` stored is withdrawn."""
+    analysis.recommendation = None
+    analysis.recommended_backend = analysis.recommended_mode = analysis.speedup_vs_eager = None
+    analysis.engine_version = None
+    analysis.updated_at = now
+
+
 def recommendation_columns(recommendation: dict | None, measurements: dict | None) -> dict[str, Any]:
     """recommended_backend / recommended_mode ("default" when the engine names none) / speedup_vs_eager: the
     side-by-side speedup of the recommended backend+mode's measurement row, None when it was not measured."""

@@ -123,6 +123,30 @@ def check_belongs_to_job(inspection: Any, measurements: Any, job: JobBinding) ->
         raise ResultsInvalid(problems)
 
 
+def check_pending_details(measurements: dict | None, *, ranking: bool) -> None:
+    """A ranking's run names the options whose details are still to come (advisor.core.early_answer): a non-empty
+    list of labels of its own rows. A completion's names none: its details are in. ResultsInvalid otherwise."""
+    quality = (measurements or {}).get("quality")
+    details = quality.get("details") if isinstance(quality, dict) else None
+    pending = details.get("pending") if isinstance(details, dict) else None
+    field = "measurements.quality.details.pending"
+    if not ranking:
+        if pending is not None:
+            raise ResultsInvalid([(field, "a completion has no details still to come; a ranking goes to /ranked")])
+        return
+    labels = {
+        f"{row.get('backend')}:{row.get('mode') or 'default'}"
+        for row in (measurements or {}).get("measurements") or []
+        if isinstance(row, dict)
+    }
+    if not isinstance(pending, list) or not pending:
+        raise ResultsInvalid([(field, "a ranking names the options whose details are still to come")])
+    unknown = [label for label in pending if label not in labels]
+    if unknown:
+        shown = ", ".join(repr(label)[:80] for label in unknown[:5])
+        raise ResultsInvalid([(field, f"not options of this run: {shown}")])
+
+
 def finite_json(value: Any) -> Any:
     """`value` with every non-finite float as None: what the decision engine computes from extreme but finite
     inputs (a ratio over a zero bound is Infinity) must still be servable as strict JSON."""
@@ -198,9 +222,8 @@ def _impossible_numbers(run: Any) -> list[tuple[str, str]]:
             if (problem := _number_problem(row.get(key), positive=False)) is not None:
                 problems.append((f"{path}.{key}", problem))
         seeded = row.get("compile_seeded")
-        for key in SEEDED_COMPILE_NUMBERS if isinstance(seeded, dict) else ():
-            if (problem := _number_problem(seeded.get(key), positive=False)) is not None:
-                problems.append((f"{path}.compile_seeded.{key}", problem))
+        if isinstance(seeded, dict):
+            _seeded_compile_problems(row, seeded, path, problems)
         speedup = row.get("speedup_vs_eager")
         if (problem := _number_problem(speedup, positive=True)) is not None:
             problems.append((f"{path}.speedup_vs_eager", problem))
@@ -214,6 +237,26 @@ def _impossible_numbers(run: Any) -> list[tuple[str, str]]:
                     )
                 )
     return problems
+
+
+def _seeded_compile_problems(row: dict, seeded: dict, path: str, problems: list[tuple[str, str]]) -> None:
+    """A bounded cold compile (core.results.SeededCompile): its parts are possible numbers and the row's
+    `compile_s_cold` is their sum, the bound the harness states (advisor.harness.measurement.seeded_cache)."""
+    found = len(problems)
+    for key in SEEDED_COMPILE_NUMBERS:
+        if (problem := _number_problem(seeded.get(key), positive=False)) is not None:
+            problems.append((f"{path}.compile_seeded.{key}", problem))
+    parts, bound = [seeded.get(key) for key in SEEDED_COMPILE_NUMBERS], row.get("compile_s_cold")
+    if len(problems) > found or not all(_is_number(value) for value in (*parts, bound)):
+        return
+    if not math.isclose(bound, sum(parts), rel_tol=1e-6, abs_tol=1e-6):
+        problems.append(
+            (
+                f"{path}.compile_s_cold",
+                f"{bound:.6g} is not the sum of compile_seeded's measured_s and floor_cold_s ({sum(parts):.6g}), the "
+                "bound it must state",
+            )
+        )
 
 
 def _latency_problems(stats: dict, path: str, problems: list[tuple[str, str]]) -> float | None:

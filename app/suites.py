@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlmodel import Session
 
 from advisor.core.catalogue import option_label
+from advisor.core.early_answer import pending_details
 from advisor.core.results import MeasurementRun, read
 from advisor.core.suite_summary import SuiteMember, SuiteSummary, summarise_suite
 from app.clock import aware
@@ -49,7 +50,8 @@ def suite_tags(session: Session) -> list[SuiteListing]:
 
 
 def suite_summary(session: Session, tag: str) -> SuiteSummary | None:
-    """The suite's summary over its measured analyses (None when no analysis has this tag)."""
+    """The suite's summary over its measured analyses (None when no analysis has this tag); a ranking counts once
+    its job completes."""
     if session.scalar(select(Analysis.id).where(Analysis.tag == tag).limit(1)) is None:
         return None
     query = (
@@ -68,8 +70,8 @@ def suite_summary(session: Session, tag: str) -> SuiteSummary | None:
     members = []
     for row in session.execute(query):
         run = read(MeasurementRun, row.measurements)
-        if run is None or not run.measurements:
-            continue
+        if run is None or not run.measurements or pending_details(row.measurements):
+            continue  # nothing measured, or a ranking whose job is still measuring (advisor.core.early_answer)
         members.append(
             SuiteMember(
                 analysis_id=row.id,

@@ -41,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -415,22 +416,27 @@ class BusyLoad:
 class _Exited:
     returncode: int
     tail: str
+    answer_line: str | None  # the CLI's early answer (advisor.core.early_answer), when it printed one
 
 
-def _run_timing_the_answer(command: list[str], started: float) -> tuple[float | None, _Exited]:
-    """Run the CLI, reading its stderr as it comes: seconds from `started` to its early answer line (None when it
-    printed none) and how it exited (the last stderr lines)."""
+def _run_timing_the_answer(command: list[str], started: float, timeout_s: float = 3600) -> tuple[float | None, _Exited]:
+    """Run the CLI (killed past `timeout_s`), reading its stderr as it comes: seconds from `started` to its early
+    answer line (None when it printed none) and how it exited (the last stderr lines)."""
     from advisor.core.early_answer import RANKED_PREFIX
 
     answered: float | None = None
+    line_seen: str | None = None
     tail: list[str] = []
     with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as child:
+        watchdog = threading.Timer(timeout_s, child.kill)
+        watchdog.start()
         assert child.stderr is not None
         for line in child.stderr:
             if answered is None and line.startswith(RANKED_PREFIX):
-                answered = time.perf_counter() - started
+                answered, line_seen = time.perf_counter() - started, line.strip()
             tail = [*tail[-20:], line]
-    return answered, _Exited(child.returncode, "".join(tail).strip())
+        watchdog.cancel()
+    return answered, _Exited(child.returncode, "".join(tail).strip(), line_seen)
 
 
 def analyse(path: Path, built: dict, server: str = "", tag: str = "") -> dict[str, Any]:
@@ -449,6 +455,13 @@ def analyse(path: Path, built: dict, server: str = "", tag: str = "") -> dict[st
         return {"ok": False, "why": exited.tail[-400:], "wall_s": wall}
     report = json.loads(out.read_text())
     rec = report["recommendation"]
+    from advisor.core.early_answer import RANKED_PREFIX
+    from advisor.core.report import headline
+
+    # the early answer must be the report's: the details it came before do not change the pick
+    early_same = exited.answer_line is None or exited.answer_line.startswith(
+        f"{RANKED_PREFIX} {headline(rec, report.get('context') or {})} ("
+    )
     rows = {
         f"{r['backend']}:{r['mode']}": {
             "status": r["status"],
@@ -462,6 +475,8 @@ def analyse(path: Path, built: dict, server: str = "", tag: str = "") -> dict[st
         "wall_s": wall,
         # the time to recommendation: the CLI's early answer line (advisor.core.early_answer), else the whole run
         "answer_s": answered_s if answered_s is not None else wall,
+        "answer_line": exited.answer_line,
+        "early_answer_same": early_same,
         "pick": f"{rec['backend']}:{rec['mode']}",
         "confidence": rec.get("confidence"),
         "summary": rec.get("summary"),
@@ -560,7 +575,8 @@ def print_tables(inspected: dict[str, dict], manifest: dict[str, dict], runs: li
         cold_ratio = answer_s / cold_wall if analysis["ok"] and cold_wall else None
         print(
             f"| {run['model']} | {run['load']} | "
-            f"{analysis.get('pick', 'FAILED: ' + analysis.get('why', '')[:80])} ({analysis.get('confidence', '-')}) | "
+            f"{analysis.get('pick', 'FAILED: ' + analysis.get('why', '')[:80])} ({analysis.get('confidence', '-')})"
+            f"{'' if analysis.get('early_answer_same', True) else ' EARLY ANSWER DIFFERED'} | "
             f"{fastest} | {f'{r:.2f}' if r else '-'} ({judged_by}) | "
             f"{answer_s:.0f} | {analysis['wall_s']:.0f} | "
             f"{f'{truth_wall:.0f}' if truth_wall else '-'} | {f'{ratio:.2f}' if ratio else '-'} | "
@@ -657,9 +673,13 @@ def main() -> None:
                     "judged_by_quiet": name in quiet_truth,
                 }
             )
+            answered = (
+                f"in {analysis['answer_s']:.0f} s (report {analysis['wall_s']:.0f} s)"
+                if analysis["ok"]
+                else (f"FAILED after {analysis['wall_s']:.0f} s")
+            )
             print(
-                f"analysed {name} ({load}): pick {analysis.get('pick')} in {analysis.get('answer_s', 0):.0f} s "
-                f"(report {analysis['wall_s']:.0f} s); "
+                f"analysed {name} ({load}): pick {analysis.get('pick')} {answered}; "
                 f"truth {measured.get('process_wall_s', 0):.0f} s"
                 + (f", cold truth {cold.get('process_wall_s', 0):.0f} s" if cold else ""),
                 file=sys.stderr,

@@ -44,7 +44,7 @@ class RankingRelay:
     def _post(self, ranked: dict) -> None:
         try:
             self.api.ranked(self.claim, self.with_artifact(ranked.get("inspection")), ranked.get("measurements"))
-        except ApiError as exc:  # LeaseLost included: the heartbeat sees that too
+        except (ApiError, ValueError) as exc:  # LeaseLost included (the heartbeat sees that too); ValueError: not JSON
             log.info("job %s: the ranking was not taken (%s); the completion will carry it", self.claim.job_id, exc)
         else:
             log.info(

@@ -276,14 +276,10 @@ def _print_ranked(context: Any) -> Callable[[Any], None]:
     """The pipeline's `on_ranked`: the answer as one stderr line as soon as the options are ranked (the report,
     with the recommended option's details, follows when they are measured: advisor.core.early_answer)."""
     from advisor.core.early_answer import ranked_line
-    from advisor.core.report import headline
 
     def show(outcome: Any) -> None:
         if outcome.recommendation is not None:
-            line = ranked_line(
-                headline(outcome.recommendation, context.model_dump()), outcome.recommendation, outcome.measurements
-            )
-            typer.echo(line, err=True)
+            typer.echo(ranked_line(outcome.recommendation, context.model_dump(), outcome.measurements), err=True)
 
     return show
 

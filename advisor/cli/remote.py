@@ -127,12 +127,11 @@ def early_answer(analysis: dict[str, Any]) -> str | None:
     """The answer line of an analysis whose job posted its ranking and is measuring the recommended option's
     details (advisor.core.early_answer); None otherwise."""
     from advisor.core.early_answer import pending_details, ranked_line
-    from advisor.core.report import headline
 
     recommendation, run = analysis.get("recommendation"), analysis.get("measurements")
     if analysis.get("status") != AnalysisStatus.RUNNING or not recommendation or not pending_details(run):
         return None
-    return ranked_line(headline(recommendation, analysis.get("context") or {}), recommendation, run)
+    return ranked_line(recommendation, analysis.get("context") or {}, run)
 
 
 def unmeasured_meanwhile(analysis: dict[str, Any]) -> bool:

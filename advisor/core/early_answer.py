@@ -16,6 +16,7 @@ from typing import Any
 
 # starts the local CLI's stderr line with the early answer (benchmarks/zoo.py times the analysis to it)
 RANKED_PREFIX = "ranked:"
+PENDING_KEY = "pending"  # quality.details' list of the options whose details are still to come
 
 
 def pending_details(run: Mapping[str, Any] | Any | None) -> list[str]:
@@ -25,7 +26,7 @@ def pending_details(run: Mapping[str, Any] | Any | None) -> list[str]:
         run = run.model_dump(exclude_unset=True)
     quality = (run or {}).get("quality")
     details = quality.get("details") if isinstance(quality, Mapping) else None
-    pending = details.get("pending") if isinstance(details, Mapping) else None
+    pending = details.get(PENDING_KEY) if isinstance(details, Mapping) else None
     return [str(label) for label in pending] if isinstance(pending, list) else []
 
 
@@ -40,8 +41,11 @@ def pending_note(run: Mapping[str, Any] | Any | None) -> str | None:
     )
 
 
-def ranked_line(headline: str, recommendation: Mapping[str, Any], run: Mapping[str, Any] | None) -> str:
-    """The one line the CLI prints when the answer is known: the headline, its confidence and what still follows."""
+def ranked_line(recommendation: Mapping[str, Any], context: Mapping[str, Any], run: Mapping[str, Any] | None) -> str:
+    """The one line the CLIs print when the answer is known: the headline, its confidence and what still follows."""
+    from advisor.core.report import headline
+
     confidence = recommendation.get("confidence") or "?"
-    follows = "; the details of " + ", ".join(pending_details(run)) + " follow" if pending_details(run) else ""
-    return f"{RANKED_PREFIX} {headline} (confidence {confidence}){follows}"
+    pending = pending_details(run)
+    follows = f"; the details of {', '.join(pending)} follow" if pending else ""
+    return f"{RANKED_PREFIX} {headline(dict(recommendation), dict(context))} (confidence {confidence}){follows}"

@@ -93,8 +93,9 @@ def run_analysis(
     used when its sandbox can read the model and inputs; None: the analysis starts its own.
     `on_ranked`: called once the measured options are ranked, before the recommended option's details (other input
     sizes, profile, warm-cache compile: minutes on a slow model) are measured, with the outcome so far - inspection,
-    the ranked measurements and, given a `context`, the recommendation, which the details do not change. Not called
-    when nothing follows the ranking (no deployment context, a training or generation workload)."""
+    the ranked measurements and, given a `context`, the recommendation, which the details do not change (without
+    one it is None: the worker's server decides). Not called when nothing follows the ranking: no context to plan
+    for (`context` or `request.plan_context`), a training or generation workload, no option to detail."""
     readable = [request.model, request.inputs, request.calibration]
     on_progress(ProgressEvent("inspect", 0.0))
     # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis

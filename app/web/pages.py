@@ -199,7 +199,7 @@ def analyses_page(request: Request, session: SessionDep, queue: QueueDep, who: P
 
 @router.get("/web/progress")
 def progress(request: Request, session: SessionDep, ids: str = "") -> JSONResponse:
-    """{id: {status, stage, progress}} for the pages' live-progress poller."""
+    """{id: {status, stage, progress, measured}} for the pages' live-progress poller (app.web.queries)."""
     if viewer(request, session) is None:
         return JSONResponse({"detail": "sign in first"}, status_code=401)
     wanted = [i for part in ids.split(",")[:200] if (i := id_or_none(part)) is not None]
@@ -228,7 +228,8 @@ def detail_page(
         active="analyses",
         view=view,
         reload_on_done=not view.terminal,
-        measured=bool(data.get("measurements")),
+        # as the poller's `measured` (app.web.queries.analysis_states) reads it: a ranking or results are stored
+        measured=session.get(Analysis, analysis_id).measurements is not None,
         # buttons only for those who may use them: users act on their own analyses, admins on any
         can_act=who.role in ACTING_ROLES and is_owner_or_admin(who, str(data.get("submitted_by"))),
         inductor_text=INDUCTOR_STATUS_TEXT,

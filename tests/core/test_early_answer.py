@@ -62,7 +62,7 @@ def test_the_reports_of_a_ranking_say_so_and_those_of_a_complete_run_do_not():
 
 def test_the_cli_line_leads_with_the_answer_and_the_remote_cli_prints_it_only_while_running():
     shown = analysis(ranked_run())
-    line = ranked_line("Use torch.compile with Inductor on CPU", shown["recommendation"], shown["measurements"])
+    line = ranked_line(shown["recommendation"], CONTEXT, shown["measurements"])
     assert line.startswith(f"{RANKED_PREFIX} Use torch.compile with Inductor on CPU (confidence ")
     assert line.endswith("; the details of inductor:default follow")
     assert early_answer(shown) == line

@@ -107,3 +107,25 @@ def test_a_paired_ratio_separates_options_whose_intervals_overlap() -> None:
     outcome = step(rec, "leading_options_paired")["outcome"]
     assert outcome.startswith("onnxruntime:default leads beyond the noise: onnxruntime:default ran")
     assert not rec["tie"]
+
+
+def test_an_unresolved_better_estimate_is_not_set_aside_for_an_option_it_cannot_be_paired_with() -> None:
+    """Inductor timed beside a noisy eager (its interval too wide to rank it) leads ONNX Runtime by its estimate, and
+    ONNX Runtime's row was not timed beside eager (a worker that did not, an older result): no paired ratio, and
+    the latency intervals overlap. That is inconclusive, the better estimate recommended at low confidence - not
+    ONNX Runtime for being the only resolved one (what the property test of the recommended option made faster
+    found: making it faster lost it the recommendation)."""
+    inductor = noisy_eager_beside(
+        measurement("inductor", median_ms=5.0, eager_ms=20.0, compile_s=2.0, device="cpu"), 20.0, 0.5
+    )
+    onnx = measurement("onnxruntime", median_ms=8.0, compile_s=2.0, device="cpu")  # no eager beside it
+    rows = run(noisy_eager_row(20.0, 0.5), inductor, onnx, device="cpu")
+    options = {o.label: o for o in measured_options(rows)}
+    assert options["inductor:default"].unresolved and not options["onnxruntime:default"].unresolved
+    assert paired_ratio(options["onnxruntime:default"], options["inductor:default"]) is None
+    assert options["inductor:default"].latency_ms < options["onnxruntime:default"].latency_ms
+
+    rec = decide(PRODUCTION, inspection(), rows)
+    assert (rec["backend"], rec["mode"]) == ("inductor", "default")
+    assert rec["confidence"] == "low"
+    assert "Inconclusive between inductor:default and onnxruntime:default" in rec["summary"]

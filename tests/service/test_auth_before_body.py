@@ -72,7 +72,11 @@ def locked(make_app):  # noqa: ANN001, ANN201
 
 
 JSON = {"content-type": "application/json"}
-CAPS = (("/api/v1/jobs/1/complete", RESULTS_LIMIT_BYTES), ("/api/v1/workers/register", JSON_LIMIT_BYTES))
+CAPS = (
+    ("/api/v1/jobs/1/complete", RESULTS_LIMIT_BYTES),
+    ("/api/v1/jobs/1/ranked", RESULTS_LIMIT_BYTES),  # a ranking is results too (advisor.core.early_answer)
+    ("/api/v1/workers/register", JSON_LIMIT_BYTES),
+)
 DECLARED_GIB = JSON | {"content-length": str(GIB)}
 
 
@@ -91,7 +95,12 @@ def test_a_gib_of_json_without_a_token_is_refused_before_a_byte_is_read(locked):
 def test_the_role_is_checked_before_the_body_too(locked):
     user = {"authorization": f"Bearer {token(locked, 'user')}"}
     worker = {"authorization": f"Bearer {token(locked, 'worker')}"}
-    for path, caller in (("/api/v1/jobs/1/complete", user), ("/api/v1/analyze", worker), ("/analyze", worker)):
+    for path, caller in (
+        ("/api/v1/jobs/1/complete", user),
+        ("/api/v1/jobs/1/ranked", user),
+        ("/api/v1/analyze", worker),
+        ("/analyze", worker),
+    ):
         refused = drive(locked, "POST", path, DECLARED_GIB | caller)
         assert (refused.status, refused.pulled) == (403, 0), path
         assert "cannot use this endpoint" in refused.json()["detail"]

@@ -193,8 +193,16 @@ def _forged_speedup(body: dict) -> None:
 
 
 def _seeded(measured_s: float):  # noqa: ANN202
-    """A bounded cold compile (MeasurementRow.compile_seeded) whose measured part is `measured_s`."""
+    """A bounded cold compile (MeasurementRow.compile_seeded) whose measured part is `measured_s` (of a row whose
+    `compile_s_cold` says 8 s)."""
     return _set("1.compile_seeded", {"from_option": "inductor:default", "measured_s": measured_s, "floor_cold_s": 1.0})
+
+
+def test_a_bounded_compile_that_is_the_sum_of_its_parts_is_accepted(client, model_file):
+    analysis_id, lease = leased(client, model_file)
+    body = results_for(lease)
+    _seeded(7.0)(body)  # 7 s from inductor:default's kernels + its own 1 s cold compile = the row's 8 s
+    assert post(client, lease, body).json()["status"] == "done"
 
 
 @pytest.mark.parametrize(
@@ -216,6 +224,7 @@ def _seeded(measured_s: float):  # noqa: ANN202
         (_set("1.peak_memory_mb", math.nan), "measurements.measurements.1.peak_memory_mb"),
         (_seeded(-3.0), "measurements.measurements.1.compile_seeded.measured_s"),
         (_seeded(math.nan), "measurements.measurements.1.compile_seeded.measured_s"),
+        (_seeded(2.0), "measurements.measurements.1.compile_s_cold"),  # 8 s stated, 2 + 1 s measured
     ],
     ids=[
         "median-zero",
@@ -234,6 +243,7 @@ def _seeded(measured_s: float):  # noqa: ANN202
         "memory-nan",
         "seeded-compile-negative",
         "seeded-compile-nan",
+        "seeded-bound-not-the-sum",
     ],
 )
 def test_impossible_numbers_are_a_422_naming_the_field_and_the_job_is_unchanged(client, model_file, change, field):

@@ -31,7 +31,7 @@ PENDING = {"detailed": [], "pending": ["inductor:default"], "others": "not a lea
 def ranking_of(body: dict) -> dict:
     """`body`'s results as a ranking: its run's quality names the details still to come."""
     ranked = copy.deepcopy(body)
-    ranked["measurements"]["quality"] = {"noisy": False, "details": PENDING}
+    ranked["measurements"]["quality"] = {"noisy": False, "details": copy.deepcopy(PENDING)}
     return ranked
 
 
@@ -183,3 +183,107 @@ def test_a_real_worker_posts_its_ranking_before_it_completes(client, model_file,
     with Session(client.app.state.engine) as session:
         events = [e.type for e in session.scalars(select(JobEvent).order_by(JobEvent.id)).all()]
     assert "ranked" in events and events.index("ranked") < events.index("completed"), events
+
+
+# ------------------------------------------------------------------ a ranking belongs to its attempt
+def shows_nothing(client: TestClient, analysis_id: int) -> dict:
+    view = client.get(f"/api/v1/analyses/{analysis_id}").json()
+    assert (view["measurements"], view["recommendation"]) == (None, None), "the ranking was dropped"
+    listed = client.get("/api/v1/analyses").json()["items"][0]
+    assert (listed["recommended_backend"], listed["speedup_vs_eager"]) == (None, None)
+    return view
+
+
+def ranked_attempt(client: TestClient, model_file) -> tuple[int, dict]:  # noqa: ANN001
+    analysis_id, lease = leased(client, model_file)
+    assert post_ranked(client, lease, ranking_of(results_for(lease))).status_code == 200
+    assert client.get(f"/api/v1/analyses/{analysis_id}").json()["recommendation"] is not None
+    return analysis_id, lease
+
+
+def fail(client: TestClient, lease: dict, retryable: bool):  # noqa: ANN201
+    return client.post(
+        f"/api/v1/jobs/{lease['job']['id']}/fail",
+        headers={"X-Lease-Token": lease["lease_token"]},
+        json={"error": "the details child crashed", "retryable": retryable},
+    )
+
+
+@pytest.mark.parametrize("retryable", [True, False], ids=["retried", "dead-letter"])
+def test_an_attempt_that_fails_after_its_ranking_takes_the_ranking_with_it(client, model_file, retryable):
+    analysis_id, lease = ranked_attempt(client, model_file)
+    assert fail(client, lease, retryable).json()["next"] == ("queued" if retryable else "failed")
+    view = shows_nothing(client, analysis_id)
+    assert view["status"] == ("queued" if retryable else "failed")
+    assert "Ranked;" not in client.get(f"/api/v1/analyses/{analysis_id}/report.md").text
+
+
+def test_a_cancelled_or_released_attempt_takes_its_ranking_with_it(client, model_file):
+    analysis_id, lease = ranked_attempt(client, model_file)
+    assert client.post(f"/api/v1/analyses/{analysis_id}/cancel").status_code == 200
+    acknowledged = client.post(
+        f"/api/v1/jobs/{lease['job']['id']}/cancelled", headers={"X-Lease-Token": lease["lease_token"]}
+    )
+    assert acknowledged.status_code == 200
+    assert shows_nothing(client, analysis_id)["status"] == "cancelled"
+
+    analysis_id = submit(client, model_file, force="true").json()["id"]
+    worker = register(client, name="node-b")
+    lease = lease_for(client, worker)
+    assert post_ranked(client, lease, ranking_of(results_for(lease))).status_code == 200
+    assert client.post(f"/api/v1/workers/{worker}/deregister").status_code == 200  # its jobs go back to the queue
+    assert shows_nothing(client, analysis_id)["status"] == "queued"
+
+
+def test_a_new_attempt_after_a_lost_lease_starts_without_the_old_ranking(client, model_file, clock):
+    analysis_id, lease = ranked_attempt(client, model_file)
+    clock.advance(3600)  # the worker went silent: its lease expired
+    again = lease_for(client, register(client, name="node-b"))
+    assert again["job"]["id"] == lease["job"]["id"] and again["job"]["attempt"] == 2
+    assert shows_nothing(client, analysis_id)["status"] == "running"
+    assert post_ranked(client, again, ranking_of(results_for(again))).status_code == 200, "its own ranking"
+
+
+# ------------------------------------------------------------------ what a ranking may say
+def test_one_ranking_per_attempt(client, model_file):
+    analysis_id, lease = ranked_attempt(client, model_file)
+    again = post_ranked(client, lease, ranking_of(results_for(lease)))
+    assert again.status_code == 422 and "one per attempt" in again.json()["detail"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    "pending",
+    [None, [], ["tensorrt:default"], ["inductor:default\n\n<script>alert(1)</script>"], "inductor:default"],
+    ids=["none", "empty", "not-a-row", "hostile-text", "not-a-list"],
+)
+def test_a_ranking_names_only_its_own_rows_as_still_to_come(client, model_file, pending):
+    analysis_id, lease = leased(client, model_file)
+    body = ranking_of(results_for(lease))
+    body["measurements"]["quality"]["details"]["pending"] = pending
+    refused = post_ranked(client, lease, body)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["detail"][0]["field"] == "measurements.quality.details.pending"
+    assert_unchanged(client, lease, analysis_id)
+
+
+def test_a_completion_that_says_details_are_still_to_come_is_refused(client, model_file):
+    analysis_id, lease = leased(client, model_file)
+    refused = post(client, lease, ranking_of(results_for(lease)))
+    assert refused.status_code == 422 and "/ranked" in refused.json()["detail"][0]["message"]
+    assert_unchanged(client, lease, analysis_id)
+
+
+def test_re_deciding_waits_for_the_job_to_finish(client, model_file):
+    analysis_id, lease = ranked_attempt(client, model_file)
+    refused = client.post(f"/api/v1/analyses/{analysis_id}/redecide")
+    assert refused.status_code == 409 and "being measured" in refused.json()["detail"]
+    assert post(client, lease, results_for(lease)).status_code == 200
+    assert client.post(f"/api/v1/analyses/{analysis_id}/redecide").status_code == 200
+
+
+def test_a_suite_counts_a_ranking_only_once_its_job_completes(client, model_file):
+    analysis_id, lease = leased(client, model_file, tag="nightly")
+    assert post_ranked(client, lease, ranking_of(results_for(lease))).status_code == 200
+    assert client.get("/api/v1/suites/nightly").json()["models"] == []
+    assert post(client, lease, results_for(lease)).status_code == 200
+    assert len(client.get("/api/v1/suites/nightly").json()["models"]) == 1

@@ -475,15 +475,16 @@ def _leading_pair(options: list[Option], runner_up: Option | None) -> tuple[Opti
 
 def _inconclusive(leader: Option, runner: Option) -> bool:
     """Whether the two leading (mutually unbeaten) options are unranked for want of evidence, not equally fast: one
-    of them is unresolved, or their paired interval straddles 1.0 wider than PAIRED_TIE_MAX_RATIO. Two rows without
-    side-by-side data keep the overlap rule (a tie)."""
+    of them is unresolved, or their paired interval straddles 1.0 wider than PAIRED_TIE_MAX_RATIO. Two resolved rows
+    without a paired comparison (not both timed side by side with eager) keep the overlap rule (a tie)."""
     if beats(leader, runner):
         return False
     if runner.is_baseline:
         return leader.unresolved  # a resolved tie with eager is not worth a compile
     paired = paired_ratio(runner, leader)
     if paired is None:
-        return False
+        # an unresolved estimate that leads is not set aside for a resolved one it could not be compared with
+        return leader.unresolved or runner.unresolved
     low, high = paired[1]
     return leader.unresolved or runner.unresolved or not (low > 0 and high / low <= PAIRED_TIE_MAX_RATIO)
 

@@ -10,18 +10,24 @@ measures them (advisor.harness.measurement.child: `details_median_ms`). Their ro
 
 The warm-cache compile does change a recommendation when the deployment ships a compile cache (the break-even then
 counts the warm compile): such a plan measures it for every option in the first pass, as before. Without a context
-(`npu-advisor measure`), every child measures everything, as it always did. Torch-free.
+(`npu-advisor measure`), every child measures everything, as it always did. Since none of the details changes the
+pick, the ranked run is published before they are measured (`publish_ranked`; advisor.core.early_answer). Torch-free.
 """
 
 from __future__ import annotations
 
+import copy
+import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from advisor.core import noise
 from advisor.core.context import DeploymentContext
+from advisor.core.early_answer import PENDING_KEY
 from advisor.harness.measurement.variant import measure_details
 
+log = logging.getLogger(__name__)
 NOT_DETAILED = "not a leading option: other sizes, profile and warm compile were measured for the leading ones"
 
 
@@ -38,9 +44,18 @@ def first_pass_policy(context: DeploymentContext | None, workload: str, policy: 
     }
 
 
-def pending_details(wanted: list[str]) -> dict[str, Any]:
-    """The run quality's `details` while they are being measured: the ranked run `on_ranked` publishes."""
-    return {"detailed": [], "pending": list(wanted), "others": NOT_DETAILED}
+def details_to_come(wanted: list[str]) -> dict[str, Any]:
+    """The run quality's `details` while they are being measured: what the ranked run `on_ranked` gets says which
+    options' details are still to come (advisor.core.early_answer reads it)."""
+    return {"detailed": [], PENDING_KEY: list(wanted), "others": NOT_DETAILED}
+
+
+def publish_ranked(on_ranked: Callable[[dict[str, Any]], None], run: dict[str, Any]) -> None:
+    """Call `on_ranked` with a copy of the ranked `run`; an error in it is logged, never the measurement's."""
+    try:
+        on_ranked(copy.deepcopy(run))
+    except Exception:  # noqa: BLE001 - the early answer is a courtesy: the measurement goes on without it
+        log.warning("publishing the ranking before the details failed; the complete results follow", exc_info=True)
 
 
 def measure_leading_details(

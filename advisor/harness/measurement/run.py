@@ -4,7 +4,6 @@ forked from one zygote; a noisy run is re-measured in bounded rounds (a time bud
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import socket
@@ -16,7 +15,12 @@ from typing import Any
 from advisor.core import noise, snippets
 from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD, DeploymentContext
 from advisor.core.decision.plan_pruning import detailed_options
-from advisor.harness.measurement.details import first_pass_policy, measure_leading_details, pending_details
+from advisor.harness.measurement.details import (
+    details_to_come,
+    first_pass_policy,
+    measure_leading_details,
+    publish_ranked,
+)
 from advisor.harness.measurement.plan import (
     DEFAULT_MEMORY_LIMIT_MB,
     DEFAULT_TIMEOUT_S,
@@ -109,9 +113,10 @@ def measure_model(
     shapes (inference only; advisor.harness.measurement.sweep), its row's `sweep`.
     `calibration_file`: the user's calibration .npz (advisor.core.calibration), read by the int8 variants' children.
     `on_ranked`: with a `plan_context` (inference), called with a copy of the run once its options are ranked and
-    before the leading options' details are measured (advisor.harness.measurement.details): the recommendation is
-    known then, and the details do not change it, so a caller can publish it early. Its quality's `details` says
-    which options' details are still to come (`pending`).
+    before the leading options' details are measured (advisor.harness.measurement.details), when there are any: the
+    recommendation is known then, and the details do not change it, so a caller can publish it early. Its quality's
+    `details` says which options' details are still to come (`pending`). A callback that raises is logged and the
+    measurement goes on: publishing early is a courtesy, the run is the result.
 
     The run carries its `quality` (advisor.core.noise): when its timings say the machine was unquiet (eager drifting
     between processes, interleaved blocks disagreeing, a too-wide speedup CI), the noisy rows are timed again
@@ -172,8 +177,8 @@ def measure_model(
         if ranked_for is not None and workload == "inference" and not baseline_failed:
             run["quality"] = quality  # the ranking reads it
             wanted = detailed_options(ranked_for, inspection, run)
-            if on_ranked is not None:
-                on_ranked(copy.deepcopy({**run, "quality": {**quality, "details": pending_details(wanted)}}))
+            if on_ranked is not None and wanted:
+                publish_ranked(on_ranked, {**run, "quality": {**quality, "details": details_to_come(wanted)}})
             details = measure_leading_details(wanted, run, variants, common, sandbox, workdir, policy)
             quality = {**quality, "details": details}
         run["quality"] = quality  # MeasurementRun.quality: advisor.core.noise's verdict
