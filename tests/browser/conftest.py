@@ -16,8 +16,10 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -91,8 +93,6 @@ class SeededServer:
 
 @pytest.fixture(scope="module")
 def seeded_server(tmp_path_factory) -> Iterator[SeededServer]:
-    import uvicorn
-
     from app.main import create_app
     from app.settings import Settings
     from tests.support import synthetic_analyses as synthetic
@@ -101,15 +101,25 @@ def seeded_server(tmp_path_factory) -> Iterator[SeededServer]:
     app = create_app(Settings(data_dir=data, reaper_interval_s=3600))
     with Session(app.state.engine, expire_on_commit=False) as session:
         synthetic.seed_analyses(session, 60)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, name="seeded-uvicorn", daemon=True)
+    with served(app, "seeded-uvicorn") as url:
+        yield SeededServer(url, app.state.engine)
+
+
+@contextmanager
+def served(app: Any, name: str) -> Iterator[str]:
+    """`app` in a uvicorn thread on a free port, until the block ends; yields its URL once it answers /healthz."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, name=name, daemon=True)
     thread.start()
-    url = f"http://127.0.0.1:{port}"
-    wait_healthy(url, 30)
-    yield SeededServer(url, app.state.engine)
-    server.should_exit = True
-    thread.join(10)
+    url = f"http://127.0.0.1:{server.config.port}"
+    try:
+        wait_healthy(url, 30)
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 @dataclass

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 
 import httpx
@@ -13,7 +12,7 @@ from playwright.sync_api import expect
 
 from tests.support.fixtures_decide import inspection, measurement, run
 
-from .conftest import free_port, wait_healthy
+from .conftest import served
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -21,21 +20,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 @pytest.fixture
 def empty_server(tmp_path) -> Iterator[str]:  # noqa: ANN001
     """The app in a uvicorn thread on an empty database (no worker: the test plays the worker over HTTP)."""
-    import uvicorn
-
     from app.main import create_app
     from app.settings import Settings
 
-    app = create_app(Settings(data_dir=tmp_path / "data", reaper_interval_s=3600))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, name="ranked-uvicorn", daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    wait_healthy(url, 30)
-    yield url
-    server.should_exit = True
-    thread.join(10)
+    with served(create_app(Settings(data_dir=tmp_path / "data", reaper_interval_s=3600)), "ranked-uvicorn") as url:
+        yield url
 
 
 def test_the_page_shows_the_ranked_answer_and_then_the_complete_one(page, empty_server, example_mlp_file):
