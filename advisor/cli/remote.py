@@ -117,7 +117,7 @@ def _follow(client: AdvisorClient, analysis_id: Any, err: Console) -> dict[str, 
                 bar.console.print(f"[yellow]{note}[/yellow]", highlight=False)
             if (ranked := early_answer(analysis)) is not None and ranked not in said:
                 said.add(ranked)
-                bar.console.print(ranked, highlight=False, markup=False)
+                bar.console.print(ranked, highlight=False, markup=False, soft_wrap=True)  # one line, however wide
             bar.update(task, description=describe_progress(analysis), completed=float(analysis.get("progress") or 0))
 
         return client.wait(analysis_id, on_update=update, until=unmeasured_meanwhile)

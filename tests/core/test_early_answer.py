@@ -69,3 +69,27 @@ def test_the_cli_line_leads_with_the_answer_and_the_remote_cli_prints_it_only_wh
     assert early_answer(analysis(ranked_run(), status="done")) is None, "the report itself follows"
     assert early_answer(analysis(ranked_run(pending=()))) is None, "a complete run is no early answer"
     assert early_answer({**shown, "recommendation": None}) is None
+
+
+def test_following_a_server_analysis_prints_the_answer_once_on_one_line():
+    """`analyze --server` follows the analysis (advisor.cli.remote._follow): the ranking's answer line is printed
+    when it appears, once however many polls see it, unwrapped however narrow the terminal."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from advisor.cli.remote import _follow
+
+    ranked = analysis(ranked_run())
+    polls = [{**ranked, "recommendation": None, "measurements": None}, ranked, ranked, {**ranked, "status": "done"}]
+
+    class Polled:
+        def wait(self, analysis_id, on_update, until):  # noqa: ANN001, ANN201
+            for state in polls:
+                on_update(state)
+            return polls[-1]
+
+    err = Console(file=StringIO(), width=40, force_terminal=False)
+    assert _follow(Polled(), 7, err)["status"] == "done"
+    lines = [line for line in err.file.getvalue().splitlines() if line.startswith(RANKED_PREFIX)]
+    assert lines == [early_answer(ranked)]
