@@ -30,8 +30,8 @@ from workers.heartbeat import Heartbeat
 from workers.job_sandbox import JobSandboxes
 from workers.ranking import RankingRelay
 from workers.retry import ApiError, RetryPolicy
-from workers.stage_process import StageProcess
-from workers.stages import DEFAULT_STAGES
+from workers.stage_process import OnProgress, StageProcess
+from workers.stages import DEFAULT_STAGES, RANKED
 
 log = logging.getLogger("npu_advisor.worker")
 
@@ -213,35 +213,33 @@ class WorkerAgent:
             except ApiError as exc:
                 error = f"could not download the job's files: {exc}"
                 return self._report_failure(claim, error, retryable=exc.retryable)
-            process = self._start_runner(spec, job_dir, heartbeat)
+            ranked_path = StageProcess.ranked_path(job_dir)
+            ranking = RankingRelay(self.api, claim, ranked_path, lambda inspection: _with_artifact(claim, inspection))
+            process = self._start_runner(spec, job_dir, _relay(heartbeat, ranking))
             self._current = process
-            ranking = RankingRelay(self.api, claim, lambda inspection: _with_artifact(claim, inspection))
-            outcome = self._supervise(process, heartbeat, wake, ranking)
+            outcome = self._supervise(process, heartbeat, wake)
             return self._finish(claim, process, heartbeat, outcome, ranking)
         finally:
             heartbeat.stop()
 
-    def _start_runner(self, spec: dict[str, Any], job_dir: Path, heartbeat: Heartbeat) -> StageProcess:
+    def _start_runner(self, spec: dict[str, Any], job_dir: Path, on_progress: OnProgress) -> StageProcess:
         """The job's stage runner, forking from the job's sandbox when there is one. The next job's sandbox starts
         now, while this one downloads and inspects; the runner's first timed window waits until it is up."""
         if self.sandboxes is None or self.sandboxes.current is None:
-            return StageProcess(spec, job_dir, on_progress=heartbeat.update)
+            return StageProcess(spec, job_dir, on_progress=on_progress)
         zygote, pass_fds = self.sandboxes.current.handle()
         self._prepare_sandbox()
         gate = self.sandboxes.readiness_fd()
         try:
             runner_spec = {**spec, "zygote": zygote, "measure_gate_fd": gate}
-            return StageProcess(runner_spec, job_dir, on_progress=heartbeat.update, pass_fds=(*pass_fds, gate))
+            return StageProcess(runner_spec, job_dir, on_progress=on_progress, pass_fds=(*pass_fds, gate))
         finally:
             os.close(gate)  # the runner holds its own copy
 
-    def _supervise(
-        self, process: StageProcess, heartbeat: Heartbeat, wake: threading.Event, ranking: RankingRelay
-    ) -> str:
-        """Wait for the runner, a cancel, a lost lease or the end of the shutdown grace period; relay the ranking."""
+    def _supervise(self, process: StageProcess, heartbeat: Heartbeat, wake: threading.Event) -> str:
+        """Wait for the runner, a cancel, a lost lease or the end of the shutdown grace period."""
         deadline: float | None = None
         while process.poll() is None:
-            ranking.poll(process)
             if heartbeat.lease_lost.is_set():
                 return "lease_lost"
             if heartbeat.cancel_requested.is_set():
@@ -363,6 +361,18 @@ class WorkerAgent:
             log.info("deregistered %s", self.registration.worker_id)
         except ApiError as exc:
             log.warning("could not deregister: %s", exc)
+
+
+def _relay(heartbeat: Heartbeat, ranking: RankingRelay) -> OnProgress:
+    """The runner's progress lines: its `ranked` signal to the ranking relay, everything else to the heartbeat."""
+
+    def relay(event: ProgressEvent) -> None:
+        if event.step == RANKED:
+            ranking.ranked()
+        else:
+            heartbeat.update(event)
+
+    return relay
 
 
 def _with_artifact(claim: LeasedJob, inspection: dict | None) -> dict | None:

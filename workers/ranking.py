@@ -1,41 +1,51 @@
 """The relay of a job's ranking: the stage runner's results once its options are ranked, before the recommended
-option's details (workers.stages), posted to the server once so that the analysis shows its answer while the
-details are measured (`POST /api/v1/jobs/{id}/ranked`). Best effort: a refused or failed post is logged, and the
-completion carries the whole results anyway."""
+option's details (workers.stages writes them, then says so with a `ranked` progress line), posted to the server once
+so that the analysis shows its answer while the details are measured (`POST /api/v1/jobs/{id}/ranked`). Best effort:
+a refused or failed post is logged, and the completion carries the whole results anyway."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from workers.api import LeasedJob, WorkerApi
 from workers.retry import ApiError
-from workers.stage_process import StageProcess
 
 log = logging.getLogger("npu_advisor.worker")
 FINISH_WAIT_S = 10.0  # the completion waits this long for a ranking still being posted, so it never lands after it
 
 
 class RankingRelay:
-    """Watches one job's runner for its ranking (`poll`, from the agent's supervise loop) and posts it from a thread
-    of its own, so that a slow server never delays seeing a cancel or a lost lease."""
+    """Posts one job's ranking (the file at `path`) when the runner says it is written (`ranked`, called from the
+    runner's progress reader), from a thread of its own, so that a slow server never delays the progress lines, a
+    cancel or a lost lease. Because the progress reader is joined before the agent uploads (StageProcess.result),
+    the post always starts before the completion, which `finish` then waits for."""
 
-    def __init__(self, api: WorkerApi, claim: LeasedJob, with_artifact: Callable[[dict | None], dict | None]) -> None:
+    def __init__(
+        self, api: WorkerApi, claim: LeasedJob, path: Path, with_artifact: Callable[[dict | None], dict | None]
+    ) -> None:
         """`with_artifact`: the inspection as the server checks it (with the job's verified artifact_sha256)."""
         self.api = api
         self.claim = claim
+        self.path = path
         self.with_artifact = with_artifact
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
 
-    def poll(self, process: StageProcess) -> None:
-        if self._thread is not None:
-            return
-        ranked = process.ranked()
-        if ranked is None:
-            return
-        self._thread = threading.Thread(target=self._post, args=(ranked,), name="ranking", daemon=True)
-        self._thread.start()
+    def ranked(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return  # one ranking per attempt
+            try:
+                ranked = json.loads(self.path.read_text())
+            except (OSError, ValueError) as exc:
+                log.warning("job %s: the runner's ranking could not be read (%s)", self.claim.job_id, exc)
+                return
+            self._thread = threading.Thread(target=self._post, args=(ranked,), name="ranking", daemon=True)
+            self._thread.start()
 
     def finish(self, timeout_s: float = FINISH_WAIT_S) -> None:
         if self._thread is not None:

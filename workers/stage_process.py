@@ -26,8 +26,14 @@ OnProgress = Callable[[ProgressEvent], None]
 
 
 class StageProcess:
-    """One running stage runner. `result()` is its RESULT.json once it exited cleanly, else None; `ranked()` its
-    results once the options were ranked (before the recommended option's details), None until then."""
+    """One running stage runner. `result()` is its RESULT.json once it exited cleanly, else None. Its ranking (the
+    results once the options were ranked, before the recommended option's details) goes to `ranked_path(job_dir)`."""
+
+    RANKED_FILE = "ranked.json"
+
+    @classmethod
+    def ranked_path(cls, job_dir: Path) -> Path:
+        return job_dir / cls.RANKED_FILE
 
     def __init__(
         self, spec: dict[str, Any], job_dir: Path, on_progress: OnProgress, pass_fds: tuple[int, ...] = ()
@@ -36,10 +42,10 @@ class StageProcess:
         job_dir.mkdir(parents=True, exist_ok=True)
         self.spec_path = job_dir / "spec.json"
         self.result_path = job_dir / "result.json"
-        self.ranked_path = job_dir / "ranked.json"
-        self.spec_path.write_text(json.dumps({**spec, "ranked_path": str(self.ranked_path)}))
+        ranked = self.ranked_path(job_dir)
+        self.spec_path.write_text(json.dumps({**spec, "ranked_path": str(ranked)}))
         self.result_path.unlink(missing_ok=True)
-        self.ranked_path.unlink(missing_ok=True)
+        ranked.unlink(missing_ok=True)
         self._on_progress = on_progress
         self._stderr_tail: deque[str] = deque(maxlen=40)
         self.process = subprocess.Popen(
@@ -95,17 +101,12 @@ class StageProcess:
         kill_groups(descendants)
 
     def result(self) -> dict[str, Any] | None:
+        """Joins the output readers first: every progress line (a `ranked` one included) has been handled."""
         for reader in self._readers:
             reader.join(timeout=2.0)
         if self.process.returncode == 0 and self.result_path.exists():
             return json.loads(self.result_path.read_text())
         return None
-
-    def ranked(self) -> dict[str, Any] | None:
-        try:
-            return json.loads(self.ranked_path.read_text())
-        except (OSError, ValueError):
-            return None  # not written (yet)
 
     def stderr_tail(self) -> str:
         return "".join(self._stderr_tail).strip()

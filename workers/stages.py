@@ -3,11 +3,11 @@
 Run as ``python -m workers.stages SPEC.json RESULT.json``. The agent starts it in its own process
 group so that stopping it (cancel, lost lease, shutdown) also stops the sandbox children it spawned.
 Progress goes to stdout as one `advisor.core.progress.ProgressEvent` per line (its `to_json`); the result
-goes to RESULT.json as ``{"inspection", "measurements", "error", "retryable"}``; once the options are ranked, before the
-recommended option's details, the results so far go to `spec["ranked_path"]` (same shape, no error), which the
-agent posts so the analysis shows its answer sooner (app.job_queue.record_ranked). The worker does not decide:
-the server decides when the results arrive. SIGTERM sets CANCEL, which the pipeline watches: the running
-sandbox child is killed and the runner exits.
+goes to RESULT.json as ``{"inspection", "measurements", "error", "retryable"}``; once the options are ranked,
+before the recommended option's details, the results so far go to `spec["ranked_path"]` (same shape, no error) and
+a `ranked` progress line says so; the agent posts them so the analysis shows its answer sooner
+(app.job_queue.record_ranked). The worker does not decide: the server decides when the results arrive. SIGTERM
+sets CANCEL, which the pipeline watches: the running sandbox child is killed and the runner exits.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ Emit = Callable[[ProgressEvent], None]
 StagesFunction = Callable[[dict[str, Any], Emit], dict[str, Any]]
 
 DEFAULT_STAGES = "workers.stages:run_stages"
+RANKED = "ranked"  # the progress step that says the ranking was written (a signal to the agent, not a heartbeat)
 GATE_TIMEOUT_S = 180.0  # a spare that takes longer than this to start does not hold a job back
 STDERR_IN_ERROR_CHARS = 2000  # the error is capped at 8 KiB by the server; keep room for the reason
 
@@ -72,7 +73,7 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
     gate = spec.get("measure_gate_fd")
     before_measure = (lambda: wait_for_gate(int(gate))) if gate is not None else None
     ranked_path = spec.get("ranked_path")
-    on_ranked = (lambda ranked: write_atomically(Path(ranked_path), results_of(ranked))) if ranked_path else None
+    on_ranked = (lambda ranked: publish_ranking(Path(ranked_path), ranked, emit)) if ranked_path else None
     outcome = run_analysis(
         request, emit, cancel=CANCEL, zygote=zygote, before_measure=before_measure, on_ranked=on_ranked
     )
@@ -84,6 +85,12 @@ def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
 def results_of(outcome: AnalysisOutcome) -> dict[str, Any]:
     """RESULT.json (and the ranking's file) for an outcome that did not fail."""
     return {"inspection": outcome.inspection, "measurements": outcome.measurements, "error": None, "retryable": False}
+
+
+def publish_ranking(path: Path, outcome: AnalysisOutcome, emit: Emit) -> None:
+    """The results so far at `path`, then a `RANKED` progress line: the agent posts them (workers.ranking)."""
+    write_atomically(path, results_of(outcome))
+    emit(ProgressEvent(RANKED))
 
 
 def write_atomically(path: Path, data: dict[str, Any]) -> None:

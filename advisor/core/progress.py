@@ -4,9 +4,11 @@ Why one type: progress crosses several hops (the pipeline in the worker's stage 
 agent's heartbeat thread, the heartbeat call, the job row, the analysis view, the CLI's stderr lines). Each hop
 passes this event on (or its `to_json` form between processes) instead of re-encoding it in a format of its own.
 
-`step` is the part of the job (download, inspect, measure, decide, upload); `phase` is where one measured variant
-is (the measuring child's own word: starting, compiling, timing, done, ...). The API shows `stage` (`label`):
-the step, plus backend and mode while measuring, e.g. "measure:inductor:default". `fraction` is of the whole job.
+`step` is the part of the job (download, inspect, measure, decide, upload; `ranked` is only the stage runner's
+signal to its agent that the ranking was written, workers.ranking, never a heartbeat); `phase` is where one
+measured variant is (the measuring child's own word: starting, compiling, timing, done, ...). The API shows `stage`
+(`label`): the step, plus backend and mode while measuring, e.g. "measure:inductor:default". `fraction` is of the
+whole job.
 """
 
 from __future__ import annotations

@@ -41,12 +41,13 @@ def quick(spec: dict[str, Any], emit) -> dict[str, Any]:
 
 
 def ranked_then_details(spec: dict[str, Any], emit) -> dict[str, Any]:
-    """Writes its ranking where the runner's pipeline would (workers.stages), then takes `sleep_s` for the details."""
-    from workers.stages import write_atomically
+    """Publishes its ranking as the runner's pipeline does (workers.stages), then takes `sleep_s` for the details."""
+    from advisor.harness.pipeline import AnalysisOutcome
+    from workers.stages import publish_ranking
 
     emit(ProgressEvent("inspect", 0.0))
-    ranking = {**RESULT, "measurements": {**RESULT["measurements"], "quality": {"details": {"pending": ["eager"]}}}}
-    write_atomically(Path(spec["ranked_path"]), ranking)
+    ranked = {**RESULT["measurements"], "quality": {"details": {"pending": ["eager"]}}}
+    publish_ranking(Path(spec["ranked_path"]), AnalysisOutcome(RESULT["inspection"], ranked), emit)
     time.sleep(float(spec["job"].get("sleep_s", 1.0)))
     return RESULT
 
