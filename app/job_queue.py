@@ -512,12 +512,7 @@ class JobQueue:
             raise JobNotFound(f"job {job_id} does not exist")
         repeat = allow_repeat and job.status == JobStatus.SUCCEEDED and self._token_matches(job, lease_token)
         if not repeat:
-            if not self._token_matches(job, lease_token):
-                raise StaleLease(
-                    f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it"
-                )
-            if job.status != JobStatus.RUNNING:
-                raise StaleLease(f"job {job_id} is already {job.status}; stop working on it")
+            self._check_leased(job, lease_token)
         worker = session.get(Worker, job.worker_id) if job.worker_id is not None else None
         if not actor.may_act_for(worker.token_id if worker is not None else None):
             raise NotYourWorker(
@@ -793,13 +788,17 @@ class JobQueue:
 
     def _leased(self, session: Session, job_id: int, lease_token: str) -> Job:
         job = self._get(session, job_id)
+        self._check_leased(job, lease_token)
+        return job
+
+    def _check_leased(self, job: Job, lease_token: str) -> None:
+        """StaleLease unless `job` is running under `lease_token`."""
         if not self._token_matches(job, lease_token):
             raise StaleLease(
-                f"job {job_id}: this lease is no longer valid (the job was re-claimed); stop working on it"
+                f"job {job.id}: this lease is no longer valid (the job was re-claimed); stop working on it"
             )
         if job.status != JobStatus.RUNNING:
-            raise StaleLease(f"job {job_id} is already {job.status}; stop working on it")
-        return job
+            raise StaleLease(f"job {job.id} is already {job.status}; stop working on it")
 
     @staticmethod
     def _release_counts(session: Session, job_ids: list[int]) -> dict[int, int]:

@@ -33,6 +33,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from advisor.core.catalogue import BACKENDS
+from advisor.core.early_answer import PENDING_KEY
+from advisor.core.noise import label
 from advisor.core.results import INT64, CompletedResults
 
 STDERR_TAIL_CHARS = 64 * 1024
@@ -128,17 +130,13 @@ def check_pending_details(measurements: dict | None, *, ranking: bool) -> None:
     list of labels of its own rows. A completion's names none: its details are in. ResultsInvalid otherwise."""
     quality = (measurements or {}).get("quality")
     details = quality.get("details") if isinstance(quality, dict) else None
-    pending = details.get("pending") if isinstance(details, dict) else None
+    pending = details.get(PENDING_KEY) if isinstance(details, dict) else None
     field = "measurements.quality.details.pending"
     if not ranking:
         if pending is not None:
             raise ResultsInvalid([(field, "a completion has no details still to come; a ranking goes to /ranked")])
         return
-    labels = {
-        f"{row.get('backend')}:{row.get('mode') or 'default'}"
-        for row in (measurements or {}).get("measurements") or []
-        if isinstance(row, dict)
-    }
+    labels = {label(row) for row in (measurements or {}).get("measurements") or [] if isinstance(row, dict)}
     if not isinstance(pending, list) or not pending:
         raise ResultsInvalid([(field, "a ranking names the options whose details are still to come")])
     unknown = [label for label in pending if label not in labels]

@@ -333,7 +333,7 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
         quality=quality,
         measured_by=analysis.get("measured_by") or None,
         source=source_view(analysis.get("source_report")),
-        ranked_note=pending_note(run) if analysis.get("status") in ("queued", "running") else None,
+        ranked_note=pending_note(run),  # only a running job's ranking says details are pending (app.job_queue)
     )
     if recommendation:
         view.answer = answer(recommendation, rows, quality)

@@ -147,10 +147,10 @@ def _window_done(
 
     enough_samples = all(len(t) >= policy.min_iters for t in samples.values())
     if elapsed >= policy.max_time_s:
-        floors = {name: _loaded_floor(policy, sample_s[name]) for name in samples}
+        slow_floor = min(LOADED_SLOW_MIN_ITERS, policy.loaded_min_iters)
+        floors = {name: _floor(sample_s[name], slow_floor, policy.loaded_min_iters) for name in samples}
         slow_enough = policy.slow_min_iters is not None and all(
-            len(t) >= (policy.slow_min_iters if sample_s[name] >= SETTLE_FREE_SAMPLE_S else policy.min_iters)
-            for name, t in samples.items()
+            len(t) >= _floor(sample_s[name], policy.slow_min_iters, policy.min_iters) for name, t in samples.items()
         )
         if enough_samples or slow_enough or elapsed >= _hard_cap_s(policy) or _loaded(samples, floors):
             return True
@@ -171,11 +171,9 @@ def _warm_up(timer: Callable[[Callable[[], Any]], tuple[float, Any]], call: Call
     return fastest
 
 
-def _loaded_floor(policy: TimingPolicy, sample_s: float) -> int:
-    """The samples a callable needs before a loaded window past its cap may stop (see LOADED_SLOW_MIN_ITERS)."""
-    if sample_s >= SETTLE_FREE_SAMPLE_S:
-        return min(LOADED_SLOW_MIN_ITERS, policy.loaded_min_iters)
-    return policy.loaded_min_iters
+def _floor(sample_s: float, slow: int, fast: int) -> int:
+    """A callable's floor of samples: `slow` for samples of SETTLE_FREE_SAMPLE_S or more, else `fast`."""
+    return slow if sample_s >= SETTLE_FREE_SAMPLE_S else fast
 
 
 def _calls_per_sample(policy: TimingPolicy, per_call_s: float) -> int:
