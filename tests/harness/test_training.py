@@ -13,6 +13,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from advisor.harness.grad_accuracy import compare_gradients  # noqa: E402
 from advisor.harness.measurement import MeasureError, TimingPolicy, measure_model  # noqa: E402
+from advisor.harness.measurement.timing import LOADED_SLOW_MIN_ITERS  # noqa: E402
 from advisor.harness.training_step import (  # noqa: E402
     TrainingSetupError,
     build_training_steps,
@@ -144,7 +145,8 @@ def test_training_rows_time_a_step_side_by_side_and_fail_a_backend_that_drops_a_
         assert row["throughput"]["samples_per_s"] == pytest.approx(4 * 1e3 / row["latency"]["median_ms"])
         assert row["memory_kind"] == "rss" and row["peak_memory_mb"] is not None
     assert "loss.backward()" in eager["snippet"] and "no_grad" not in eager["snippet"]
-    assert dynamo["eager_latency"]["n"] >= 10 and dynamo["speedup_ci"] is not None  # interleaved with eager
+    # interleaved with eager; a loaded node's window may stop at the floor for slow samples (timing.py)
+    assert dynamo["eager_latency"]["n"] >= LOADED_SLOW_MIN_ITERS and dynamo["speedup_ci"] is not None
     assert dynamo["graph_count"] == 1 and dynamo["graph_breaks"] == 0
 
 
@@ -224,7 +226,10 @@ def test_inductor_training_step_is_compiled_accurate_and_needs_more_memory_than_
         step = training[backend]
         assert step["throughput"]["samples_per_s"] == pytest.approx(8 * 1e3 / step["latency"]["median_ms"])
     low, high = row["speedup_ci"]
-    assert low <= row["speedup_vs_eager"] <= high and row["eager_latency"]["n"] >= 10
+    assert low <= row["speedup_vs_eager"] <= high
+    # eager was timed in the step's own window; on a loaded node (CI: 3 test workers on 2 cores) a step lasts 0.1 s
+    # or more and the window stops at the floor for slow samples (CI once saw 9 of the unloaded 10)
+    assert row["eager_latency"]["n"] >= LOADED_SLOW_MIN_ITERS
     # gradients (5 MB) and AdamW's moments (10 MB) are in the training peak, not in the inference one
     state = row["training"]["state_mb"]
     assert training["eager"]["peak_memory_mb"] > inference["eager"]["peak_memory_mb"] + state["gradients"]
