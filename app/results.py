@@ -33,7 +33,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from advisor.core.catalogue import BACKENDS
-from advisor.core.early_answer import PENDING_KEY
+from advisor.core.early_answer import pending_value
 from advisor.core.noise import label
 from advisor.core.results import INT64, CompletedResults
 
@@ -128,9 +128,7 @@ def check_belongs_to_job(inspection: Any, measurements: Any, job: JobBinding) ->
 def check_pending_details(measurements: dict | None, *, ranking: bool) -> None:
     """A ranking's run names the options whose details are still to come (advisor.core.early_answer): a non-empty
     list of labels of its own rows. A completion's names none: its details are in. ResultsInvalid otherwise."""
-    quality = (measurements or {}).get("quality")
-    details = quality.get("details") if isinstance(quality, dict) else None
-    pending = details.get(PENDING_KEY) if isinstance(details, dict) else None
+    pending = pending_value(measurements)
     field = "measurements.quality.details.pending"
     if not ranking:
         if pending is not None:

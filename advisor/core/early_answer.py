@@ -19,14 +19,19 @@ RANKED_PREFIX = "ranked:"
 PENDING_KEY = "pending"  # quality.details' list of the options whose details are still to come
 
 
+def pending_value(run: Mapping[str, Any] | None) -> Any:
+    """`quality.details.pending` of a run's dict as it is, whatever its type; None where the path is absent."""
+    quality = (run or {}).get("quality")
+    details = quality.get("details") if isinstance(quality, Mapping) else None
+    return details.get(PENDING_KEY) if isinstance(details, Mapping) else None
+
+
 def pending_details(run: Mapping[str, Any] | Any | None) -> list[str]:
     """The options whose details were still being measured when `run` (a MeasurementRun or its dict) was published;
     [] for a complete run, or one measured before runs said so."""
     if run is not None and not isinstance(run, Mapping):
         run = run.model_dump(exclude_unset=True)
-    quality = (run or {}).get("quality")
-    details = quality.get("details") if isinstance(quality, Mapping) else None
-    pending = details.get(PENDING_KEY) if isinstance(details, Mapping) else None
+    pending = pending_value(run)
     return [str(label) for label in pending] if isinstance(pending, list) else []
 
 
