@@ -34,6 +34,7 @@ from advisor.core.results import (
     Recommendation,
     read,
 )
+from advisor.core.results.measurement import compile_is_bound
 from advisor.core.shape_sweep import speedups_by_shape
 from advisor.core.source_report import SOURCE_LABEL, inspection_source_lines
 from advisor.core.time_breakdown import breakdown_heading, breakdown_line, shown_breakdowns
@@ -228,7 +229,7 @@ def _seeded_note(m: MeasurementRow) -> str | None:
 def seeded_compile_note(cold_s: float | None, seeded: Mapping[str, Any] | None) -> str | None:
     """What a cold compile that is a bound, not a measurement, is made of (MeasurementRow.compile_seeded); None for
     a measured one."""
-    if not seeded or seeded.get("measured_s") is None or cold_s is None:
+    if not compile_is_bound(seeded) or cold_s is None:
         return None
     source = seeded.get("from_option") or "another option"
     return (

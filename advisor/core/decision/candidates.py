@@ -19,6 +19,7 @@ from typing import Any
 from advisor.core import catalogue, noise
 from advisor.core.context import DEFAULT_WORKLOAD, DeploymentContext
 from advisor.core.decision import footprint, quantized_rules
+from advisor.core.results.measurement import compile_is_bound
 
 # Backend facts (devices, display names, simplicity ranks) live in advisor.core.catalogue; re-exported for callers.
 TORCHAIR_EXPORT_MODE = catalogue.TORCHAIR_EXPORT_MODE
@@ -52,7 +53,7 @@ class Option:
     def compile_bounded(self, warm: bool) -> bool:
         """Whether `compile_s(warm)` is an upper bound, not a measurement: the cold compile of a mode that started
         from another option's kernels (MeasurementRow.compile_seeded)."""
-        if self.is_baseline or self.row is None or not self.row.get("compile_seeded"):
+        if self.is_baseline or self.row is None or not compile_is_bound(self.row.get("compile_seeded")):
             return False
         return not (warm and self.row.get("compile_s_warm") is not None)
 

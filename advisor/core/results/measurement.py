@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -50,6 +51,12 @@ class SeededCompile(Open):
     measured_s: float | None = None  # this option's compile with that cache
     floor_cold_s: float | None = None  # that option's own cold compile
     files_seeded: Count | None = None  # the files of its cache this one's compile started from
+
+
+def compile_is_bound(seeded: Mapping[str, Any] | None) -> bool:
+    """Whether a row's `compile_seeded` (as a dict) makes its `compile_s_cold` an upper bound: it says what was
+    measured. The decision's wording and the reports' notes both read it here."""
+    return isinstance(seeded, Mapping) and seeded.get("measured_s") is not None
 
 
 class MeasurementRow(Open):
