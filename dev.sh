@@ -8,14 +8,15 @@ VENV=.venv
 PY=${PYTHON:-python3}
 
 setup() {
+  local extras=$1
   if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
   fi
-  local stamp="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+  local stamp="$VENV/.installed-$extras-$(sha256sum pyproject.toml | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
     "$VENV/bin/pip" install -q --upgrade pip
     # torch==2.13.0 is the CPU build on this machine's disk; NPU nodes install the torch their torch_npu pins.
-    "$VENV/bin/pip" install -q -e '.[torch,export,test]'
+    "$VENV/bin/pip" install -q -e ".[$extras]"
     touch "$stamp"
   fi
 }
@@ -24,7 +25,7 @@ cmd=${1:-run}
 shift || true
 case "$cmd" in
   run)
-    setup
+    setup torch,export,quant
     mkdir -p data
     "$VENV/bin/npu-advisor" example mlp data/example-mlp.pt2 >/dev/null
     port=8000
@@ -38,7 +39,8 @@ case "$cmd" in
     exec "$VENV/bin/npu-advisor" serve "$@"
     ;;
   test)
-    setup
+    # every optional extra the product ships (openvino, quant), so no shipped path is skipped
+    setup torch,export,test,quant,openvino
     "$VENV/bin/ruff" check .
     "$VENV/bin/ruff" format --check .
     # several workers (pytest-xdist): compiles, sandboxed children and servers overlap; `-n 0` runs it serially
