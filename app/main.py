@@ -29,7 +29,7 @@ from app.job_queue import Clock, JobQueue, QueueError, QueuePolicy, utcnow
 from app.lingering import LingeringClose
 from app.metrics import ServiceMetrics
 from app.path_ids import PathIdRangeMiddleware
-from app.routes import analyses, artifacts, jobs, ops, suites, workers
+from app.routes import analyses, artifacts, jobs, limits, ops, suites, workers
 from app.settings import Settings, auth_mode, check_replica_settings, get_settings
 from app.storage import ArtifactStorage, UploadTooLarge, open_store
 
@@ -92,7 +92,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
     app.state.metrics = ServiceMetrics(app.state.read_engine)
     app.state.auth_mode = auth_mode(settings)
 
-    for module in (analyses, suites, workers, jobs, artifacts, ops):
+    for module in (analyses, suites, workers, jobs, artifacts, ops, limits):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(ops.root_router)
     app.add_api_route("/analyze", analyses.analyze, methods=["POST"], status_code=202, include_in_schema=False)

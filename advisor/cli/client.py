@@ -34,6 +34,7 @@ BUSY_STATUSES = frozenset({429, 503})
 BUSY_RETRIES = 8
 BUSY_DEFAULT_WAIT_S = 2.0  # a 429 / 503 without Retry-After (a proxy's)
 BUSY_MAX_WAIT_S = 60.0
+PRECHECK_ABOVE_BYTES = 1 << 20  # larger uploads first ask the server's caps (GET /api/v1/limits)
 
 
 class AdvisorError(Exception):
@@ -102,6 +103,8 @@ class AdvisorClient:
             raise AdvisorError(f"no such inputs file: {inputs}")
         if calibration is not None and not Path(calibration).is_file():
             raise AdvisorError(f"no such calibration file: {calibration}")
+        named = {"model": model, "inputs": inputs, "calibration": calibration}
+        self._refuse_oversized({field: Path(path) for field, path in named.items() if path is not None})
         data = {"context": json.dumps(context), "model_name": model_name or model.name}
         if force:
             data["force"] = "true"
@@ -113,7 +116,6 @@ class AdvisorClient:
             from advisor.core.source_report import upload_text
 
             data["source_report"] = upload_text(source_report)
-        named = {"model": model, "inputs": inputs, "calibration": calibration}
         with contextlib.ExitStack() as opened:
             files: dict[str, Any] = {
                 field: (Path(path).name, opened.enter_context(Path(path).open("rb")), "application/octet-stream")
@@ -121,6 +123,27 @@ class AdvisorClient:
                 if path is not None
             }
             return self._json("POST", f"{API}/analyze", data=data, files=files)
+
+    def _refuse_oversized(self, files: dict[str, Path]) -> None:
+        """Refuse a file over the server's cap before sending a byte of it (GET /api/v1/limits); a server without
+        that route, or one that cannot say, is left to refuse the upload itself. Uploads of at most
+        PRECHECK_ABOVE_BYTES in all are cheaper to send than to ask about."""
+        if sum(path.stat().st_size for path in files.values()) <= PRECHECK_ABOVE_BYTES:
+            return
+        try:
+            response = self._http.get(f"{API}/limits")
+            limits = response.json() if response.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError):
+            return
+        for field, path in files.items():
+            limit = limits.get(f"{field}_bytes") if isinstance(limits, dict) else None
+            size = path.stat().st_size
+            if isinstance(limit, int) and size > limit:
+                raise AdvisorError(
+                    f"the {field} file {path.name} is {_size(size)}; the server takes at most {_size(limit)} "
+                    "(nothing was sent)",
+                    status=413,
+                )
 
     def get(self, analysis_id: str | int) -> dict[str, Any]:
         return self._json("GET", f"{API}/analyses/{analysis_id}")
@@ -250,3 +273,10 @@ def describe_error(response: httpx.Response) -> str:
 
 def _loc(item: dict[str, Any]) -> str:
     return ".".join(str(part) for part in item.get("loc", []) if part != "body") or "request"
+
+
+def _size(n_bytes: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.1f} {unit}"
+    return f"{n_bytes} bytes"
