@@ -103,10 +103,12 @@ def submit_analysis(
     tag: str | None = None,
     source_report: dict | None = None,
     calibration: Artifact | None = None,
+    upload_names: dict[str, str] | None = None,
 ) -> Submission:
     """Create an analysis and its job, or return a recent identical one (unless `force`).
     `source_report`: the validated source-side report uploaded with the program (app.routes.analyses), stored with it.
     `calibration`: the checked calibration .npz's row (advisor.core.calibration), like `inputs`.
+    `upload_names`: the uploaded files' own names (app.upload_names.upload_names), for the reproduce command.
 
     One short write transaction: the artifact rows (`artifact`, `inputs`: rows to insert unless stored
     already; their files must be in the store), the analysis and its job (`JobQueue.enqueue`, whose commit
@@ -125,7 +127,17 @@ def submit_analysis(
         calibration_sha256=calibration.sha256 if calibration else None,
     )
     fields = _NewAnalysis(
-        artifact, inputs, context, target, model_name, backends, submitted_by, tag, source_report, calibration
+        artifact,
+        inputs,
+        context,
+        target,
+        model_name,
+        backends,
+        submitted_by,
+        tag,
+        source_report,
+        calibration,
+        upload_names,
     )
     if session.in_transaction():
         session.commit()  # start from a fresh transaction (whatever was read before is not held across)
@@ -157,6 +169,7 @@ class _NewAnalysis:
     tag: str | None = None
     source_report: dict | None = None
     calibration: Artifact | None = None
+    upload_names: dict[str, str] | None = None
 
 
 def _submit_once(
@@ -186,6 +199,7 @@ def _submit_once(
         artifact_sha256=artifact.sha256,
         inputs_sha256=inputs.sha256 if inputs else None,
         calibration_sha256=fields.calibration.sha256 if fields.calibration else None,
+        upload_names=fields.upload_names or None,
         context=fields.context,
         backends=backends,
         dedupe_key=key,
@@ -321,6 +335,7 @@ def analysis_view(
         **view,
         context=analysis.context,
         backends=analysis.backends,
+        upload_names=analysis.upload_names,
         inspection=read(Inspection, analysis.inspection),
         measurements=read(MeasurementRun, analysis.measurements),
         recommendation=read(Recommendation, analysis.recommendation),

@@ -84,6 +84,9 @@ class Analysis(AnalysisBase, table=True):
     inputs_sha256: str | None = Field(default=None, foreign_key="artifact.sha256", max_length=64)
     # the int8 options' calibration .npz (advisor.core.calibration), checked on upload; None: the example inputs
     calibration_sha256: str | None = Field(default=None, foreign_key="artifact.sha256", max_length=64)
+    # the uploaded files' own names ({"model": "resnet.pt2", "calibration": "samples.npz"}; app.upload_names): what the
+    # reproduce command names, files the user has
+    upload_names: dict[str, str] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     context: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     backends: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     dedupe_key: str = Field(max_length=64, index=True)
@@ -133,6 +136,7 @@ class AnalysisDetail(AnalysisBase):
     progress: float | None
     context: dict[str, Any]
     backends: list[str]
+    upload_names: dict[str, str] | None = None  # the uploaded files' names (model, inputs, calibration)
     inspection: Inspection | None
     measurements: MeasurementRun | None
     recommendation: Recommendation | None

@@ -54,6 +54,7 @@ from app.storage import ArtifactStorage, Incoming, StoredFile, UploadTooLarge
 from app.suites import TAG_PATTERN, TAG_RULE
 from app.summaries import page_summaries
 from app.upload_form import MAX_PARTS, FileLimit, ReceivedForm, receive_form
+from app.upload_names import upload_names
 
 router = APIRouter(tags=["analyses"])
 CALIBRATION_FILE = "the calibration file"  # its FileLimit's `what`: an oversized one is the calibration's own 422
@@ -219,6 +220,10 @@ async def receive_and_submit(
             cache_window_s=settings.cache_window_s,
             source_report=fields["source_report"],
             calibration=calibration_row,
+            upload_names=upload_names(
+                form.filenames,
+                {"model", *(["inputs"] if inputs_row else []), *(["calibration"] if calibration_row else [])},
+            ),
         )
     )
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.core import noise
+from advisor.core import noise, reproduce
 from advisor.core.decision import torchair_status_unknown
 from advisor.core.early_answer import pending_note
 from advisor.core.report import generation_lines, seeded_compile_note
@@ -294,17 +293,17 @@ def not_npu_note(measured_on: str | None, has_measurements: bool) -> str | None:
 
 
 def reproduce_command(analysis: Mapping, rows: list[MeasurementRow], device: str | None = None) -> str:
-    """Shell lines that re-run this analysis locally (`npu-advisor analyze`) on a machine of the same kind."""
-    suffix = "pt" if analysis.get("format") == "torchscript" else "pt2"
-    name = str(analysis.get("model_name") or "model")
-    model = name if name.endswith(f".{suffix}") else f"{name}.{suffix}"  # "example-mlp.pt2" stays as it is
-    context = json.dumps(analysis.get("context") or {}, sort_keys=True, separators=(",", ":"))
-    device = device or str(analysis.get("target") or "cpu")
-    command = ["npu-advisor", "analyze", model, "--context", "context.json", "--device", device]
-    backends = sorted({r.backend for r in rows if r.backend})
-    if backends:
-        command += ["--backends", ",".join(backends)]
-    return f"printf %s {shlex.quote(context)} > context.json\n" + " ".join(shlex.quote(str(w)) for w in command)
+    """Shell lines that re-run this analysis (`npu-advisor analyze`) on a machine of the same kind: the uploaded
+    files' names, the context, and the measured option set (advisor.core.reproduce)."""
+    names = analysis.get("upload_names") or {}
+    return reproduce.reproduce_command(
+        context=analysis.get("context") or {},
+        options=[(r.backend, r.mode) for r in rows],
+        device=device or str(analysis.get("target") or "cpu"),
+        model_file=reproduce.model_file_name(names, str(analysis.get("model_name") or "model"), analysis.get("format")),
+        inputs_file=names.get("inputs"),
+        calibration_file=names.get("calibration"),
+    )
 
 
 def detail_view(analysis: Mapping[str, Any]) -> DetailView:
