@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import typer
 
 from advisor.cli.token_file import read_token
+from advisor.core.context import Fleet, ModelChanges, Optimizer, Stage, Target, Workload
 from advisor.core.progress import ProgressEvent
 from advisor.core.report import FORMATS
 
@@ -39,6 +40,11 @@ _FLAG_FIELDS = {
 }
 
 
+def _choices(field_type: Any) -> str:
+    """`a | b | c`: every value a context field accepts, read from its Literal so --help lists each one."""
+    return " | ".join(get_args(field_type))
+
+
 def analyze(
     model: Path = typer.Argument(
         ...,
@@ -58,12 +64,14 @@ def analyze(
         None, "--tag", help="with --server: the model suite this analysis belongs to (summarised at /suites/TAG)"
     ),
     context_file: Path | None = typer.Option(None, "--context", help="deployment context as a JSON file"),
-    stage: str | None = typer.Option(None, help="prototype | production | edge"),
-    model_changes: str | None = typer.Option(None, "--model-changes", help="frequent | occasional | frozen"),
-    workload: str | None = typer.Option(None, help="inference | training"),
-    optimizer: str | None = typer.Option(None, help="training only: sgd | adamw (default sgd)"),
-    target: str | None = typer.Option(None, help="the production device: npu | cuda | cpu"),
-    fleet: str | None = typer.Option(None, help="single | mixed (developed on CPU/GPU, served on NPU)"),
+    stage: str | None = typer.Option(None, help=_choices(Stage)),
+    model_changes: str | None = typer.Option(None, "--model-changes", help=_choices(ModelChanges)),
+    workload: str | None = typer.Option(
+        None, help=f"{_choices(Workload)} (generation: a causal LM's prefill and decode)"
+    ),
+    optimizer: str | None = typer.Option(None, help=f"training only: {_choices(Optimizer)} (default sgd)"),
+    target: str | None = typer.Option(None, help=f"the production device: {_choices(Target)}"),
+    fleet: str | None = typer.Option(None, help=f"{_choices(Fleet)} (mixed: developed on CPU/GPU, served on NPU)"),
     expected_calls: int | None = typer.Option(None, "--expected-calls", help="calls served per compile"),
     latency_target_ms: float | None = typer.Option(None, "--latency-target-ms", help="p99 latency target"),
     memory_budget_mb: float | None = typer.Option(None, "--memory-budget-mb", help="peak memory budget in MiB"),
@@ -93,13 +101,13 @@ def analyze(
     export_to: Path | None = typer.Option(
         None,
         "--export-to",
-        help="with file.py:factory: where the ExportedProgram is written (default ./<file>-<factory>.pt2)",
+        help="for a file.py:factory model, where the ExportedProgram is written (default ./<file>-<factory>.pt2)",
     ),
     strict_export: bool = typer.Option(
         False,
         "--strict-export",
-        help="with file.py:factory: torch.export strict too when non-strict succeeds (default: strict only where "
-        "non-strict fails)",
+        help="for a file.py:factory model, torch.export strict too when non-strict succeeds (default: strict "
+        "only where non-strict fails)",
     ),
 ) -> None:
     """Recommend Inductor or TorchAir (or another backend) for MODEL in your deployment, by measuring."""

@@ -53,13 +53,15 @@ def inspect(
         "code)",
     ),
     export_to: Path | None = typer.Option(
-        None, "--export-to", help="with file.py:factory: write the ExportedProgram here when torch.export succeeds"
+        None,
+        "--export-to",
+        help="for a file.py:factory model, write the ExportedProgram here when torch.export succeeds",
     ),
     strict_export: bool = typer.Option(
         False,
         "--strict-export",
-        help="with file.py:factory: torch.export strict too when non-strict succeeds (by default strict is tried "
-        "only where non-strict fails)",
+        help="for a file.py:factory model, torch.export strict too when non-strict succeeds (by default strict is "
+        "tried only where non-strict fails)",
     ),
 ) -> None:
     """Show a model's ops with their Inductor/TorchAir coverage, graph breaks, inputs and size."""

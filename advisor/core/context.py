@@ -25,7 +25,7 @@ DEFAULT_OPTIMIZER: Optimizer = "sgd"
 DEFAULT_DECODE_TOKENS = 32
 
 # Bounds of the context fields (issue 12): large enough for any real deployment, small enough that the decision
-# engine, the reports and the database handle the largest accepted value. The README lists them.
+# engine, the reports and the database handle the largest accepted value. docs/usage.md ("Bad input") lists them.
 MAX_CALLS_PER_COMPILE = 10**15
 MAX_LATENCY_TARGET_MS = 10**7  # about 2.8 hours per call
 MAX_MEMORY_BUDGET_MB = 10**7  # about 10 TB
@@ -141,7 +141,7 @@ class DeploymentContext(BaseModel):
         default=DEFAULT_WORKLOAD,
         description="inference (forward only), training (forward, backward, optimizer step; only forward and "
         "backward are compiled), or generation (a causal LM with a static KV cache: prefill and decode phases "
-        "timed separately, see the README's generation models).",
+        "timed separately, see docs/method.md, Generation workloads).",
     )
     decode_tokens: int = Field(
         default=DEFAULT_DECODE_TOKENS,

@@ -1,5 +1,5 @@
-"""The layers (README "Architecture") are structure, not convention: import-linter's contracts hold (function-level
-imports included), and a whole upload-to-dashboard round trip through the server imports no torch."""
+"""The layers (docs/development.md "Architecture") are structure, not convention: import-linter's contracts hold
+(function-level imports included), and a whole upload-to-dashboard round trip through the server imports no torch."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The HTTP contract (README "REST API") through FastAPI's TestClient against a temp-dir app."""
+"""The HTTP contract (docs/usage.md "REST API") through FastAPI's TestClient against a temp-dir app."""
 
 from __future__ import annotations
 

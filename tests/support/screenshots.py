@@ -1,4 +1,4 @@
-"""Screenshots the browser tests keep for the README (docs/screenshots), only when asked to."""
+"""Screenshots the browser tests keep for the README and docs/usage.md (docs/screenshots), only when asked to."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def copy_to_docs(path: Path) -> None:
-    """Keep a screenshot for the README when ADVISOR_UPDATE_SCREENSHOTS=1 (not on every CI run)."""
+    """Keep a screenshot for the docs when ADVISOR_UPDATE_SCREENSHOTS=1 (not on every CI run)."""
     if os.environ.get("ADVISOR_UPDATE_SCREENSHOTS") == "1":
         target = REPO / "docs" / "screenshots"
         target.mkdir(parents=True, exist_ok=True)
