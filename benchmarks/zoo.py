@@ -20,6 +20,9 @@ Builds 22 models from torchvision, timm and transformers (random weights; export
    Inductor cache (its wall time summed over the options). The one-process truth compiles max-autotune after
    default, reusing default's in-process caches (~5 s instead of ~20 s cold); the advisor must time each option's
    cold compile, the break-even's input, so this is the independent measurement of what it reports.
+6. the **plain script** (unless `--no-plain-script`): the script an engineer would write by hand, the truth's code with
+   5 interleaved rounds of at least 0.3 s (PLAIN_ROUNDS, PLAIN_MIN_RUN_TIME), reported in a table of its own: time
+   to the ranked answer / the script's wall time, and regret by the script's own numbers.
 
 Every analysis runs quiet and then busy: one `while True` process per core, each in a session of its own (as
 another job on the node would be), running through both the analysis and its truth.
@@ -56,6 +59,9 @@ CLI = str(Path(sys.executable).with_name("npu-advisor"))
 PRODUCTION = ["--stage", "production", "--model-changes", "frozen", "--target", "cpu"]
 TRUTH_OPTIONS = ("eager:default", "inductor:default", "inductor:max-autotune", "onnxruntime:default")
 DEFAULT_ANALYZE = "resnet18,mobilenet_v3_small,distilbert,gpt2"
+# The plain script an engineer writes by hand (issue 46's denominator): the same options built once in one process,
+# torch.utils.benchmark in 5 interleaved rounds of at least 0.3 s, nothing else.
+PLAIN_ROUNDS, PLAIN_MIN_RUN_TIME = 5, 0.3
 
 
 # ---------------------------------------------------------------------------------------------- the models
@@ -534,6 +540,28 @@ def regret(pick: str, judged_by: dict[str, Any]) -> float | None:
 
 
 # ---------------------------------------------------------------------------------------------- report
+def print_plain_script_table(runs: list[dict]) -> None:
+    """Time to the ranked answer against the plain script's wall time, and regret by the script's own numbers."""
+    plain_runs = [run for run in runs if (run.get("plain_script") or {}).get("ok")]
+    if not plain_runs:
+        return
+    print("\n### against the plain script (one process, 5 interleaved rounds of >= 0.3 s)\n")
+    print("| model | load | pick | script's fastest accurate | regret by the script | answer s | script s | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for run in plain_runs:
+        analysis, plain = run["analysis"], run["plain_script"]
+        accurate = {k: v["median_ms"] for k, v in plain["options"].items() if v.get("accurate") and "median_ms" in v}
+        best = min(accurate, key=accurate.get) if accurate else "-"
+        r = regret(analysis.get("pick", ""), plain) if analysis["ok"] else None
+        answer_s = analysis.get("answer_s", analysis["wall_s"])
+        ratio = answer_s / plain["process_wall_s"] if analysis["ok"] else None
+        print(
+            f"| {run['model']} | {run['load']} | {analysis.get('pick', 'FAILED')} | {best} | "
+            f"{f'{r:.2f}' if r else '-'} | {answer_s:.0f} | {plain['process_wall_s']:.0f} | "
+            f"{f'{ratio:.2f}' if ratio else '-'} |"
+        )
+
+
 def print_tables(inspected: dict[str, dict], manifest: dict[str, dict], runs: list[dict]) -> None:
     passed = sum(1 for row in inspected.values() if row["ok"])
     print(f"## inspect: {passed} of {len(inspected)} pass\n")
@@ -583,6 +611,7 @@ def print_tables(inspected: dict[str, dict], manifest: dict[str, dict], runs: li
             f"{f'{cold_wall:.0f}' if cold_wall else '-'} | {f'{cold_ratio:.2f}' if cold_ratio else '-'} | "
             f"{analysis.get('load_before', 0):.2f} |"
         )
+    print_plain_script_table(runs)
     print("\nTruth latencies (median of round medians, ms) and the advisor's own numbers:\n")
     for run in runs:
         t = run["truth"]
@@ -620,6 +649,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--cold-truth", action="store_true", help="also time the truth with each option alone, compiled cold"
+    )
+    parser.add_argument(
+        "--no-plain-script", action="store_true", help="skip the plain script (5 rounds of >= 0.3 s, one process)"
     )
     parser.add_argument("--truth-of", help=argparse.SUPPRESS)
     parser.add_argument("--options", default=",".join(TRUTH_OPTIONS), help=argparse.SUPPRESS)
@@ -660,6 +692,11 @@ def main() -> None:
                     if args.cold_truth
                     else None
                 )
+                plain = (
+                    measure_truth(path, list(TRUTH_OPTIONS), PLAIN_ROUNDS, PLAIN_MIN_RUN_TIME)
+                    if not args.no_plain_script
+                    else None
+                )
             if load == "quiet" and measured.get("ok"):
                 quiet_truth[name] = measured
             runs.append(
@@ -669,6 +706,7 @@ def main() -> None:
                     "analysis": analysis,
                     "truth": measured,
                     "cold_truth": cold,
+                    "plain_script": plain,
                     "judged_by": quiet_truth.get(name, measured),
                     "judged_by_quiet": name in quiet_truth,
                 }
