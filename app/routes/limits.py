@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
 from advisor.core.calibration import MAX_CALIBRATION_BYTES
+from app.deps import UserDep
 
 router = APIRouter(tags=["operations"])
 
@@ -22,7 +23,7 @@ class UploadLimits(BaseModel):
 
 
 @router.get("/limits", response_model=UploadLimits, summary="The largest model, inputs and calibration file taken")
-def upload_limits(request: Request) -> UploadLimits:
+def upload_limits(request: Request, _: UserDep) -> UploadLimits:
     settings = request.app.state.settings
     return UploadLimits(
         model_bytes=settings.max_upload_bytes,

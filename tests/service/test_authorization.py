@@ -53,6 +53,7 @@ def test_the_table_of_routes_says_who_may_call_each(locked):
         ("POST", "/api/v1/jobs/{job_id}/cancelled"): JOB,
         ("GET", "/api/v1/queue"): USER,
         ("GET", "/api/v1/suites"): USER,
+        ("GET", "/api/v1/limits"): USER,
         ("GET", "/"): SIGNED_IN,
         ("GET", "/analyses/{analysis_id}"): SIGNED_IN,
         ("POST", "/analyses/{analysis_id}/{action}"): SIGNED_IN,
