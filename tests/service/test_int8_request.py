@@ -9,7 +9,7 @@ import pytest
 from fastapi import HTTPException
 
 from advisor.core.job_wire import ClaimedJob
-from app.routes.analyses import _check_backend_names
+from app.intake import _check_backend_names
 from workers.agent import AgentConfig, WorkerAgent
 from workers.api import LeasedJob
 
