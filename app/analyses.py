@@ -106,7 +106,7 @@ def submit_analysis(
     upload_names: dict[str, str] | None = None,
 ) -> Submission:
     """Create an analysis and its job, or return a recent identical one (unless `force`).
-    `source_report`: the validated source-side report uploaded with the program (app.routes.analyses), stored with it.
+    `source_report`: the validated source-side report uploaded with the program (app.intake), stored with it.
     `calibration`: the checked calibration .npz's row (advisor.core.calibration), like `inputs`.
     `upload_names`: the uploaded files' own names (app.upload_names.upload_names), for the reproduce command.
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, HTTPException
+from sqlalchemy import select
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -30,9 +31,10 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.auth import Principal
-from app.deps import PRINCIPAL_SCOPE_KEY, identify, job_actor_refusal, role_refusal
+from app.cookie_auth import viewer
 from app.early_answers import answer_with_app_handler, has_body, send_refusal
-from app.web.cookie_auth import viewer
+from app.identity import identify
+from app.models import Job, Worker
 
 try:  # FastAPI >= 0.16x includes routers as wrappers; this yields their routes, in match order
     from fastapi.routing import iter_route_contexts
@@ -43,6 +45,7 @@ except ImportError:  # older FastAPI: the app's routes are the flat list itself
 
 
 VIEWER_SCOPE_KEY = "npu_advisor.viewer"  # the dashboard's signed-in principal (cookie or anonymous)
+PRINCIPAL_SCOPE_KEY = "npu_advisor.principal"  # an API caller, once allowed: app.deps.require_role hands it over
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 JOB_ROUTE_PREFIX = "/api/v1/jobs/{job_id}/"
 
@@ -85,6 +88,30 @@ def route_policies(app: FastAPI) -> dict[tuple[str, str], Policy | None]:
             for method in sorted(route.methods or ()):
                 table[(method, str(route.path_format))] = policy_of(route)
     return table
+
+
+def role_refusal(principal: Principal, roles: tuple[str, ...]) -> str | None:
+    """Why `principal` may not use an endpoint open to `roles`; None when it may."""
+    if principal.role in roles:
+        return None
+    return f"a {principal.role} token cannot use this endpoint; it needs a {' or '.join(roles)} token"
+
+
+def job_actor_refusal(session: Session, job_id: int, principal: Principal) -> str | None:
+    """Why `principal` may not act on job `job_id` (its worker was registered by another token); None when it may.
+
+    Unknown jobs and jobs without a worker pass: the route answers those (404 / 409 lease lost)."""
+    if principal.role == "admin":
+        return None
+    row = session.execute(
+        select(Job.worker_id, Worker.token_id).join(Worker, Worker.id == Job.worker_id).where(Job.id == job_id)
+    ).first()
+    if row is None or row.token_id == principal.token_id:
+        return None
+    return (
+        f"job {job_id} is leased to worker {row.worker_id}, which was registered with another token: a worker "
+        "token acts only for the workers it registered (an admin token may act for any)"
+    )
 
 
 def decide(request: Request, session: Session, policy: Policy, *, now) -> Principal:  # noqa: ANN001

@@ -73,7 +73,10 @@ def run_job(
 ) -> dict:
     """One job through the stage runner, as the agent runs it; its wall time and what it spent on real work.
     `gate_fd`: the agent's readiness pipe (workers.job_sandbox): the job's first timed window waits on it."""
+    from advisor.core.context import parse_context
+    from advisor.core.job_wire import JobSpec
     from workers.stage_process import StageProcess
+    from workers.stages import DEFAULT_STAGES
 
     timed: list[float] = []
     inspect_at: list[float] = []  # when the inspection started and ended (its child and its fork)
@@ -97,18 +100,16 @@ def run_job(
             if event.timed_s:
                 timed.append(event.timed_s)
 
-    spec = {
-        "job": {},
-        "artifact_path": model,
-        "inputs_path": None,
-        "device": "cpu",
-        "backends": BACKENDS,
-        "workload": "inference",
-        "context": CONTEXT,
-        "measure": measure,
-        "zygote": zygote,
-        "measure_gate_fd": gate_fd,
-    }
+    spec = JobSpec(
+        stages=DEFAULT_STAGES,
+        artifact_path=model,
+        device="cpu",
+        backends=BACKENDS,
+        context=parse_context(CONTEXT),
+        measure=measure,
+        zygote=zygote,
+        measure_gate_fd=gate_fd,
+    )
     started = time.perf_counter()
     process = StageProcess(spec, job_dir, on_progress, pass_fds=(*pass_fds, *([gate_fd] if gate_fd else [])))
     if gate_fd is not None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD
+from advisor.core.job_wire import JobSpec
 from advisor.core.progress import ProgressEvent
 from workers.api import LeasedJob, LeaseLost, Registration, WorkerApi
 from workers.heartbeat import Heartbeat
@@ -178,8 +178,8 @@ class WorkerAgent:
 
         Never raises: a bug or an OS error here fails this job (retryable), not the worker.
         """
-        job_dir = self.config.work_dir / f"job-{claim.job_id}-{claim.job.get('attempt', 0)}"
-        log.info("claimed job %s (analysis %s)", claim.job_id, claim.job.get("analysis_id"))
+        job_dir = self.config.work_dir / f"job-{claim.job_id}-{claim.job.attempt}"
+        log.info("claimed job %s (analysis %s)", claim.job_id, claim.job.analysis_id)
         try:
             return self._run_job(claim, registration, job_dir)
         except Exception as exc:  # noqa: BLE001 - the agent outlives any one job
@@ -222,7 +222,7 @@ class WorkerAgent:
         finally:
             heartbeat.stop()
 
-    def _start_runner(self, spec: dict[str, Any], job_dir: Path, on_progress: OnProgress) -> StageProcess:
+    def _start_runner(self, spec: JobSpec, job_dir: Path, on_progress: OnProgress) -> StageProcess:
         """The job's stage runner, forking from the job's sandbox when there is one. The next job's sandbox starts
         now, while this one downloads and inspects; the runner's first timed window waits until it is up."""
         if self.sandboxes is None or self.sandboxes.current is None:
@@ -231,7 +231,7 @@ class WorkerAgent:
         self._prepare_sandbox()
         gate = self.sandboxes.readiness_fd()
         try:
-            runner_spec = {**spec, "zygote": zygote, "measure_gate_fd": gate}
+            runner_spec = spec.model_copy(update={"zygote": zygote, "measure_gate_fd": gate})
             return StageProcess(runner_spec, job_dir, on_progress=on_progress, pass_fds=(*pass_fds, gate))
         finally:
             os.close(gate)  # the runner holds its own copy
@@ -303,38 +303,28 @@ class WorkerAgent:
             log.warning("job %s: could not report the failure: %s", claim.job_id, exc)
         return "failed"
 
-    def _spec(self, claim: LeasedJob, job_dir: Path) -> dict[str, Any]:
+    def _spec(self, claim: LeasedJob, job_dir: Path) -> JobSpec:
         job = claim.job
         # with a prepared sandbox, the downloads go to its inbox: the only host files its children can read
         sandbox = self.sandboxes.take() if self.sandboxes is not None else None
         downloads = sandbox.inbox if sandbox is not None else job_dir
-        artifact = self.api.download(job["artifact_url"], downloads / "model", sha256=job.get("artifact_sha256"))
-        inputs = self.api.download(job["inputs_url"], downloads / "inputs") if job.get("inputs_url") else None
+        artifact = self.api.download(job.artifact_url, downloads / "model", sha256=job.artifact_sha256)
+        inputs = self.api.download(job.inputs_url, downloads / "inputs") if job.inputs_url else None
         calibration = None
-        if job.get("calibration_url"):  # checked against its sha256: the file the server checked on upload
+        if job.calibration_url:  # checked against its sha256: the file the server checked on upload
             calibration = self.api.download(
-                job["calibration_url"], downloads / "calibration.npz", sha256=job.get("calibration_sha256")
+                job.calibration_url, downloads / "calibration.npz", sha256=job.calibration_sha256
             )
-        wanted = job.get("backends") or self.config.backends
-        context = job.get("context") or {}
-        return {
-            "stages": self.config.stages,
-            "job": job,
-            "artifact_path": str(artifact),
-            "inputs_path": str(inputs) if inputs else None,
-            "calibration_path": str(calibration) if calibration else None,
-            "device": self.config.device,
-            # an int8 mode is asked for by name (`onnxruntime:int8`); the worker offers its backend
-            "backends": [name for name in wanted if name.split(":", 1)[0] in self.config.backends] or ["eager"],
-            "workload": context.get("workload", DEFAULT_WORKLOAD),
-            "optimizer": context.get("optimizer", DEFAULT_OPTIMIZER),
-            "decode_tokens": context.get("decode_tokens", DEFAULT_DECODE_TOKENS),
-            "accuracy_tolerance": context.get("accuracy_tolerance"),
-            "context": context or None,
-            # an inspect job: the inspection alone (the target has no worker yet; the server decides unmeasured)
-            "measure": job.get("purpose", "measure") != "inspect",
+        return JobSpec.for_job(
+            job,
+            offered=self.config.backends,
+            stages=self.config.stages,
+            artifact_path=str(artifact),
+            inputs_path=str(inputs) if inputs else None,
+            calibration_path=str(calibration) if calibration else None,
+            device=self.config.device,
             **self.config.stage_options,
-        }
+        )
 
     # ---------------------------------------------------------------- shutdown
     def install_signal_handlers(self) -> None:
@@ -377,9 +367,9 @@ def _relay(heartbeat: Heartbeat, ranking: RankingRelay) -> OnProgress:
 
 def _with_artifact(claim: LeasedJob, inspection: dict | None) -> dict | None:
     """The inspection with the sha256 `_spec`'s download verified (the server checks it), when the job names one."""
-    if not claim.job.get("artifact_sha256"):
+    if not claim.job.artifact_sha256:
         return inspection
-    return {**(inspection or {}), "artifact_sha256": claim.job["artifact_sha256"]}
+    return {**(inspection or {}), "artifact_sha256": claim.job.artifact_sha256}
 
 
 def _explain(exc: ApiError) -> str:

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
+from advisor.core.job_wire import ClaimedJob
 from advisor.core.progress import ProgressEvent
 from workers.retry import ApiError, RetryPolicy, error_from_response
 
@@ -31,13 +33,13 @@ class Registration:
 class LeasedJob:
     """One claimed job and the lease that fences every later call about it."""
 
-    job: dict[str, Any]
+    job: ClaimedJob
     lease_token: str
     lease_expires_at: str | None
 
     @property
     def job_id(self) -> str:
-        return str(self.job["id"])
+        return str(self.job.id)
 
 
 @dataclass(frozen=True)
@@ -101,9 +103,11 @@ class WorkerApi:
         if response.status_code == 204:
             return None
         data = response.json()
-        return LeasedJob(
-            job=data["job"], lease_token=data["lease_token"], lease_expires_at=data.get("lease_expires_at")
-        )
+        try:
+            job = ClaimedJob.model_validate(data["job"])
+        except ValidationError as exc:  # a server this worker cannot read: the lease runs out, the job is re-queued
+            raise ApiError(f"claim: the server's job does not read as a job: {exc}") from None
+        return LeasedJob(job=job, lease_token=data["lease_token"], lease_expires_at=data.get("lease_expires_at"))
 
     def deregister(self, worker_id: str) -> None:
         """Release held jobs without spending an attempt; best effort on the way out."""

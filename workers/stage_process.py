@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from advisor.core.job_wire import JobSpec
 from advisor.core.progress import ProgressEvent
 from advisor.harness.process_tree import descendant_pids, kill_groups
 from advisor.harness.sandbox import scrubbed_environment
@@ -35,15 +36,13 @@ class StageProcess:
     def ranked_path(cls, job_dir: Path) -> Path:
         return job_dir / cls.RANKED_FILE
 
-    def __init__(
-        self, spec: dict[str, Any], job_dir: Path, on_progress: OnProgress, pass_fds: tuple[int, ...] = ()
-    ) -> None:
-        """`pass_fds`: descriptors the runner inherits (the job sandbox's zygote socket, for `spec["zygote"]`)."""
+    def __init__(self, spec: JobSpec, job_dir: Path, on_progress: OnProgress, pass_fds: tuple[int, ...] = ()) -> None:
+        """`pass_fds`: descriptors the runner inherits (the job sandbox's zygote socket, for `spec.zygote`)."""
         job_dir.mkdir(parents=True, exist_ok=True)
         self.spec_path = job_dir / "spec.json"
         self.result_path = job_dir / "result.json"
         ranked = self.ranked_path(job_dir)
-        self.spec_path.write_text(json.dumps({**spec, "ranked_path": str(ranked)}))
+        self.spec_path.write_text(spec.model_copy(update={"ranked_path": str(ranked)}).model_dump_json())
         self.result_path.unlink(missing_ok=True)
         ranked.unlink(missing_ok=True)
         self._on_progress = on_progress

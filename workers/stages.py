@@ -4,7 +4,7 @@ Run as ``python -m workers.stages SPEC.json RESULT.json``. The agent starts it i
 group so that stopping it (cancel, lost lease, shutdown) also stops the sandbox children it spawned.
 Progress goes to stdout as one `advisor.core.progress.ProgressEvent` per line (its `to_json`); the result
 goes to RESULT.json as ``{"inspection", "measurements", "error", "retryable"}``; once the options are ranked,
-before the recommended option's details, the results so far go to `spec["ranked_path"]` (same shape, no error) and
+before the recommended option's details, the results so far go to `spec.ranked_path` (same shape, no error) and
 a `ranked` progress line says so; the agent posts them so the analysis shows its answer sooner
 (app.job_queue.record_ranked). The worker does not decide: the server decides when the results arrive. SIGTERM
 sets CANCEL, which the pipeline watches: the running sandbox child is killed and the runner exits.
@@ -24,13 +24,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from advisor.core.job_wire import JobSpec
 from advisor.core.progress import ProgressEvent
 
 if TYPE_CHECKING:
     from advisor.harness.pipeline import AnalysisOutcome, StepFailure
 
 Emit = Callable[[ProgressEvent], None]
-StagesFunction = Callable[[dict[str, Any], Emit], dict[str, Any]]
+StagesFunction = Callable[[JobSpec, Emit], dict[str, Any]]
 
 DEFAULT_STAGES = "workers.stages:run_stages"
 RANKED = "ranked"  # the progress step that says the ranking was written (a signal to the agent, not a heartbeat)
@@ -41,38 +42,37 @@ STDERR_IN_ERROR_CHARS = 2000  # the error is capped at 8 KiB by the server; keep
 CANCEL = threading.Event()
 
 
-def run_stages(spec: dict[str, Any], emit: Emit) -> dict[str, Any]:
+def run_stages(spec: JobSpec, emit: Emit) -> dict[str, Any]:
     """Inspect the job's artifact, then measure its backends: `advisor.harness.pipeline.run_analysis`, undecided.
-    `spec["measure"]` false (an inspect job): the inspection alone, with no measurements."""
-    from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD
+    `spec.measure` false (an inspect job): the inspection alone, with no measurements."""
     from advisor.harness.measurement import DEFAULT_TIMEOUT_S
     from advisor.harness.pipeline import AnalysisRequest, run_analysis
 
     request = AnalysisRequest(
-        model=spec["artifact_path"],
-        device=spec["device"],
-        inputs=spec.get("inputs_path"),
+        model=spec.artifact_path,
+        device=spec.device,
+        inputs=spec.inputs_path,
         # the int8 options' calibration .npz: checked against the model's inputs after the inspection (a mismatch
         # fails the job before anything is measured, naming the arrays)
-        calibration=spec.get("calibration_path"),
-        backends=list(dict.fromkeys(spec["backends"])) or ["eager"],
-        workload=spec.get("workload", DEFAULT_WORKLOAD),
-        optimizer=spec.get("optimizer", DEFAULT_OPTIMIZER),
-        decode_tokens=int(spec.get("decode_tokens") or DEFAULT_DECODE_TOKENS),
-        accuracy_tolerance=spec.get("accuracy_tolerance"),
-        measure=bool(spec.get("measure", True)),
-        timeout_s=float(spec.get("timeout_s") or DEFAULT_TIMEOUT_S),  # the stage timeout applies to inspection too
-        memory_limit_mb=spec.get("memory_limit_mb"),
-        plan_context=spec.get("context"),  # the analysis's deployment context: the plan follows it
+        calibration=spec.calibration_path,
+        backends=list(dict.fromkeys(spec.backends)) or ["eager"],
+        workload=spec.workload,
+        optimizer=spec.optimizer,
+        decode_tokens=spec.decode_tokens,
+        accuracy_tolerance=spec.accuracy_tolerance,
+        measure=spec.measure,
+        timeout_s=spec.timeout_s or DEFAULT_TIMEOUT_S,  # the stage timeout applies to inspection too
+        memory_limit_mb=spec.memory_limit_mb,
+        plan_context=spec.context,  # the analysis's deployment context: the plan follows it
     )
     zygote = None
-    if spec.get("zygote"):  # the job sandbox the worker prepared (workers.job_sandbox): fork from it, do not own it
+    if spec.zygote:  # the job sandbox the worker prepared (workers.job_sandbox): fork from it, do not own it
         from advisor.harness.sandbox import Zygote
 
-        zygote = Zygote.attach(spec["zygote"])
-    gate = spec.get("measure_gate_fd")
-    before_measure = (lambda: wait_for_gate(int(gate))) if gate is not None else None
-    ranked_path = spec.get("ranked_path")
+        zygote = Zygote.attach(spec.zygote)
+    gate = spec.measure_gate_fd
+    before_measure = (lambda: wait_for_gate(gate)) if gate is not None else None
+    ranked_path = spec.ranked_path
     on_ranked = (lambda ranked: publish_ranking(Path(ranked_path), ranked, emit)) if ranked_path else None
     outcome = run_analysis(
         request, emit, cancel=CANCEL, zygote=zygote, before_measure=before_measure, on_ranked=on_ranked
@@ -138,12 +138,12 @@ def load_function(target: str) -> StagesFunction:
 def main(argv: list[str]) -> int:
     spec_path, result_path = Path(argv[0]), Path(argv[1])
     signal.signal(signal.SIGTERM, lambda signum, frame: CANCEL.set())
-    spec = json.loads(spec_path.read_text())
+    spec = JobSpec.model_validate_json(spec_path.read_text())
 
     def emit(event: ProgressEvent) -> None:
         print(json.dumps(event.to_json()), flush=True)
 
-    write_atomically(result_path, load_function(spec.get("stages", DEFAULT_STAGES))(spec, emit))
+    write_atomically(result_path, load_function(spec.stages)(spec, emit))
     return 0
 
 

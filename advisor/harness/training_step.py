@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 OPTIMIZERS = ("sgd", "adamw")
-DEFAULT_OPTIMIZER = "sgd"
 LEARNING_RATE = 1e-3
 LOSS_DESCRIPTION = "sum over the floating-point outputs of mean(output ** 2)"
 

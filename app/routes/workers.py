@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from sqlalchemy import select
 from sqlmodel import Session
 
+from advisor.core.job_wire import ClaimedJob
 from app.deps import QueueDep, SessionDep, SettingsDep, UserDep, WorkerDep, actor_of
 from app.job_queue import Actor, JobClaim
 from app.models import Analysis, Job, JobStatus, Worker, WorkerCreate, WorkerPublic
@@ -28,25 +29,6 @@ class WorkerRegistered(BaseModel):
     heartbeat_interval_s: float
     lease_ttl_s: float
     poll_timeout_s: float
-
-
-class ClaimedJob(BaseModel):
-    id: int
-    analysis_id: int
-    attempt: int
-    artifact_sha256: str
-    # where to fetch the files: the server's own routes (local store), or presigned URLs of the object store, each
-    # for one object and valid for ADVISOR_ARTIFACT_URL_TTL_S; the worker checks what it fetched against the sha256
-    artifact_url: str
-    inputs_url: str | None
-    inputs_sha256: str | None = None
-    # the int8 options' calibration .npz (advisor.core.calibration), checked on upload; the worker checks the sha256
-    calibration_url: str | None = None
-    calibration_sha256: str | None = None
-    context: dict
-    backends: list[str]
-    # "measure": inspect and measure; "inspect": the inspection alone (its analysis' target has no worker yet)
-    purpose: Literal["measure", "inspect"] = "measure"
 
 
 class ClaimResponse(BaseModel):

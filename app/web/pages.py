@@ -1,11 +1,11 @@
 """The dashboard: server-rendered HTML pages (Jinja2, autoescaped) served by the API app.
 
 Pages read through `app.web.queries` and the server's own `app.analyses`. Sign-in is a token kept in a
-cookie (`app.web.cookie_auth`) that the API accepts too (`app.deps.identify`, with a same-origin
+cookie (`app.cookie_auth`) that the API accepts too (`app.identity.identify`, with a same-origin
 check on state-changing requests), so the upload form's script (web.js) and the report downloads call the
 API directly. Cancel / re-decide / re-run, and the upload form without script, are plain form posts handled
-here (they answer with a redirect back to a page, so they work without JavaScript) by the same route /
-service functions the API uses.
+here (they answer with a redirect back to a page, so they work without JavaScript) by the same service functions
+the API's routes call (app.intake, app.analyses, app.analysis_actions); no route module is imported here.
 Nothing here imports torch.
 """
 
@@ -32,18 +32,7 @@ from app.analysis_actions import ActionRefused, cancel_analysis, existing_analys
 from app.auth import Principal, authenticate
 from app.authorization import VIEWER_SCOPE_KEY
 from app.clock import aware
-from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep, is_owner_or_admin
-from app.job_queue import QueueError
-from app.models import Analysis
-from app.path_ids import id_or_none
-from app.routes import analyses as analyses_api
-from app.storage import UploadTooLarge
-from app.suites import suite_summary, suite_tags
-from app.upload_form import ReceivedForm
-from app.web import queries
-from app.web.charts import format_quantity
-from app.web.compare import compare_rows
-from app.web.cookie_auth import (
+from app.cookie_auth import (
     DASHBOARD_ROLES,
     WORKER_SIGN_IN_REFUSED,
     clear_token_cookie,
@@ -53,6 +42,17 @@ from app.web.cookie_auth import (
     set_token_cookie,
     viewer,
 )
+from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep, is_owner_or_admin
+from app.intake import backend_choices, receive_and_submit
+from app.job_queue import QueueError
+from app.models import Analysis
+from app.path_ids import id_or_none
+from app.storage import UploadTooLarge
+from app.suites import suite_summary, suite_tags
+from app.upload_form import ReceivedForm
+from app.web import queries
+from app.web.charts import format_quantity
+from app.web.compare import compare_rows
 from app.web.detail_view import INDUCTOR_STATUS_TEXT, TORCHAIR_STATUS_TEXT, detail_view
 from app.web.suite_view import suite_history_chart
 from app.web.upload_form import context_form_fields
@@ -335,9 +335,9 @@ def upload_page(request: Request, who: PageViewer) -> HTMLResponse:
 
 
 def _backend_help() -> dict[str, list[str]]:
-    """The names the form's `backends` field takes, from the API's own list (analyses_api.backend_choices): the
+    """The names the form's `backends` field takes, from the intake's own list (app.intake.backend_choices): the
     backends, and the int8 modes measured only when named."""
-    choices = analyses_api.backend_choices()
+    choices = backend_choices()
     return {"backends": [c for c in choices if ":" not in c], "int8_modes": [c for c in choices if ":" in c]}
 
 
@@ -346,7 +346,8 @@ async def upload_post(
     request: Request, session: SessionDep, queue: QueueDep, store: StoreDep, settings: SettingsDep, who: PageViewer
 ) -> Response:
     """The upload form without JavaScript: fold its `ctx.*` fields into `context` as web.js does, then submit
-    through the API's own function (same limits, checks and dedup); to the analysis, or the form with errors."""
+    through the intake the API uses (app.intake: same limits, checks and dedup); to the analysis, or the form with
+    errors."""
     _acting(request, who)
     fields = context_form_fields()
     entered: dict[str, str] = {}
@@ -365,7 +366,7 @@ async def upload_post(
         form.fields["context"] = json.dumps(fold_context(form.fields, fields))
 
     try:
-        submission = await analyses_api.receive_and_submit(
+        submission = await receive_and_submit(
             request, session, queue, store, settings, who, prepare=prepare, max_parts=7 + len(fields)
         )  # model, inputs, calibration, model_name, tag, backends, force and one part per context field
     except HTTPException as exc:

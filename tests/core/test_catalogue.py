@@ -10,7 +10,7 @@ from fastapi import HTTPException
 from advisor.core import catalogue, snippets
 from advisor.core.decision import decide
 from advisor.harness.backends import BUILTIN_BACKENDS, all_backends, get_backend
-from app.routes.analyses import _check_backend_names
+from app.intake import _check_backend_names
 from tests.support.fixtures_decide import inspection, measurement, run
 
 DEVICES = ("cpu", "cuda", "npu")

@@ -85,7 +85,7 @@ def test_each_request_is_decided_once_before_the_route_and_the_dependency_only_h
 
     monkeypatch.setattr(app.authorization, "identify", identify)
     monkeypatch.setattr(app.authorization, "role_refusal", role_refusal)
-    monkeypatch.setattr("app.deps.identify", lambda *_a, **_k: pytest.fail("the dependency decided again"))
+    monkeypatch.setattr("app.deps.decide", lambda *_a, **_k: pytest.fail("the dependency decided again"))
     with Session(locked.state.engine) as session:
         user = create_token(session, role="user", name="alice", now=datetime.now(UTC))[1]
         worker = create_token(session, role="worker", name="w", now=datetime.now(UTC))[1]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from fastapi import HTTPException
 
-from app.routes.analyses import _check_backend_names
+from advisor.core.job_wire import ClaimedJob
+from app.intake import _check_backend_names
 from workers.agent import AgentConfig, WorkerAgent
 from workers.api import LeasedJob
 
@@ -48,6 +49,15 @@ class _Downloads:
 def test_the_worker_hands_the_named_int8_mode_to_the_measurement(tmp_path) -> None:
     config = AgentConfig(name="w", device="cpu", backends=["eager", "onnxruntime"], work_dir=tmp_path)
     agent = WorkerAgent(_Downloads(), config)  # type: ignore[arg-type]
-    job = {"id": 1, "artifact_url": "/a", "backends": ["onnxruntime", "onnxruntime:int8", "inductor:pt2e-int8"]}
+    job = ClaimedJob(
+        id=1,
+        analysis_id=1,
+        attempt=1,
+        artifact_sha256="0" * 64,
+        artifact_url="/a",
+        inputs_url=None,
+        context={},
+        backends=["onnxruntime", "onnxruntime:int8", "inductor:pt2e-int8"],
+    )
     spec = agent._spec(LeasedJob(job=job, lease_token="t", lease_expires_at=None), tmp_path)
-    assert spec["backends"] == ["onnxruntime", "onnxruntime:int8"]  # inductor is not offered here
+    assert spec.backends == ["onnxruntime", "onnxruntime:int8"]  # inductor is not offered here

@@ -8,6 +8,7 @@ complete calls answer 503; `httpx.ReadTimeout` instances are raised instead of a
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import threading
@@ -31,6 +32,7 @@ ROUTES = [
 
 ARTIFACT = b"PK\x05\x06" + b"\x00" * 18  # the worker never opens it in these tests; only its sha256 matters
 ARTIFACT_SHA = hashlib.sha256(ARTIFACT).hexdigest()
+_JOB_IDS = itertools.count(1001)
 
 
 class FakeServer:
@@ -49,8 +51,8 @@ class FakeServer:
     # ---------------------------------------------------------------- test API
     def add_job(self, **fields: Any) -> dict[str, Any]:
         job = {
-            "id": fields.pop("id", uuid.uuid4().hex[:8]),
-            "analysis_id": "a-1",
+            "id": fields.pop("id", str(next(_JOB_IDS))),  # the server's ids are numbers; the routes carry them as text
+            "analysis_id": 1,
             "attempt": 1,
             "artifact_sha256": ARTIFACT_SHA,
             "artifact_url": f"/api/v1/artifacts/{ARTIFACT_SHA}",

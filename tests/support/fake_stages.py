@@ -1,8 +1,8 @@
 """Stand-ins for workers.stages.run_stages, run by the real stage runner child in agent tests.
 
-Each takes (spec, emit) like the real one (emit takes an advisor.core.progress.ProgressEvent).
-The job dict (spec["job"]) carries test knobs:
-`pid_file` (where the runner writes its pid), `sleep_s` (how long the slow one runs).
+Each takes (spec, emit) like the real one (a JobSpec; emit takes an advisor.core.progress.ProgressEvent).
+Test knobs come through the runner's environment (the agent's, less secrets): PID_FILE_ENV (where the runner
+writes its pid), SLEEP_S_ENV (how long the slow ones run).
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from advisor.core.job_wire import JobSpec
 from advisor.core.progress import ProgressEvent
+
+PID_FILE_ENV = "FAKE_STAGES_PID_FILE"
+SLEEP_S_ENV = "FAKE_STAGES_SLEEP_S"
 
 RESULT = {
     "inspection": {"format": "exported_program", "ops": []},
@@ -22,51 +26,57 @@ RESULT = {
 }
 
 
-def _note_pid(spec: dict[str, Any]) -> None:
-    if spec["job"].get("pid_file"):
-        Path(spec["job"]["pid_file"]).write_text(str(os.getpid()))
+def _note_pid() -> None:
+    if os.environ.get(PID_FILE_ENV):
+        Path(os.environ[PID_FILE_ENV]).write_text(str(os.getpid()))
 
 
-def quick(spec: dict[str, Any], emit) -> dict[str, Any]:
+def _sleep_s(default: float) -> float:
+    return float(os.environ.get(SLEEP_S_ENV) or default)
+
+
+def quick(spec: JobSpec, emit) -> dict[str, Any]:
     emit(ProgressEvent("inspect", 0.0))
     emit(ProgressEvent("measure", 0.5, backend="eager", mode="default"))
+    tolerance = spec.deployment.accuracy_tolerance
     ran = {
-        "backends_run": spec["backends"],
-        "workload_run": spec["workload"],
-        "optimizer_run": spec["optimizer"],
-        "tolerance_run": spec["accuracy_tolerance"],
-        "context_run": spec.get("context"),
+        "backends_run": spec.backends,
+        "workload_run": spec.workload,
+        "optimizer_run": spec.optimizer,
+        "tolerance_run": None if tolerance is None else {"atol": tolerance.atol, "rtol": tolerance.rtol},
+        "context_run": None if spec.context is None else spec.context.model_dump(mode="json"),
     }
     return {**RESULT, "measurements": {**RESULT["measurements"], **ran}}
 
 
-def ranked_then_details(spec: dict[str, Any], emit) -> dict[str, Any]:
+def ranked_then_details(spec: JobSpec, emit) -> dict[str, Any]:
     """Publishes its ranking as the runner's pipeline does (workers.stages), then takes `sleep_s` for the details."""
     from advisor.harness.pipeline import AnalysisOutcome
     from workers.stages import publish_ranking
 
     emit(ProgressEvent("inspect", 0.0))
     ranked = {**RESULT["measurements"], "quality": {"details": {"pending": ["eager"]}}}
-    publish_ranking(Path(spec["ranked_path"]), AnalysisOutcome(RESULT["inspection"], ranked), emit)
-    time.sleep(float(spec["job"].get("sleep_s", 1.0)))
+    assert spec.ranked_path, "the agent names where the ranking goes"
+    publish_ranking(Path(spec.ranked_path), AnalysisOutcome(RESULT["inspection"], ranked), emit)
+    time.sleep(_sleep_s(1.0))
     return RESULT
 
 
-def slow(spec: dict[str, Any], emit) -> dict[str, Any]:
+def slow(spec: JobSpec, emit) -> dict[str, Any]:
     emit(ProgressEvent("inspect", 0.0))
-    _note_pid(spec)
-    time.sleep(float(spec["job"].get("sleep_s", 60)))
+    _note_pid()
+    time.sleep(_sleep_s(60))
     emit(ProgressEvent("measure", 0.5, backend="eager", mode="default"))
     return RESULT
 
 
-def crash(spec: dict[str, Any], emit) -> dict[str, Any]:
+def crash(spec: JobSpec, emit) -> dict[str, Any]:
     emit(ProgressEvent("inspect", 0.0))
     print("Segmentation fault (pretend)", flush=True)
     os._exit(3)
 
 
-def bad_model(spec: dict[str, Any], emit) -> dict[str, Any]:
+def bad_model(spec: JobSpec, emit) -> dict[str, Any]:
     emit(ProgressEvent("inspect", 0.0))
     return {"inspection": None, "measurements": None, "error": "inspection failed: not a model", "retryable": False}
 
@@ -77,15 +87,15 @@ def sleep_and_note(pid_file: str, seconds: float) -> None:
     time.sleep(seconds)
 
 
-def sandboxed_sleep(spec: dict[str, Any], emit) -> dict[str, Any]:
+def sandboxed_sleep(spec: JobSpec, emit) -> dict[str, Any]:
     """Like `slow`, but the sleeping happens in a real advisor.harness.sandbox child (its own session)."""
     from advisor.harness.isolation import NO_ISOLATION
     from advisor.harness.sandbox import run_in_sandbox
     from workers.stages import CANCEL
 
     emit(ProgressEvent("inspect", 0.0))
-    _note_pid(spec)
-    target_pid_file = spec["job"]["pid_file"] + ".sandbox"
+    _note_pid()
+    target_pid_file = os.environ[PID_FILE_ENV] + ".sandbox"
     run_in_sandbox(
         "tests.support.fake_stages:sleep_and_note",
         {"pid_file": target_pid_file, "seconds": 60},
@@ -97,10 +107,10 @@ def sandboxed_sleep(spec: dict[str, Any], emit) -> dict[str, Any]:
     return RESULT
 
 
-def inspect_or_measure(spec: dict[str, Any], emit) -> dict[str, Any]:
+def inspect_or_measure(spec: JobSpec, emit) -> dict[str, Any]:
     """Like the real runner: the inspection alone when the spec says not to measure (an inspect job)."""
     emit(ProgressEvent("inspect", 0.0))
-    if not spec["measure"]:
+    if not spec.measure:
         return {**RESULT, "measurements": None}
     emit(ProgressEvent("measure", 0.5, backend="eager", mode="default"))
     return RESULT
@@ -118,19 +128,20 @@ def describe_child(model: str) -> dict[str, Any]:
     }
 
 
-def forked_from_warm(spec: dict[str, Any], emit) -> dict[str, Any]:
-    """Like the real runner with a prepared job sandbox: fork a child from its zygote (spec["zygote"])."""
+def forked_from_warm(spec: JobSpec, emit) -> dict[str, Any]:
+    """Like the real runner with a prepared job sandbox: fork a child from its zygote (spec.zygote)."""
     from advisor.harness.sandbox import Zygote, run_in_sandbox
 
     emit(ProgressEvent("inspect", 0.0))
-    zygote = Zygote.attach(spec["zygote"])
+    assert spec.zygote is not None, "the agent prepared no sandbox"
+    zygote = Zygote.attach(spec.zygote)
     done = run_in_sandbox(
         "tests.support.fake_stages:describe_child",
-        {"model": spec["artifact_path"]},
+        {"model": spec.artifact_path},
         zygote=zygote,
-        readable=[spec["artifact_path"]],
+        readable=[spec.artifact_path],
         timeout_s=60,
         memory_limit_mb=None,
     )
-    child = {"status": done.status, "reason": done.reason, **(done.value or {}), "zygote": spec["zygote"]["pid"]}
+    child = {"status": done.status, "reason": done.reason, **(done.value or {}), "zygote": spec.zygote["pid"]}
     return {**RESULT, "inspection": {**RESULT["inspection"], "child": child}}

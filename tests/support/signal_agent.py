@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
 from tests.support.fake_server import FakeServer
+from tests.support.fake_stages import PID_FILE_ENV, SLEEP_S_ENV
 from workers.agent import AgentConfig, WorkerAgent
 from workers.api import WorkerApi
 
@@ -19,7 +21,8 @@ from workers.api import WorkerApi
 def main(summary: str, pid_file: str, sleep_s: str, grace_s: str) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     server = FakeServer(heartbeat_interval_s=0.2)
-    server.add_job(pid_file=pid_file, sleep_s=float(sleep_s))
+    server.add_job()
+    os.environ.update({PID_FILE_ENV: pid_file, SLEEP_S_ENV: sleep_s})  # the runner inherits them
     config = AgentConfig(
         name="signal-test",
         device="cpu",

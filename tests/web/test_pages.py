@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from app.cookie_auth import COOKIE_NAME
 from app.models import Analysis, Job
-from app.web.cookie_auth import COOKIE_NAME
 from tests.support import synthetic_analyses as synthetic
 from tests.support.web_app import Db
 

@@ -13,10 +13,10 @@ from sqlmodel import Session
 
 from app.analysis_actions import ActionRefused, owned_analysis
 from app.auth import ANONYMOUS, Principal, create_token
+from app.cookie_auth import COOKIE_NAME
 from app.host_check import host_allowed
 from app.main import create_app
 from app.models import Analysis, Job
-from app.web.cookie_auth import COOKIE_NAME
 from tests.support import synthetic_analyses as synthetic
 from tests.support.web_app import make_settings
 

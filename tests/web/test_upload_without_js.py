@@ -209,7 +209,7 @@ def _npz(**arrays) -> bytes:  # noqa: ANN003
 
 
 def test_the_form_offers_every_backend_and_int8_mode_the_api_accepts_and_a_calibration_file(client: TestClient):
-    from app.routes.analyses import backend_choices
+    from app.intake import backend_choices
 
     html = client.get("/upload").text
     assert 'name="backends"' in html and 'data-error-for="backends"' in html

@@ -17,6 +17,7 @@ import pytest
 from advisor.harness.isolation import IsolationUnavailable, probe_bubblewrap
 from advisor.harness.sandbox import scrubbed_environment
 from tests.support.fake_server import ARTIFACT_SHA, FakeServer
+from tests.support.fake_stages import PID_FILE_ENV, SLEEP_S_ENV
 from workers.agent import AgentConfig, WorkerAgent
 from workers.api import LeaseLost, WorkerApi
 from workers.retry import ApiError, RetryPolicy
@@ -59,6 +60,14 @@ def make_agent(
         **{"max_jobs": 1, **overrides},
     )
     return WorkerAgent(api, config, sleep=lambda s: None)
+
+
+def knobs(monkeypatch: pytest.MonkeyPatch, *, pid_file: Path | None = None, sleep_s: float | None = None) -> None:
+    """The fake stages' knobs, through the runner's environment (tests.support.fake_stages)."""
+    if pid_file is not None:
+        monkeypatch.setenv(PID_FILE_ENV, str(pid_file))
+    if sleep_s is not None:
+        monkeypatch.setenv(SLEEP_S_ENV, str(sleep_s))
 
 
 def claim_one(api: WorkerApi, server: FakeServer):
@@ -158,8 +167,11 @@ def test_runner_environment_has_no_secrets():
 
 
 # ---------------------------------------------------------------- the agent loop
-def test_job_runs_in_a_child_and_its_result_is_uploaded(api: WorkerApi, server: FakeServer, tmp_path: Path):
-    server.add_job(backends=["eager", "inductor", "torchair"], sleep_s=0.6)
+def test_job_runs_in_a_child_and_its_result_is_uploaded(
+    api: WorkerApi, server: FakeServer, tmp_path: Path, monkeypatch
+):
+    server.add_job(backends=["eager", "inductor", "torchair"])
+    knobs(monkeypatch, sleep_s=0.6)
     assert make_agent(api, tmp_path, "tests.support.fake_stages:slow").run() == 0
     assert server.count("complete") == 1 and server.count("fail") == 0
     stages = [body["stage"] for body in server.bodies("heartbeat")]
@@ -167,8 +179,11 @@ def test_job_runs_in_a_child_and_its_result_is_uploaded(api: WorkerApi, server: 
     assert server.count("deregister") == 1
 
 
-def test_the_ranking_is_posted_once_before_the_completion(api: WorkerApi, server: FakeServer, tmp_path: Path):
-    job = server.add_job(sleep_s=1.0)
+def test_the_ranking_is_posted_once_before_the_completion(
+    api: WorkerApi, server: FakeServer, tmp_path: Path, monkeypatch
+):
+    job = server.add_job()
+    knobs(monkeypatch, sleep_s=1.0)
     assert make_agent(api, tmp_path, "tests.support.fake_stages:ranked_then_details").run() == 0
     routes = [name for name, _ in server.calls if name in ("ranked", "complete")]
     assert routes == ["ranked", "complete"]
@@ -178,9 +193,10 @@ def test_the_ranking_is_posted_once_before_the_completion(api: WorkerApi, server
 
 
 def test_a_refused_ranking_is_not_retried_and_the_job_still_completes(
-    api: WorkerApi, server: FakeServer, tmp_path: Path, sleeps
+    api: WorkerApi, server: FakeServer, tmp_path: Path, sleeps, monkeypatch
 ):
-    server.add_job(sleep_s=1.0)
+    server.add_job()
+    knobs(monkeypatch, sleep_s=1.0)
     server.inject("ranked", 503)
     assert make_agent(api, tmp_path, "tests.support.fake_stages:ranked_then_details").run() == 0
     assert server.count("ranked") == 1 and server.count("complete") == 1 and server.count("fail") == 0
@@ -263,10 +279,11 @@ def test_claim_errors_back_off_and_the_worker_recovers(api: WorkerApi, server: F
 
 
 def test_lost_lease_on_heartbeat_stops_the_child_and_nothing_is_uploaded(
-    api: WorkerApi, server: FakeServer, tmp_path: Path
+    api: WorkerApi, server: FakeServer, tmp_path: Path, monkeypatch
 ):
     pid_file = tmp_path / "runner.pid"
-    job = server.add_job(pid_file=str(pid_file), sleep_s=60)
+    job = server.add_job()
+    knobs(monkeypatch, pid_file=pid_file, sleep_s=60)
     thread, codes = run_in_thread(make_agent(api, tmp_path, "tests.support.fake_stages:slow"))
     pid = int(wait_for_file(pid_file))
     server.leases[job["id"]] = "re-claimed-by-another-worker"  # the next heartbeat gets 409
@@ -276,9 +293,10 @@ def test_lost_lease_on_heartbeat_stops_the_child_and_nothing_is_uploaded(
     assert server.count("complete") == 0 and server.count("fail") == 0
 
 
-def test_cancel_stops_the_child_and_is_acknowledged(api: WorkerApi, server: FakeServer, tmp_path: Path):
+def test_cancel_stops_the_child_and_is_acknowledged(api: WorkerApi, server: FakeServer, tmp_path: Path, monkeypatch):
     pid_file = tmp_path / "runner.pid"
-    job = server.add_job(pid_file=str(pid_file), sleep_s=60)
+    job = server.add_job()
+    knobs(monkeypatch, pid_file=pid_file, sleep_s=60)
     thread, _ = run_in_thread(make_agent(api, tmp_path, "tests.support.fake_stages:slow"))
     pid = int(wait_for_file(pid_file))
     server.cancel.add(job["id"])
@@ -287,9 +305,12 @@ def test_cancel_stops_the_child_and_is_acknowledged(api: WorkerApi, server: Fake
     assert server.count("cancelled") == 1 and server.count("complete") == 0
 
 
-def test_cancel_also_stops_the_sandboxed_stage_in_its_own_session(api: WorkerApi, server: FakeServer, tmp_path: Path):
+def test_cancel_also_stops_the_sandboxed_stage_in_its_own_session(
+    api: WorkerApi, server: FakeServer, tmp_path: Path, monkeypatch
+):
     pid_file = tmp_path / "runner.pid"
-    job = server.add_job(pid_file=str(pid_file))
+    job = server.add_job()
+    knobs(monkeypatch, pid_file=pid_file)
     thread, _ = run_in_thread(make_agent(api, tmp_path, "tests.support.fake_stages:sandboxed_sleep"))
     runner_pid = int(wait_for_file(pid_file))
     sandbox_pid = int(wait_for_file(Path(f"{pid_file}.sandbox")))
@@ -437,3 +458,21 @@ def test_asking_for_a_backend_this_node_lacks_says_why():
     with pytest.raises(CapabilityError, match="torchair: torch_npu is not installed"):
         restrict(probed, ["eager", "torchair"])
     assert restrict(probed, ["inductor"]).backends == ["inductor"]
+
+
+# ---------------------------------------------------------------- the job wire (advisor.core.job_wire)
+def test_a_claim_that_does_not_read_as_a_job_is_an_api_error_not_a_crash(api: WorkerApi, server: FakeServer):
+    server.add_job(id="not-a-number", attempt="first")
+    with pytest.raises(ApiError, match="does not read as a job"):
+        api.claim("w-1", 0)
+
+
+def test_a_job_whose_context_this_worker_cannot_read_fails_and_the_worker_goes_on(
+    api: WorkerApi, server: FakeServer, tmp_path: Path
+):
+    server.add_job(context={"stage": "production", "a_field_from_the_future": True})
+    server.add_job()
+    assert make_agent(api, tmp_path, max_jobs=2).run() == 0
+    [failure] = server.bodies("fail")
+    assert failure["retryable"] is True and "a_field_from_the_future: unknown field" in failure["error"]
+    assert server.count("complete") == 1

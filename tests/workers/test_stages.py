@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 import advisor.harness.measurement
+from advisor.core.context import parse_context
+from advisor.core.job_wire import JobSpec
 from advisor.harness.sandbox import Zygote
+from workers.stages import DEFAULT_STAGES
+
+
+def spec_of(**fields) -> JobSpec:  # noqa: ANN003
+    """The runner's spec as the agent writes it (workers.agent), with the real stages."""
+    return JobSpec(stages=DEFAULT_STAGES, **fields)
 
 
 class RecordingZygote(Zygote):
@@ -59,15 +67,7 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
         os.write(gate_write, b"1")
 
     threading.Thread(target=open_gate, daemon=True).start()
-    spec = {
-        "artifact_path": str(model),
-        "device": "cpu",
-        "backends": ["eager"],
-        "workload": "inference",
-        "optimizer": "sgd",
-        "job": {},
-        "measure_gate_fd": gate_read,
-    }
+    spec = spec_of(artifact_path=str(model), device="cpu", backends=["eager"], measure_gate_fd=gate_read)
     stages: list[str] = []
     result = run_stages(spec, lambda event: stages.append(event.label))
     os.close(gate_write)
@@ -95,14 +95,7 @@ def test_a_failed_inspection_carries_the_childs_last_stderr_lines(tmp_path: Path
     monkeypatch.setattr(advisor.harness.isolated_inspection, "inspect_isolated", lambda *a, **k: crashed)
     model = tmp_path / "m.pt2"
     model.write_bytes(b"stand-in: never loaded")
-    spec = {
-        "artifact_path": str(model),
-        "device": "cpu",
-        "backends": ["eager"],
-        "workload": "inference",
-        "optimizer": "sgd",
-        "job": {},
-    }
+    spec = spec_of(artifact_path=str(model), device="cpu", backends=["eager"])
     result = run_stages(spec, lambda event: None)
     assert result["error"].startswith("inspection failed (crashed): inspection crashed: the process was killed by")
     assert "Fatal Python error: Segmentation fault" in result["error"] and result["retryable"] is False
@@ -122,7 +115,7 @@ def test_an_inspect_job_inspects_and_measures_nothing(tmp_path: Path, monkeypatc
     monkeypatch.setattr(advisor.harness.measurement, "measure_model", no_measuring)
     model = tmp_path / "m.pt2"
     model.write_bytes(b"stand-in: never loaded")
-    spec = {"artifact_path": str(model), "device": "cpu", "backends": ["eager"], "measure": False, "job": {}}
+    spec = spec_of(artifact_path=str(model), device="cpu", backends=["eager"], measure=False)
     stages: list[str] = []
     result = run_stages(spec, lambda event: stages.append(event.label))
     assert result == {"inspection": inspected.value, "measurements": None, "error": None, "retryable": False}
@@ -148,9 +141,9 @@ def test_the_jobs_context_is_the_plan_the_measurement_follows(tmp_path: Path, mo
     model = tmp_path / "m.pt2"
     model.write_bytes(b"stand-in: never loaded")
     context = {"stage": "prototype", "target": "cpu"}
-    spec = {"artifact_path": str(model), "device": "cpu", "backends": ["eager", "inductor"], "job": {}}
-    run_stages({**spec, "context": context}, lambda event: None)
-    assert seen["plan_context"] == context and seen["inspection"] == inspected.value
+    spec = spec_of(artifact_path=str(model), device="cpu", backends=["eager", "inductor"])
+    run_stages(spec.model_copy(update={"context": parse_context(context)}), lambda event: None)
+    assert seen["plan_context"] == parse_context(context) and seen["inspection"] == inspected.value
     seen.clear()
     run_stages(spec, lambda event: None)  # no context (an older server): every variant is measured
     assert seen["plan_context"] is None

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.core import catalogue
+from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER
 from advisor.core.noise import read_load
 from advisor.core.text import first_line
 from advisor.harness import devices
@@ -82,10 +83,10 @@ def measure_variant(
     policy: dict,
     options: dict | None = None,
     warm_run: bool = False,
-    optimizer: str = "sgd",
+    optimizer: str = DEFAULT_OPTIMIZER,
     accuracy_tolerance: dict | None = None,
     sweep: dict | None = None,
-    decode_tokens: int = 32,
+    decode_tokens: int = DEFAULT_DECODE_TOKENS,
     reference_exists: bool = False,
     calibration_file: str | None = None,
     details_median_ms: float | None = None,

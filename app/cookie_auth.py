@@ -2,7 +2,7 @@
 
 The cookie holds the token itself (the server stores only its hash, as for API calls), so revoking the
 token signs the browser out too. `cookie_principal` is the extra credential source: the dashboard's
-pages use it, and `app.deps.identify` falls back to it for API calls without an Authorization
+pages use it, and `app.identity.identify` falls back to it for API calls without an Authorization
 header, so the browser calls the API directly. SameSite=Strict keeps other sites from posting with the
 cookie; a state-changing request signed in by the cookie must also show an Origin (or Referer) of this
 server (`same_origin_request`). Worker tokens are for workers only: they cannot sign in, and a cookie that
