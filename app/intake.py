@@ -27,6 +27,7 @@ from app.models import Artifact
 from app.settings import Settings
 from app.storage import ArtifactStorage, Incoming, StoredFile, UploadTooLarge
 from app.suites import TAG_PATTERN, TAG_RULE
+from app.target_devices import off_target
 from app.upload_form import MAX_PARTS, FileLimit, ReceivedForm, receive_form
 from app.upload_names import upload_names
 
@@ -135,6 +136,8 @@ def _form_fields(form: ReceivedForm) -> dict:
         raise HTTPException(422, detail=[{"field": "force", "message": "must be true or false"}])
     backends = sorted({name.strip() for name in form.fields.get("backends", "").split(",") if name.strip()})
     _check_backend_names(backends)
+    if problems := off_target(backends, str(context["target"])):  # it would wait for a worker that never comes
+        raise HTTPException(422, detail=problems)
     return {
         "context": context,
         "model_name": model_name,

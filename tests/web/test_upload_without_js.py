@@ -223,7 +223,10 @@ def test_int8_modes_and_a_calibration_file_reach_the_analysis_like_through_the_a
     np = __import__("pytest").importorskip("numpy")
     samples = _npz(input0=np.zeros((2, 1, 4), np.float32))
     parts = browser_form(
-        synthetic.torchscript_zip(), backends=" onnxruntime:int8, openvino:int8,eager ", calibration=samples
+        synthetic.torchscript_zip(),
+        backends=" onnxruntime:int8, openvino:int8,eager ",
+        calibration=samples,
+        target="cpu",  # CPU options: under the default target (npu) they are refused at their field (below)
     )
     response = post_upload(client, parts)
     assert response.status_code == 303, response.text
@@ -273,3 +276,15 @@ def test_a_garbage_pickled_or_oversized_calibration_file_is_named_at_its_field_w
         assert expected in slot[: slot.index("</span>")], (expected, slot[:300])
         assert "choose the model file (and the inputs and calibration files) again" in html
     assert db.all(select(Analysis)) == [] and db.all(select(Artifact)) == [] and incoming_files(client) == []
+
+
+def test_an_option_that_cannot_run_on_the_target_is_named_at_the_backends_field_with_nothing_stored(
+    client: TestClient, db: Db
+):
+    parts = browser_form(synthetic.torchscript_zip(), backends="eager,onnxruntime:int8", target="npu")
+    response = post_upload(client, parts)
+    assert response.status_code == 422 and response.headers["content-type"].startswith("text/html")
+    slot = response.text[response.text.index('data-error-for="backends">') :]
+    assert slot.startswith('data-error-for="backends">onnxruntime:int8 runs on cpu only, not on this analysis')
+    assert "--target cpu" in slot[: slot.index("</span>")]
+    assert db.all(select(Analysis)) == [] and db.all(select(Artifact)) == []
