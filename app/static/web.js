@@ -52,6 +52,12 @@ function applyProgress(id, state) {
     }
     const stage = el.querySelector("[data-live-stage]");
     if (stage) stage.textContent = state.stage || "";
+    // only a queued analysis has a place in the queue: a running one's position is gone, not stale
+    const position = el.querySelector("[data-live-position]");
+    if (position) {
+      position.hidden = !state.queue_position;
+      position.textContent = state.queue_position ? `position ${state.queue_position} in the queue` : "";
+    }
   }
 }
 

@@ -35,6 +35,7 @@ from app.web.charts import (
     latency_chart,
     speedup_series_chart,
 )
+from app.web.status_strip import StatusStrip, status_strip
 from app.web.tree import backend_label, tree_svg
 
 # Coverage statuses, worst last; the CSS class is the status itself, the text says it too (not colour alone).
@@ -169,6 +170,7 @@ class DetailView:
     source: SourceView | None = None  # the source-side report uploaded with the program, if any
     # a ranking published before the recommended option's details (advisor.core.early_answer); None when complete
     ranked_note: str | None = None
+    strip: StatusStrip | None = None  # status, stage and queue position that agree (app.web.status_strip)
 
     @property
     def unit(self) -> str:
@@ -333,6 +335,7 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
         measured_by=analysis.get("measured_by") or None,
         source=source_view(analysis.get("source_report")),
         ranked_note=pending_note(run),  # only a running job's ranking says details are pending (app.job_queue)
+        strip=status_strip(analysis),
     )
     if recommendation:
         view.answer = answer(recommendation, rows, quality)

@@ -19,11 +19,13 @@ from sqlmodel import Session
 from advisor.core.catalogue import option_label
 from advisor.core.status import AnalysisStatus
 from app import analysis_list
+from app.analyses import queue_positions
 from app.analysis_list import DEFAULT_SORT, AnalysisQuery, ListedPage, sort_key
 from app.clock import aware
 from app.job_queue import JobQueue
 from app.models import MEASURE, Analysis, AnalysisSummary, Job, JobStatus, Worker
 from app.summaries import page_summaries
+from app.web.status_strip import shown_position, shown_stage
 
 ANALYSIS_STATUSES = tuple(AnalysisStatus)
 TARGETS = ("npu", "cuda", "cpu")
@@ -131,8 +133,9 @@ def recommended_backends(session: Session) -> list[str]:
 
 
 def analysis_states(session: Session, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-    """{analysis id: {status, stage, progress, measured}} for the live-progress poller; `measured`: the analysis
-    holds measurements (its ranking arrives before its job ends: advisor.core.early_answer)."""
+    """{analysis id: {status, stage, progress, measured, queue_position}} for the live-progress poller; `measured`:
+    the analysis holds measurements (its ranking arrives before its job ends: advisor.core.early_answer); `stage`
+    and `queue_position` agree with `status` (app.web.status_strip: a position only while queued)."""
     ids = list(ids)[:200]
     if not ids:
         return {}
@@ -140,16 +143,23 @@ def analysis_states(session: Session, ids: Iterable[int]) -> dict[int, dict[str,
         select(
             Analysis.id,
             _status_expr.label("status"),
-            Job.stage,
-            Job.progress,
+            Job,
             Analysis.measurements.is_not(None).label("measured"),
         )
         .outerjoin(Job, _job_join)
         .where(Analysis.id.in_(ids))
     )
+    rows = session.execute(query).all()
+    positions = queue_positions(session, [r.Job for r in rows])
     return {
-        r.id: {"status": r.status, "stage": r.stage, "progress": r.progress, "measured": bool(r.measured)}
-        for r in session.execute(query)
+        r.id: {
+            "status": r.status,
+            "stage": shown_stage(r.status, r.Job.stage if r.Job else None),  # as the page's status strip words it
+            "progress": r.Job.progress if r.Job else None,
+            "measured": bool(r.measured),
+            "queue_position": shown_position(r.status, positions.get(r.Job.id) if r.Job else None),
+        }
+        for r in rows
     }
 
 

@@ -116,7 +116,13 @@ def test_running_analysis_page_refreshes_itself_and_missing_one_is_404(client: T
     assert 'data-reload-on-done="true"' in html and f'data-live="{running.analysis_id}"' in html
     assert "measure:inductor:default" in html
     state = client.get(f"/web/progress?ids={running.analysis_id}").json()[str(running.analysis_id)]
-    assert state == {"status": "running", "stage": "measure:inductor:default", "progress": 0.4, "measured": False}
+    assert state == {
+        "status": "running",
+        "stage": "measure:inductor:default",
+        "progress": 0.4,
+        "measured": False,
+        "queue_position": None,
+    }
     assert client.get("/analyses/99999").status_code == 404
 
 
