@@ -32,6 +32,7 @@ import logging
 import os
 import re
 import sys
+import sysconfig
 import tempfile
 import time
 import traceback
@@ -122,11 +123,36 @@ def build(spec: str) -> tuple[Any, tuple, dict, Any]:
 
 
 def _user_error(exc: BaseException) -> str:
-    """`Type: message (at file.py:12 in f)`: the exception and the innermost frame outside this package and torch."""
+    """`Type: message (at file.py:12 in f)`: the exception and the user's own innermost line - in their files, not
+    an installed library's - then, when the error was raised deeper, in a library (`from transformers import X`
+    failing inside transformers), `; raised in transformers/...:N in f`. Frames of this package and torch are
+    never named; a traceback without an own frame names the innermost library one."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if _is_user_file(f.filename)]
-    where = f" (at {_display_path(frames[-1].filename)}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    own = [f for f in frames if not _is_installed(f.filename)]
+    where = ""
+    if own:
+        where = f" (at {_frame(own[-1])}" + (f"; raised in {_frame(frames[-1])})" if frames[-1] is not own[-1] else ")")
+    elif frames:
+        where = f" (at {_frame(frames[-1])})"
     message = str(exc).strip().splitlines()
     return clip(f"{type(exc).__name__}: {message[0] if message else ''}{where}", 1000) or ""
+
+
+def _frame(frame: traceback.FrameSummary) -> str:
+    return f"{_display_path(frame.filename)}:{frame.lineno} in {frame.name}"
+
+
+def _is_installed(filename: str) -> bool:
+    """A file of the interpreter's own library or an installed distribution (site-packages, dist-packages), not
+    the user's own code."""
+    global _LIBRARY_DIRS
+    if not _LIBRARY_DIRS:
+        paths = sysconfig.get_paths()
+        found = {os.path.abspath(paths[key]) for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
+        _LIBRARY_DIRS = tuple(d + os.sep for d in sorted(found))
+    path = os.path.abspath(filename)
+    parts = path.split(os.sep)
+    return path.startswith(_LIBRARY_DIRS) or "site-packages" in parts or "dist-packages" in parts
 
 
 # ------------------------------------------------------------------------------------------------ the probe
@@ -298,6 +324,7 @@ def _frame_fields(frame: Any | None) -> dict[str, Any]:
 
 _WRAPPER = "Encountered graph break when attempting to trace"  # the line Dynamo's log puts before the kind
 _SKIPPED_DIRS: tuple[str, ...] = ()
+_LIBRARY_DIRS: tuple[str, ...] = ()  # the interpreter's library and where distributions are installed
 
 
 def _is_user_file(filename: str) -> bool:
