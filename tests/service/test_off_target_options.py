@@ -97,3 +97,39 @@ def test_analyze_server_with_a_cpu_int8_option_and_no_target_prints_the_refusal_
     accepted = CliRunner().invoke(cli, [*args, "--calibration", str(wrong), "--target", "cpu", "--no-wait"])
     assert accepted.exit_code == 0, accepted.output
     assert json.loads(client.get("/api/v1/analyses").text)["total"] == 1
+
+
+def test_a_job_no_registered_worker_offers_the_backends_for_says_so_on_the_page_and_in_the_cli(
+    client, model_file, monkeypatch, capsys
+) -> None:
+    """The options pass the device check (onnxruntime runs on cpu) but the only cpu worker offers eager: the page
+    and `analyze --server`'s follow output say why it waits (the backend set, not only the device kind)."""
+    from rich.console import Console
+
+    from advisor.cli.client import AdvisorClient
+    from advisor.cli.remote import _follow
+
+    from .test_api import register_worker
+
+    register_worker(client, device_kind="cpu", backends=("eager",))
+    analysis_id = submit(client, model_file, CPU_CONTEXT, backends="onnxruntime:int8").json()["id"]
+    note = "no cpu worker offers every backend this analysis asked for (onnxruntime:int8); it waits until one does"
+    assert client.get(f"/api/v1/analyses/{analysis_id}").json()["waiting_for_worker"] == note
+    assert note in client.get(f"/analyses/{analysis_id}").text
+
+    class _Through(httpx.BaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            answer = client.request(request.method, str(request.url), headers=request.headers)
+            return httpx.Response(answer.status_code, headers=answer.headers, content=answer.content)
+
+    real = AdvisorClient.wait
+
+    def cancelled_after_the_first_poll(self, analysis_id, **options):  # noqa: ANN001, ANN003, ANN202
+        # the real polling loop; its pause cancels the analysis, so that following it ends (no timing involved)
+        cancel = lambda _s: client.post(f"/api/v1/analyses/{analysis_id}/cancel")  # noqa: E731
+        return real(self, analysis_id, **{**options, "sleep": cancel})
+
+    monkeypatch.setattr(AdvisorClient, "wait", cancelled_after_the_first_poll)
+    with AdvisorClient("http://testserver", None, transport=_Through()) as advisor_client:
+        final = _follow(advisor_client, analysis_id, Console(stderr=True, width=400))
+    assert final["status"] == "cancelled" and note in capsys.readouterr().err
