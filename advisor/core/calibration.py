@@ -208,9 +208,9 @@ def check_against_inputs(info: CalibrationInfo, inputs: Sequence[Mapping[str, An
         problems.append(f"{len(info.arrays)} array(s) for a model of {len(inputs)} input(s)")
     for array, expected in zip(info.arrays, inputs, strict=False):
         label = f"{array.name} ({expected.get('name') or 'input'})"
-        want_shape = [int(d) for d in expected.get("shape") or []]
+        want_shape = [_static_dim(d) for d in expected.get("shape") or []]
         want_dtype = str(expected.get("dtype") or "").removeprefix("torch.")
-        if list(array.shape[1:]) != want_shape:
+        if not _fits(list(array.shape[1:]), want_shape):
             problems.append(f"{label} samples have shape {list(array.shape[1:])}, the example input {want_shape}")
         if want_dtype and array.dtype != want_dtype:
             problems.append(f"{label} is {array.dtype}, the example input {want_dtype}")
@@ -219,3 +219,14 @@ def check_against_inputs(info: CalibrationInfo, inputs: Sequence[Mapping[str, An
             "calibration file does not match the model's example inputs (the int8 exports are static at the example "
             "shape): " + "; ".join(problems)
         )
+
+
+def _static_dim(dim: Any) -> int | str:
+    """A dim as the inspection records it: an int, or a symbolic size ("s0") that any sample size fits."""
+    if isinstance(dim, int) or (isinstance(dim, str) and dim.isdigit()):
+        return int(dim)
+    return str(dim)
+
+
+def _fits(shape: list[int], want: list[int | str]) -> bool:
+    return len(shape) == len(want) and all(isinstance(w, str) or s == w for s, w in zip(shape, want, strict=True))

@@ -264,3 +264,13 @@ def test_the_measuring_child_reads_the_calibration_file_in_its_sandbox(tmp_path)
     # a file that does not fit (the pipeline refuses it before measuring; measured directly, the row says why)
     assert rows["wrong"]["status"] != "ok"
     assert "samples have shape [4, 3, 8, 8], the example input [4, 3, 16, 16]" in rows["wrong"]["reason"]
+
+
+def test_a_symbolic_dim_fits_any_sample_size_and_a_fixed_one_still_must_match(tmp_path) -> None:
+    """An inspection records a dynamic dim by its symbol ("s0"): any size fits it, never a crash on int("s0")."""
+    dynamic = [{"name": "ids", "shape": ["s0", 16], "dtype": "torch.int64"}]
+    check_against_inputs(check_file(_npz(tmp_path / "a.npz", input0=np.zeros((2, 61, 16), np.int64))), dynamic)
+    with pytest.raises(CalibrationRefused, match=r"samples have shape \[61, 8\], the example input \['s0', 16\]"):
+        check_against_inputs(check_file(_npz(tmp_path / "b.npz", input0=np.zeros((2, 61, 8), np.int64))), dynamic)
+    with pytest.raises(CalibrationRefused, match="samples have shape"):
+        check_against_inputs(check_file(_npz(tmp_path / "c.npz", input0=np.zeros((2, 61), np.int64))), dynamic)
