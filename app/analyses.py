@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, inspect, or_, select, text
+from sqlalchemy import and_, bindparam, func, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlmodel import Session
@@ -38,6 +38,7 @@ from app.models import (
     MeasuredBy,
     Worker,
 )
+from app.queue_order import goes_before
 from app.storage import ArtifactStorage
 
 SUBMIT_ATTEMPTS = 3  # a submission's transaction, again after losing an artifact-row insert race (PostgreSQL)
@@ -395,8 +396,7 @@ _QUEUE_POSITIONS = select(
     Job.id,
     select(func.count())
     .select_from(_AHEAD)
-    .where(_AHEAD.status == JobStatus.QUEUED, _AHEAD.device_kind == Job.device_kind)
-    .where(or_(_AHEAD.priority > Job.priority, and_(_AHEAD.priority == Job.priority, _AHEAD.id < Job.id)))
+    .where(_AHEAD.status == JobStatus.QUEUED, _AHEAD.device_kind == Job.device_kind, goes_before(_AHEAD, Job))
     .scalar_subquery(),
 ).where(
     Job.id.in_(bindparam("ids", expanding=True)), Job.status == JobStatus.QUEUED

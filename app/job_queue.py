@@ -47,6 +47,7 @@ from app.models import (
     Worker,
 )
 from app.outcomes import DecisionFailed, clear_recommendation, decide_recommendation, store_outcome
+from app.queue_order import claim_order, goes_before
 from app.results import (
     ERROR_CHARS,
     JobBinding,
@@ -788,8 +789,7 @@ class JobQueue:
         ahead = session.scalar(
             select(func.count())
             .select_from(Job)
-            .where(Job.status == JobStatus.QUEUED, Job.device_kind == job.device_kind)
-            .where(or_(Job.priority > job.priority, and_(Job.priority == job.priority, Job.id < job.id)))
+            .where(Job.status == JobStatus.QUEUED, Job.device_kind == job.device_kind, goes_before(Job, job))
         )
         return int(ahead or 0) + 1
 
@@ -956,7 +956,7 @@ def _claim_statement():  # noqa: ANN202 - an ORM UPDATE ... RETURNING Job, built
             candidate.device_kind.in_((bindparam("wanted_device_kind"), ANY_DEVICE)),
             ~exists(unmet_requirement),
         )
-        .order_by(candidate.priority.desc(), candidate.id)
+        .order_by(*claim_order(candidate))
         .limit(1)
         .with_for_update(skip_locked=True)  # PostgreSQL; SQLite has one writer at a time anyway
         .scalar_subquery()
