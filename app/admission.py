@@ -28,6 +28,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.db import DatabaseBusy
+from app.errors import ErrorCode, http_status
 from app.lingering import drain
 
 log = logging.getLogger("npu_advisor.server")
@@ -124,7 +125,7 @@ def install_busy_handlers(app: FastAPI, retry_after_s: int) -> None:
         reason = str(exc) if isinstance(exc, DatabaseBusy) else "the database is busy or unreachable"
         return JSONResponse(
             {"detail": f"{reason}; retry after {retry_after_s} s"},
-            status_code=503,
+            status_code=http_status(ErrorCode.BUSY),
             headers={"Retry-After": str(retry_after_s)},
         )
 

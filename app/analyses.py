@@ -25,6 +25,7 @@ from advisor.core.noise import is_noisy
 from advisor.core.results import Inspection, MeasurementRun, Recommendation, read
 from advisor.core.source_report import report_digest, source_report_or_none, with_source_report
 from advisor.core.status import AnalysisStatus
+from app.errors import ErrorCode, ServiceError
 from app.job_queue import JobQueue
 from app.models import (
     ACTIVE_JOB_STATUSES,
@@ -45,12 +46,10 @@ SUBMIT_ATTEMPTS = 3  # a submission's transaction, again after losing an artifac
 _measure_job = and_(Job.analysis_id == Analysis.id, Job.purpose == MEASURE)  # the join "analysis and its job"
 
 
-class RerunRefused(Exception):
-    """An analysis cannot be measured again; `status_code` is the HTTP status the API answers with."""
+class RerunRefused(ServiceError):
+    """An analysis cannot be measured again; its `code` (app.errors) gives the HTTP status the API answers with."""
 
-    def __init__(self, message: str, status_code: int) -> None:
-        super().__init__(message)
-        self.status_code = status_code
+    code = ErrorCode.CONFLICT  # unless given: NOT_FOUND, FORBIDDEN
 
 
 @dataclass(frozen=True)
@@ -268,16 +267,16 @@ def rerun_analysis(
     Always a new measurement (`force`: no dedupe against the earlier one, whose results stay as they are)."""
     old = session.get(Analysis, analysis_id)
     if old is None:
-        raise RerunRefused(f"analysis {analysis_id} does not exist", 404)
+        raise RerunRefused(f"analysis {analysis_id} does not exist", ErrorCode.NOT_FOUND)
     artifact = session.get(Artifact, old.artifact_sha256)
     if artifact is None or not store.exists(old.artifact_sha256):
-        raise RerunRefused(f"the model file of analysis {analysis_id} is no longer stored; upload it again", 409)
+        raise RerunRefused(f"the model file of analysis {analysis_id} is no longer stored; upload it again")
     inputs = session.get(Artifact, old.inputs_sha256) if old.inputs_sha256 else None
     if old.inputs_sha256 and (inputs is None or not store.exists(old.inputs_sha256)):
-        raise RerunRefused(f"the inputs file of analysis {analysis_id} is no longer stored; upload it again", 409)
+        raise RerunRefused(f"the inputs file of analysis {analysis_id} is no longer stored; upload it again")
     calibration = session.get(Artifact, old.calibration_sha256) if old.calibration_sha256 else None
     if old.calibration_sha256 and (calibration is None or not store.exists(old.calibration_sha256)):
-        raise RerunRefused(f"the calibration file of analysis {analysis_id} is no longer stored; upload it again", 409)
+        raise RerunRefused(f"the calibration file of analysis {analysis_id} is no longer stored; upload it again")
     return submit_analysis(
         session,
         queue,

@@ -34,6 +34,7 @@ from sqlmodel import Session
 
 from advisor.core.early_answer import pending_details
 from app.clock import aware, utcnow
+from app.errors import ErrorCode, ServiceError
 from app.models import (
     ACTIVE_JOB_STATUSES,
     ANY_DEVICE,
@@ -63,34 +64,34 @@ OutcomeRecorder = Callable[[Session, Job], None]
 INSPECT_PRIORITY = 10  # an inspection takes seconds: it goes before the measurements queued on the same workers
 
 
-class QueueError(Exception):
-    """A refused transition; `status_code` is the HTTP status the API answers with."""
+class QueueError(ServiceError):
+    """A refused transition; its `code` (app.errors) gives the HTTP status the API answers with."""
 
-    status_code = 409
+    code = ErrorCode.CONFLICT
 
 
 class JobNotFound(QueueError):
-    status_code = 404
+    code = ErrorCode.NOT_FOUND
 
 
 class WorkerNotFound(QueueError):
-    status_code = 404
+    code = ErrorCode.NOT_FOUND
 
 
 class StaleLease(QueueError):
     """The caller's lease token no longer owns the job: stop working on it and do not upload."""
 
-    status_code = 409
+    code = ErrorCode.LEASE_LOST
 
 
 class InvalidTransition(QueueError):
-    status_code = 409
+    code = ErrorCode.CONFLICT
 
 
 class NotYourWorker(QueueError):
     """A worker token tried to act for a worker that another token registered."""
 
-    status_code = 403
+    code = ErrorCode.FORBIDDEN
 
 
 def not_your_worker(worker_id: str) -> NotYourWorker:

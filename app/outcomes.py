@@ -12,12 +12,15 @@ from typing import Any
 
 from sqlmodel import Session
 
+from app.errors import ErrorCode, ServiceError
 from app.models import Analysis
 from app.results import finite_json
 
 
-class DecisionFailed(Exception):
+class DecisionFailed(ServiceError):
     """The decision engine could not produce a recommendation; the message says why."""
+
+    code = ErrorCode.CONFLICT
 
 
 def decide_recommendation(

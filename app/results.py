@@ -38,6 +38,7 @@ from advisor.core.catalogue import BACKENDS
 from advisor.core.early_answer import pending_value
 from advisor.core.noise import label
 from advisor.core.results import INT64, CompletedResults
+from app.errors import ErrorCode, ServiceError
 
 STDERR_TAIL_CHARS = 64 * 1024
 SNIPPET_CHARS = 16 * 1024
@@ -53,10 +54,12 @@ _TEXT_LIMITS = {"stderr_tail": STDERR_TAIL_CHARS, "snippet": SNIPPET_CHARS}
 MAX_REPORTED_PROBLEMS = 20
 
 
-class ResultsInvalid(ValueError):
+class ResultsInvalid(ServiceError, ValueError):
     """The results do not have the documented shape, hold impossible numbers or are not the job's. `problems`:
     `{"field", "message"}` each (the 422's detail), the field a dotted path such as
     `measurements.measurements.0.latency.median_ms`."""
+
+    code = ErrorCode.INVALID
 
     def __init__(self, problems: list[tuple[str, str]]) -> None:
         self.problems = [
@@ -64,6 +67,10 @@ class ResultsInvalid(ValueError):
             for field, message in problems[:MAX_REPORTED_PROBLEMS]
         ]
         super().__init__("; ".join(f"{p['field']}: {p['message']}" for p in self.problems))
+
+    @property
+    def detail(self) -> list[dict]:
+        return self.problems
 
 
 def accept_results(inspection: Any, measurements: Any) -> tuple[dict | None, dict | None]:

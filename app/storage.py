@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
+from app.errors import ErrorCode, ServiceError
+
 if TYPE_CHECKING:
     from app.settings import Settings
 
@@ -33,13 +35,18 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 Checked = TypeVar("Checked")
 
 
-class UploadTooLarge(Exception):
-    """The upload passed the size cap; the message names the cap."""
+class UploadTooLarge(ServiceError):
+    """The upload passed the size cap; the message names the cap (the answer also carries `limit_bytes`)."""
+
+    code = ErrorCode.TOO_LARGE
 
     def __init__(self, limit_bytes: int, what: str = "upload") -> None:
         self.limit_bytes = limit_bytes
         self.what = what
         super().__init__(f"{what} is larger than the server's limit of {_human(limit_bytes)} (ADVISOR_MAX_UPLOAD_MB)")
+
+    def extra(self) -> dict[str, Any]:
+        return {"limit_bytes": self.limit_bytes}
 
 
 @dataclass(frozen=True)
