@@ -28,8 +28,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.db import DatabaseBusy
-from app.errors import ErrorCode, http_status
 from app.lingering import drain
+from app.service_errors import ErrorCode, http_status
 
 log = logging.getLogger("npu_advisor.server")
 DRAIN_BYTES = 1 << 20  # a refused upload's body up to this size is read (and dropped) before the answer

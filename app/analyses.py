@@ -25,7 +25,6 @@ from advisor.core.noise import is_noisy
 from advisor.core.results import Inspection, MeasurementRun, Recommendation, read
 from advisor.core.source_report import report_digest, source_report_or_none, with_source_report
 from advisor.core.status import AnalysisStatus
-from app.errors import ErrorCode, ServiceError
 from app.job_queue import JobQueue
 from app.models import (
     ACTIVE_JOB_STATUSES,
@@ -40,6 +39,7 @@ from app.models import (
     Worker,
 )
 from app.queue_order import goes_before
+from app.service_errors import ErrorCode, ServiceError
 from app.storage import ArtifactStorage
 
 SUBMIT_ATTEMPTS = 3  # a submission's transaction, again after losing an artifact-row insert race (PostgreSQL)
@@ -47,7 +47,7 @@ _measure_job = and_(Job.analysis_id == Analysis.id, Job.purpose == MEASURE)  # t
 
 
 class RerunRefused(ServiceError):
-    """An analysis cannot be measured again; its `code` (app.errors) gives the HTTP status the API answers with."""
+    """An analysis cannot be measured again; its `code` (app.service_errors) gives the HTTP status of the answer."""
 
     code = ErrorCode.CONFLICT  # unless given: NOT_FOUND, FORBIDDEN
 

@@ -1,8 +1,8 @@
 """Acting on an analysis that exists: who may (ownership, decided once), cancelling it, deciding again on its results.
 
 The API's routes and the dashboard's form posts call these instead of each other, so a dashboard cancel checks the
-owner once and the route handlers hold no business logic. `ActionRefused.code` (app.errors) gives the HTTP status
-they answer with (as `app.analyses.RerunRefused`'s).
+owner once and the route handlers hold no business logic. `ActionRefused.code` (app.service_errors) gives the HTTP
+status they answer with (as `app.analyses.RerunRefused`'s).
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from sqlmodel import Session
 from app.analyses import job_of
 from app.auth import Principal
 from app.deps import is_owner_or_admin
-from app.errors import ErrorCode, ServiceError
 from app.job_queue import JobQueue
 from app.models import Analysis, Job, JobStatus
 from app.outcomes import DecisionFailed, decide_recommendation, store_recommendation
+from app.service_errors import ErrorCode, ServiceError
 
 
 class ActionRefused(ServiceError):
-    """The action cannot be done; its `code` (app.errors) gives the HTTP status the API answers with."""
+    """The action cannot be done; its `code` (app.service_errors) gives the HTTP status the API answers with."""
 
     code = ErrorCode.CONFLICT  # unless given: NOT_FOUND, FORBIDDEN
 

@@ -15,7 +15,7 @@ from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.early_answers import send_json
-from app.errors import ErrorCode, http_status
+from app.service_errors import ErrorCode, http_status
 from app.storage import UploadTooLarge
 
 KIB = 1024

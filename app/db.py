@@ -31,7 +31,7 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlmodel import Session
 
 import migrations
-from app.errors import ErrorCode, ServiceError
+from app.service_errors import ErrorCode, ServiceError
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
 # Other processes only (the CLI, a second server): in-process writers queue on the WriteGate instead.

@@ -22,9 +22,9 @@ from advisor.core.calibration import MAX_CALIBRATION_BYTES, CalibrationRefused, 
 from advisor.core.source_report import SourceReportRefused, parse_uploaded_report
 from app.analyses import Submission, submit_analysis
 from app.auth import Principal
-from app.errors import refusal_status
 from app.job_queue import JobQueue
 from app.models import Artifact
+from app.service_errors import refusal_status
 from app.settings import Settings
 from app.storage import ArtifactStorage, Incoming, StoredFile, UploadTooLarge
 from app.suites import TAG_PATTERN, TAG_RULE

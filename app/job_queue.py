@@ -34,7 +34,6 @@ from sqlmodel import Session
 
 from advisor.core.early_answer import pending_details
 from app.clock import aware, utcnow
-from app.errors import ErrorCode, ServiceError
 from app.models import (
     ACTIVE_JOB_STATUSES,
     ANY_DEVICE,
@@ -58,6 +57,7 @@ from app.results import (
     check_pending_details,
     truncate_text,
 )
+from app.service_errors import ErrorCode, ServiceError
 
 Clock = Callable[[], datetime]
 OutcomeRecorder = Callable[[Session, Job], None]
@@ -65,7 +65,7 @@ INSPECT_PRIORITY = 10  # an inspection takes seconds: it goes before the measure
 
 
 class QueueError(ServiceError):
-    """A refused transition; its `code` (app.errors) gives the HTTP status the API answers with."""
+    """A refused transition; its `code` (app.service_errors) gives the HTTP status the API answers with."""
 
     code = ErrorCode.CONFLICT
 

@@ -24,13 +24,13 @@ from app.analyses import collect_orphans
 from app.authorization import AuthorizeBeforeBody
 from app.body_limits import BodySizeLimit
 from app.db import create_db_engine, read_only_engine, upgrade_database
-from app.errors import ServiceError, service_error_response
 from app.host_check import LoopbackHostCheck
 from app.job_queue import Clock, JobQueue, QueuePolicy, utcnow
 from app.lingering import LingeringClose
 from app.metrics import ServiceMetrics
 from app.path_ids import PathIdRangeMiddleware
 from app.routes import analyses, artifacts, jobs, limits, ops, suites, workers
+from app.service_errors import ServiceError, service_error_response
 from app.settings import Settings, auth_mode, check_replica_settings, get_settings
 from app.storage import ArtifactStorage, open_store
 
@@ -99,7 +99,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
     app.add_api_route("/analyze", analyses.analyze, methods=["POST"], status_code=202, include_in_schema=False)
     _include_dashboard(app)
 
-    app.add_exception_handler(ServiceError, service_error_response)  # the one code -> HTTP status table (app.errors)
+    app.add_exception_handler(ServiceError, service_error_response)  # the one code -> status table (service_errors)
     app.add_exception_handler(RequestValidationError, _validation_error)
     install_busy_handlers(app, settings.retry_after_s)
     upload_paths = (f"{API_PREFIX}/analyze", "/analyze", "/upload")

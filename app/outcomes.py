@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlmodel import Session
 
-from app.errors import ErrorCode, ServiceError
 from app.models import Analysis
 from app.results import finite_json
+from app.service_errors import ErrorCode, ServiceError
 
 
 class DecisionFailed(ServiceError):

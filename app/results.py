@@ -38,7 +38,7 @@ from advisor.core.catalogue import BACKENDS
 from advisor.core.early_answer import pending_value
 from advisor.core.noise import label
 from advisor.core.results import INT64, CompletedResults
-from app.errors import ErrorCode, ServiceError
+from app.service_errors import ErrorCode, ServiceError
 
 STDERR_TAIL_CHARS = 64 * 1024
 SNIPPET_CHARS = 16 * 1024

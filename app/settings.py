@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.errors import ErrorCode, ServiceError
+from app.service_errors import ErrorCode, ServiceError
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
-from app.errors import ErrorCode, ServiceError
+from app.service_errors import ErrorCode, ServiceError
 
 if TYPE_CHECKING:
     from app.settings import Settings

@@ -11,9 +11,9 @@ from pydantic import BaseModel, BeforeValidator, Field
 from advisor.core.status import AnalysisStatus
 from app.analyses import analysis_status, job_of
 from app.deps import QueueDep, SessionDep, WorkerDep, actor_of
-from app.errors import ErrorCode, http_status
 from app.models import MEASURE, Job, JobStatus
 from app.results import ERROR_CHARS, truncate_text
+from app.service_errors import ErrorCode, http_status
 
 router = APIRouter(tags=["jobs"])
 LeaseToken = Annotated[str, Header(alias="X-Lease-Token", description="the lease_token from the claim")]

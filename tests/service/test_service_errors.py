@@ -1,4 +1,4 @@
-"""One error base for the service (app.errors): every domain error is a ServiceError with a code, and the one
+"""One error base for the service (app.service_errors): every domain error is a ServiceError with a code, and the one
 code -> HTTP status table at the edge answers it; no domain error names an HTTP status of its own."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 import app.main  # noqa: F401 - loads every module that defines a ServiceError
 from app.db import DatabaseBusy
-from app.errors import HTTP_STATUS, ErrorCode, ServiceError, refusal_status, service_error_response
 from app.job_queue import InvalidTransition, JobNotFound, NotYourWorker, QueueError, StaleLease, WorkerNotFound
 from app.results import ResultsInvalid
+from app.service_errors import HTTP_STATUS, ErrorCode, ServiceError, refusal_status, service_error_response
 from app.storage import UploadTooLarge
 
 
