@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.db import DatabaseBusy
 from app.lingering import drain
+from app.service_errors import ErrorCode, http_status
 
 log = logging.getLogger("npu_advisor.server")
 DRAIN_BYTES = 1 << 20  # a refused upload's body up to this size is read (and dropped) before the answer
@@ -124,7 +125,7 @@ def install_busy_handlers(app: FastAPI, retry_after_s: int) -> None:
         reason = str(exc) if isinstance(exc, DatabaseBusy) else "the database is busy or unreachable"
         return JSONResponse(
             {"detail": f"{reason}; retry after {retry_after_s} s"},
-            status_code=503,
+            status_code=http_status(ErrorCode.BUSY),
             headers={"Retry-After": str(retry_after_s)},
         )
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, inspect, or_, select, text
+from sqlalchemy import and_, bindparam, func, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlmodel import Session
@@ -38,18 +38,18 @@ from app.models import (
     MeasuredBy,
     Worker,
 )
+from app.queue_order import goes_before
+from app.service_errors import ErrorCode, ServiceError
 from app.storage import ArtifactStorage
 
 SUBMIT_ATTEMPTS = 3  # a submission's transaction, again after losing an artifact-row insert race (PostgreSQL)
 _measure_job = and_(Job.analysis_id == Analysis.id, Job.purpose == MEASURE)  # the join "analysis and its job"
 
 
-class RerunRefused(Exception):
-    """An analysis cannot be measured again; `status_code` is the HTTP status the API answers with."""
+class RerunRefused(ServiceError):
+    """An analysis cannot be measured again; its `code` (app.service_errors) gives the HTTP status of the answer."""
 
-    def __init__(self, message: str, status_code: int) -> None:
-        super().__init__(message)
-        self.status_code = status_code
+    code = ErrorCode.CONFLICT  # unless given: NOT_FOUND, FORBIDDEN
 
 
 @dataclass(frozen=True)
@@ -267,16 +267,16 @@ def rerun_analysis(
     Always a new measurement (`force`: no dedupe against the earlier one, whose results stay as they are)."""
     old = session.get(Analysis, analysis_id)
     if old is None:
-        raise RerunRefused(f"analysis {analysis_id} does not exist", 404)
+        raise RerunRefused(f"analysis {analysis_id} does not exist", ErrorCode.NOT_FOUND)
     artifact = session.get(Artifact, old.artifact_sha256)
     if artifact is None or not store.exists(old.artifact_sha256):
-        raise RerunRefused(f"the model file of analysis {analysis_id} is no longer stored; upload it again", 409)
+        raise RerunRefused(f"the model file of analysis {analysis_id} is no longer stored; upload it again")
     inputs = session.get(Artifact, old.inputs_sha256) if old.inputs_sha256 else None
     if old.inputs_sha256 and (inputs is None or not store.exists(old.inputs_sha256)):
-        raise RerunRefused(f"the inputs file of analysis {analysis_id} is no longer stored; upload it again", 409)
+        raise RerunRefused(f"the inputs file of analysis {analysis_id} is no longer stored; upload it again")
     calibration = session.get(Artifact, old.calibration_sha256) if old.calibration_sha256 else None
     if old.calibration_sha256 and (calibration is None or not store.exists(old.calibration_sha256)):
-        raise RerunRefused(f"the calibration file of analysis {analysis_id} is no longer stored; upload it again", 409)
+        raise RerunRefused(f"the calibration file of analysis {analysis_id} is no longer stored; upload it again")
     return submit_analysis(
         session,
         queue,
@@ -395,8 +395,7 @@ _QUEUE_POSITIONS = select(
     Job.id,
     select(func.count())
     .select_from(_AHEAD)
-    .where(_AHEAD.status == JobStatus.QUEUED, _AHEAD.device_kind == Job.device_kind)
-    .where(or_(_AHEAD.priority > Job.priority, and_(_AHEAD.priority == Job.priority, _AHEAD.id < Job.id)))
+    .where(_AHEAD.status == JobStatus.QUEUED, _AHEAD.device_kind == Job.device_kind, goes_before(_AHEAD, Job))
     .scalar_subquery(),
 ).where(
     Job.id.in_(bindparam("ids", expanding=True)), Job.status == JobStatus.QUEUED

@@ -1,8 +1,8 @@
 """Acting on an analysis that exists: who may (ownership, decided once), cancelling it, deciding again on its results.
 
 The API's routes and the dashboard's form posts call these instead of each other, so a dashboard cancel checks the
-owner once and the route handlers hold no business logic. `ActionRefused.status_code` is the HTTP status they answer
-with (as `app.analyses.RerunRefused`).
+owner once and the route handlers hold no business logic. `ActionRefused.code` (app.service_errors) gives the HTTP
+status they answer with (as `app.analyses.RerunRefused`'s).
 """
 
 from __future__ import annotations
@@ -15,21 +15,20 @@ from app.deps import is_owner_or_admin
 from app.job_queue import JobQueue
 from app.models import Analysis, Job, JobStatus
 from app.outcomes import DecisionFailed, decide_recommendation, store_recommendation
+from app.service_errors import ErrorCode, ServiceError
 
 
-class ActionRefused(Exception):
-    """The action cannot be done; `status_code` is the HTTP status the API answers with."""
+class ActionRefused(ServiceError):
+    """The action cannot be done; its `code` (app.service_errors) gives the HTTP status the API answers with."""
 
-    def __init__(self, message: str, status_code: int) -> None:
-        super().__init__(message)
-        self.status_code = status_code
+    code = ErrorCode.CONFLICT  # unless given: NOT_FOUND, FORBIDDEN
 
 
 def existing_analysis(session: Session, analysis_id: int) -> Analysis:
     """The analysis, or 404."""
     analysis = session.get(Analysis, analysis_id)
     if analysis is None:
-        raise ActionRefused(f"analysis {analysis_id} does not exist", 404)
+        raise ActionRefused(f"analysis {analysis_id} does not exist", ErrorCode.NOT_FOUND)
     return analysis
 
 
@@ -41,7 +40,7 @@ def owned_analysis(session: Session, principal: Principal, analysis_id: int, act
         raise ActionRefused(
             f"only the submitter ({analysis.submitted_by}) or an admin can {action} analysis {analysis.id}; you are "
             f"signed in as {principal.name} ({principal.role})",
-            403,
+            ErrorCode.FORBIDDEN,
         )
     return analysis
 
@@ -50,7 +49,7 @@ def cancel_analysis(session: Session, queue: JobQueue, analysis: Analysis) -> Jo
     """Cancel its job: a queued one at once, a running one at its worker's next heartbeat. 409 without a job."""
     job = job_of(session, int(analysis.id))
     if job is None:
-        raise ActionRefused(f"analysis {analysis.id} has no job to cancel", 409)
+        raise ActionRefused(f"analysis {analysis.id} has no job to cancel")
     queue.cancel(session, job_id=job.id)
     return job
 
@@ -61,21 +60,21 @@ def redecide_analysis(session: Session, queue: JobQueue, analysis: Analysis) -> 
     the results it stores are replaced then), when the results changed while deciding, or when the engine fails
     (the message says why)."""
     if analysis.inspection is None and analysis.measurements is None:
-        raise ActionRefused(f"analysis {analysis.id} has no results yet; wait until it is done", 409)
+        raise ActionRefused(f"analysis {analysis.id} has no results yet; wait until it is done")
     job = job_of(session, int(analysis.id))
     if job is not None and job.status == JobStatus.RUNNING:
-        raise ActionRefused(f"analysis {analysis.id} is being measured; re-decide once it is done", 409)
+        raise ActionRefused(f"analysis {analysis.id} is being measured; re-decide once it is done")
     decided_on = (analysis.inspection, analysis.measurements)
     try:
         recommendation = decide_recommendation(
             analysis.context, analysis.inspection, analysis.measurements, source_report=analysis.source_report
         )
     except DecisionFailed as exc:
-        raise ActionRefused(str(exc), 409) from None
+        raise ActionRefused(str(exc)) from None
     session.refresh(analysis, with_for_update=True)  # deciding took a while: store only over the same results
     if (analysis.inspection, analysis.measurements) != decided_on:
         session.rollback()
-        raise ActionRefused(f"analysis {analysis.id} got new results while it was re-decided; re-decide again", 409)
+        raise ActionRefused(f"analysis {analysis.id} got new results while it was re-decided; re-decide again")
     store_recommendation(analysis, recommendation, queue.clock())
     session.add(analysis)
     session.commit()

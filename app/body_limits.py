@@ -15,6 +15,7 @@ from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.early_answers import send_json
+from app.service_errors import ErrorCode, http_status
 from app.storage import UploadTooLarge
 
 KIB = 1024
@@ -29,7 +30,11 @@ class BodyTooLarge(HTTPException):
     """Raised from `receive` at the first byte over the cap; routes answer it as a 413 (FastAPI re-raises it)."""
 
     def __init__(self, limit_bytes: int) -> None:
-        super().__init__(status_code=413, detail=too_large_message(limit_bytes), headers={"Connection": "close"})
+        super().__init__(
+            status_code=http_status(ErrorCode.TOO_LARGE),
+            detail=too_large_message(limit_bytes),
+            headers={"Connection": "close"},
+        )
         self.limit_bytes = limit_bytes
 
 

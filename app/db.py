@@ -31,6 +31,7 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlmodel import Session
 
 import migrations
+from app.service_errors import ErrorCode, ServiceError
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
 # Other processes only (the CLI, a second server): in-process writers queue on the WriteGate instead.
@@ -43,8 +44,10 @@ POOL_MAX_OVERFLOW = 30  # with POOL_SIZE: anyio's 40 worker threads each get a c
 POOL_TIMEOUT_S = 5.0  # then sqlalchemy.exc.TimeoutError, answered 503
 
 
-class DatabaseBusy(Exception):
+class DatabaseBusy(ServiceError):
     """The database's write gate could not be had in time; the API answers 503 with Retry-After."""
+
+    code = ErrorCode.BUSY
 
 
 class WriteGate:

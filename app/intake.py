@@ -24,6 +24,7 @@ from app.analyses import Submission, submit_analysis
 from app.auth import Principal
 from app.job_queue import JobQueue
 from app.models import Artifact
+from app.service_errors import refusal_status
 from app.settings import Settings
 from app.storage import ArtifactStorage, Incoming, StoredFile, UploadTooLarge
 from app.suites import TAG_PATTERN, TAG_RULE
@@ -103,23 +104,6 @@ async def receive_and_submit(
             ),
         )
     )
-
-
-# How the API answers each refusal of advisor.core.artifacts (the message names the entry and the limit); others: 415.
-_REFUSAL_STATUS = {
-    "zip_bomb": 413,
-    "metadata_too_large": 413,
-    "compression_ratio": 413,
-    "unsafe_path": 422,
-    "native_code": 422,
-    "denied_op": 422,  # advisor/core/denied_ops.py: an op that touches files or the process
-    "nested_code": 422,
-    "unreadable_code": 422,
-    "forged_directory": 422,
-    "truncated": 422,
-    "encrypted": 422,
-    "unsupported_compression": 422,
-}
 
 
 def _form_fields(form: ReceivedForm) -> dict:
@@ -215,7 +199,7 @@ def _store_model(incoming: Incoming, now) -> Artifact:  # noqa: ANN001
     try:
         stored, info = incoming.commit(check=sniff)
     except ArtifactRejected as exc:
-        raise HTTPException(_REFUSAL_STATUS.get(exc.code, 415), detail=str(exc)) from None
+        raise HTTPException(refusal_status(exc.code), detail=str(exc)) from None
     return _artifact_row(stored, now, kind="model", info=info)
 
 

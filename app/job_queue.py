@@ -47,6 +47,7 @@ from app.models import (
     Worker,
 )
 from app.outcomes import DecisionFailed, clear_recommendation, decide_recommendation, store_outcome
+from app.queue_order import claim_order, goes_before
 from app.results import (
     ERROR_CHARS,
     JobBinding,
@@ -56,40 +57,41 @@ from app.results import (
     check_pending_details,
     truncate_text,
 )
+from app.service_errors import ErrorCode, ServiceError
 
 Clock = Callable[[], datetime]
 OutcomeRecorder = Callable[[Session, Job], None]
 INSPECT_PRIORITY = 10  # an inspection takes seconds: it goes before the measurements queued on the same workers
 
 
-class QueueError(Exception):
-    """A refused transition; `status_code` is the HTTP status the API answers with."""
+class QueueError(ServiceError):
+    """A refused transition; its `code` (app.service_errors) gives the HTTP status the API answers with."""
 
-    status_code = 409
+    code = ErrorCode.CONFLICT
 
 
 class JobNotFound(QueueError):
-    status_code = 404
+    code = ErrorCode.NOT_FOUND
 
 
 class WorkerNotFound(QueueError):
-    status_code = 404
+    code = ErrorCode.NOT_FOUND
 
 
 class StaleLease(QueueError):
     """The caller's lease token no longer owns the job: stop working on it and do not upload."""
 
-    status_code = 409
+    code = ErrorCode.LEASE_LOST
 
 
 class InvalidTransition(QueueError):
-    status_code = 409
+    code = ErrorCode.CONFLICT
 
 
 class NotYourWorker(QueueError):
     """A worker token tried to act for a worker that another token registered."""
 
-    status_code = 403
+    code = ErrorCode.FORBIDDEN
 
 
 def not_your_worker(worker_id: str) -> NotYourWorker:
@@ -161,6 +163,31 @@ class _Upload:
     context: dict[str, Any]
     source_report: dict[str, Any] | None
     binding: JobBinding
+
+
+@dataclass(frozen=True)
+class _Decided:
+    """An upload's results once accepted (app.results) and decided on (advisor.core's engine)."""
+
+    inspection: dict | None
+    measurements: dict | None
+    recommendation: dict
+
+
+def decide_upload(upload: _Upload, inspection: Any, measurements: Any, *, ranking: bool) -> _Decided:
+    """Validate a completion's or a ranking's results against their job and decide on them; the slow part of an
+    upload, run outside any transaction. Raises ResultsInvalid (refused: the job unchanged) or DecisionFailed."""
+    if ranking and upload.purpose != MEASURE:
+        raise ResultsInvalid([("measurements", "an inspect job has no ranking to report")])
+    if upload.purpose == INSPECT:
+        measurements = None  # an inspection's recommendation is unmeasured whatever was sent
+    inspection, measurements = accept_results(inspection, measurements)
+    check_belongs_to_job(inspection, measurements, upload.binding)
+    if ranking and measurements is None:
+        raise ResultsInvalid([("measurements", "a ranking is measurements: none were sent")])
+    check_pending_details(measurements, ranking=ranking)
+    recommendation = decide_recommendation(upload.context, inspection, measurements, source_report=upload.source_report)
+    return _Decided(inspection, measurements, recommendation)
 
 
 @dataclass
@@ -387,18 +414,8 @@ class JobQueue:
 
         `record_outcome(session, job)` runs in the same transaction, so the result is stored exactly once.
         """
-        with _transaction(session):
-            job = self._get(session, job_id)
-            if job.status == JobStatus.SUCCEEDED and self._token_matches(job, lease_token):
-                return job, False
-            job = self._leased(session, job_id, lease_token)
-            if record_outcome is not None:
-                record_outcome(session, job)
-            job.progress = 1.0
-            self._finish(session, job, JobStatus.SUCCEEDED)
-            self._event(session, job, "completed")
-            self._touch_worker(session, job.worker_id, self.clock())
-        return job, True
+        done = self._fenced_write(session, job_id, lease_token, ranking=False, store=record_outcome)
+        return done.job, done.newly_completed
 
     def complete_with_results(
         self,
@@ -410,45 +427,16 @@ class JobQueue:
         measurements: Any,
         actor: Actor = SERVER,
     ) -> Completion:
-        """A worker's upload, start to end: fence, validate (app.results), decide (advisor.core only), store, finish.
+        """A worker's completion, start to end (`_upload_results`): fence, validate (app.results), decide
+        (advisor.core only), then store and finish in one fenced write.
 
         Only for the job and lease the worker holds: the job is running under `lease_token` (StaleLease otherwise;
         a repeat of a completion that succeeded is answered as before), and `actor` may act for the worker that
         claimed it (NotYourWorker). Results that do not have the documented shape, hold impossible numbers, or are
         not the job's (another artifact, a backend or mode it did not ask for) change nothing: `problems` says why
         and the job stays leased to its worker, which may fail it or complete it correctly. Results the engine
-        cannot decide on fail the job (not retried) with the reason.
-        The fence is checked before the slow part (validating, deciding), which runs outside any transaction; the
-        store and the transition then happen in `complete`'s one transaction, so a repeat stores nothing twice."""
-        upload = self._fenced_upload(session, job_id, lease_token, actor, allow_repeat=True)
-        job, analysis_id, purpose = upload.job, upload.analysis_id, upload.purpose
-        if purpose == INSPECT:
-            measurements = None  # an inspection's recommendation is unmeasured whatever was sent
-        try:
-            inspection, measurements = accept_results(inspection, measurements)
-            check_belongs_to_job(inspection, measurements, upload.binding)
-            check_pending_details(measurements, ranking=False)
-        except ResultsInvalid as exc:
-            return Completion(job, newly_completed=False, problems=exc.problems)
-        try:
-            recommendation = decide_recommendation(
-                upload.context, inspection, measurements, source_report=upload.source_report
-            )
-        except DecisionFailed as exc:
-            error = truncate_text(str(exc), ERROR_CHARS, keep="both")
-            failed = self.fail(session, job_id=job_id, lease_token=lease_token, error=error, retryable=False)
-            return Completion(failed, newly_completed=False)
-        now = self.clock()
-
-        def record(session: Session, job: Job) -> None:
-            if purpose == MEASURE:
-                store_outcome(session, analysis_id, inspection, measurements, recommendation, now)
-            elif self._awaits_measurement(session, analysis_id) and not _has_measurements(session, analysis_id):
-                # never over a measured (or ended) analysis, nor over its measure job's ranking (`record_ranked`)
-                store_outcome(session, analysis_id, inspection, None, recommendation, now)
-
-        done, newly = self.complete(session, job_id=job_id, lease_token=lease_token, record_outcome=record)
-        return Completion(done, newly_completed=newly)
+        cannot decide on fail the job (not retried) with the reason."""
+        return self._upload_results(session, job_id, lease_token, actor, inspection, measurements, ranking=False)
 
     def record_ranked(
         self,
@@ -462,37 +450,129 @@ class JobQueue:
     ) -> Completion:
         """A measure job's results once its options are ranked, before the recommended option's details are measured
         (advisor.harness.pipeline's `on_ranked`; the details do not change the pick): fenced, validated and decided
-        like a completion, then stored on the analysis, which shows the recommendation while its job runs on; the
-        completion replaces them. `problems` (the job unchanged) for results that are refused, for an inspect job
-        and for results the engine cannot decide on (the completion will fail the job for that). A job that is no
-        longer running under `lease_token` - completed included - is StaleLease: a late ranking never overwrites."""
-        upload = self._fenced_upload(session, job_id, lease_token, actor, allow_repeat=False)
+        like a completion (`_upload_results`), then stored on the analysis, which shows the recommendation while its
+        job runs on; the completion replaces them. `problems` (the job unchanged) for results that are refused, for
+        an inspect job, for a second ranking of the same attempt and for results the engine cannot decide on (the
+        completion will fail the job for that). A job that is no longer running under `lease_token` - completed
+        included - is StaleLease: a late ranking never overwrites."""
+        return self._upload_results(session, job_id, lease_token, actor, inspection, measurements, ranking=True)
+
+    def _upload_results(
+        self,
+        session: Session,
+        job_id: int,
+        lease_token: str,
+        actor: Actor,
+        inspection: Any,
+        measurements: Any,
+        *,
+        ranking: bool,
+    ) -> Completion:
+        """The one flow of a worker's results, a completion's or a ranking's: (1) fence and read what the job's
+        results are checked against, ending that read's transaction (`_fenced_upload`); (2) validate and decide
+        outside any transaction, so no write gate (SQLite) or row lock is held while they run, however large the
+        results; (3) one short write whose transaction holds the fence's one check (`_fence`): a job re-claimed,
+        ended or ranked meanwhile stores nothing."""
+        upload = self._fenced_upload(session, job_id, lease_token, actor, ranking=ranking)
+        if isinstance(upload, Completion):  # answered by the fence: a repeated completion, a second ranking
+            return upload
         try:
-            if upload.purpose != MEASURE:
-                raise ResultsInvalid([("measurements", "an inspect job has no ranking to report")])
-            if self._ranked_already(session, upload.job):
-                raise ResultsInvalid([(ALREADY_RANKED["field"], ALREADY_RANKED["message"])])
-            inspection, measurements = accept_results(inspection, measurements)
-            check_belongs_to_job(inspection, measurements, upload.binding)
-            if measurements is None:
-                raise ResultsInvalid([("measurements", "a ranking is measurements: none were sent")])
-            check_pending_details(measurements, ranking=True)
-            recommendation = decide_recommendation(
-                upload.context, inspection, measurements, source_report=upload.source_report
-            )
+            decided = decide_upload(upload, inspection, measurements, ranking=ranking)
         except ResultsInvalid as exc:
             return Completion(upload.job, newly_completed=False, problems=exc.problems)
         except DecisionFailed as exc:
-            problem = {"field": "measurements", "message": truncate_text(str(exc), ERROR_CHARS, keep="both")}
-            return Completion(upload.job, newly_completed=False, problems=[problem])
+            reason = truncate_text(str(exc), ERROR_CHARS, keep="both")
+            if ranking:  # the completion will fail the job for it
+                return Completion(
+                    upload.job, newly_completed=False, problems=[{"field": "measurements", "message": reason}]
+                )
+            failed = self.fail(session, job_id=job_id, lease_token=lease_token, error=reason, retryable=False)
+            return Completion(failed, newly_completed=False)
+        return self._fenced_write(session, job_id, lease_token, ranking=ranking, store=self._storer(upload, decided))
+
+    def _storer(self, upload: _Upload, decided: _Decided) -> OutcomeRecorder:
+        """What the fenced write stores: a measure job's results (ranked or complete) on its analysis; an inspect
+        job's never over a measured (or ended) analysis, nor over its measure job's ranking."""
+        now = self.clock()
+        args = (decided.inspection, decided.measurements, decided.recommendation, now)
+
+        def store(session: Session, job: Job) -> None:
+            if upload.purpose == MEASURE:
+                store_outcome(session, upload.analysis_id, *args)
+            elif self._awaits_measurement(session, upload.analysis_id) and not _has_measurements(
+                session, upload.analysis_id
+            ):
+                store_outcome(session, upload.analysis_id, decided.inspection, None, decided.recommendation, now)
+
+        return store
+
+    def _fenced_upload(
+        self, session: Session, job_id: int, lease_token: str, actor: Actor, *, ranking: bool
+    ) -> _Upload | Completion:
+        """What an upload of results needs to know of its job, once the fence holds (`_fence`; its early answer,
+        when it has one) and `actor` may act for the job's worker. Ends the read's transaction (write-locking, on
+        SQLite): validating and deciding, which follow, are slow."""
+        try:
+            job = session.get(Job, job_id, populate_existing=True)
+            if job is None:
+                raise JobNotFound(f"job {job_id} does not exist")
+            answered = self._fence(session, job, lease_token, ranking=ranking)
+            worker = session.get(Worker, job.worker_id) if job.worker_id is not None else None
+            if not actor.may_act_for(worker.token_id if worker is not None else None):
+                raise NotYourWorker(
+                    f"job {job_id} is leased to worker {job.worker_id}, which was registered with another token: a "
+                    "worker token completes only the jobs of the workers it registered"
+                )
+            if answered is not None:
+                return answered
+            analysis = session.get(Analysis, job.analysis_id)
+            return _Upload(
+                job=job,
+                analysis_id=job.analysis_id,
+                purpose=job.purpose,
+                context=dict(analysis.context),
+                source_report=analysis.source_report,  # the submitter's, decided with (app.outcomes)
+                binding=JobBinding(
+                    artifact_sha256=analysis.artifact_sha256,
+                    backends=tuple(job.backends or (worker.backends if worker is not None else ())),
+                ),
+            )
+        finally:
+            session.commit()  # ends the read (and its write gate on SQLite) whatever the fence said
+
+    def _fenced_write(
+        self, session: Session, job_id: int, lease_token: str, *, ranking: bool, store: OutcomeRecorder | None
+    ) -> Completion:
+        """The upload's one short write: in its transaction the fence is checked once more (`_fence`: re-claimed,
+        ended or already ranked since the upload's read stores nothing), then `store(session, job)` and the
+        transition: a completion finishes the job (succeeded); a ranking is recorded and ends the inspection."""
         with _transaction(session):
-            job = self._leased(session, job_id, lease_token)  # still running under this lease, now
-            if self._ranked_already(session, job):  # another post of this attempt's got here first
-                return Completion(job, newly_completed=False, problems=[ALREADY_RANKED])
-            store_outcome(session, upload.analysis_id, inspection, measurements, recommendation, self.clock())
-            self._event(session, job, "ranked")
-            self._end_inspections(session, upload.analysis_id, reason="its analysis' measure job ranked its options")
-        return Completion(job, newly_completed=False)
+            job = self._get(session, job_id)
+            answered = self._fence(session, job, lease_token, ranking=ranking)
+            if answered is not None:
+                return answered
+            if store is not None:
+                store(session, job)
+            if ranking:
+                self._event(session, job, "ranked")
+                self._end_inspections(session, job.analysis_id, reason="its analysis' measure job ranked its options")
+                return Completion(job, newly_completed=False)
+            job.progress = 1.0
+            self._finish(session, job, JobStatus.SUCCEEDED)
+            self._event(session, job, "completed")
+            self._touch_worker(session, job.worker_id, self.clock())
+        return Completion(job, newly_completed=True)
+
+    def _fence(self, session: Session, job: Job, lease_token: str, *, ranking: bool) -> Completion | None:
+        """The one check of an upload's fence: the job runs under `lease_token` (StaleLease otherwise). Its answer
+        without a write: a completion repeated under the lease it succeeded with (idempotent), a second ranking of
+        the same attempt (one per attempt). None: go on."""
+        if not ranking and job.status == JobStatus.SUCCEEDED and self._token_matches(job, lease_token):
+            return Completion(job, newly_completed=False)
+        self._check_leased(job, lease_token)
+        if ranking and self._ranked_already(session, job):
+            return Completion(job, newly_completed=False, problems=[ALREADY_RANKED])
+        return None
 
     @staticmethod
     def _ranked_already(session: Session, job: Job) -> bool:
@@ -500,39 +580,6 @@ class JobQueue:
             JobEvent.job_id == job.id, JobEvent.attempt == job.attempts, JobEvent.type == "ranked"
         )
         return session.scalar(query.limit(1)) is not None
-
-    def _fenced_upload(
-        self, session: Session, job_id: int, lease_token: str, actor: Actor, *, allow_repeat: bool
-    ) -> _Upload:
-        """What an upload of results needs to know of its job, once the fence holds: the job is running under
-        `lease_token` (or, `allow_repeat`, already succeeded under it) and `actor` may act for its worker. Ends the
-        read's transaction (write-locking, on SQLite): validating and deciding, which follow, are slow."""
-        job = session.get(Job, job_id)
-        if job is None:
-            raise JobNotFound(f"job {job_id} does not exist")
-        repeat = allow_repeat and job.status == JobStatus.SUCCEEDED and self._token_matches(job, lease_token)
-        if not repeat:
-            self._check_leased(job, lease_token)
-        worker = session.get(Worker, job.worker_id) if job.worker_id is not None else None
-        if not actor.may_act_for(worker.token_id if worker is not None else None):
-            raise NotYourWorker(
-                f"job {job_id} is leased to worker {job.worker_id}, which was registered with another token: a "
-                "worker token completes only the jobs of the workers it registered"
-            )
-        analysis = session.get(Analysis, job.analysis_id)
-        upload = _Upload(
-            job=job,
-            analysis_id=job.analysis_id,
-            purpose=job.purpose,
-            context=dict(analysis.context),
-            source_report=analysis.source_report,  # the submitter's, decided with (app.outcomes)
-            binding=JobBinding(
-                artifact_sha256=analysis.artifact_sha256,
-                backends=tuple(job.backends or (worker.backends if worker is not None else ())),
-            ),
-        )
-        session.commit()
-        return upload
 
     def fail(self, session: Session, *, job_id: int, lease_token: str, error: str, retryable: bool) -> Job:
         """Record a failed attempt: back to queued after a backoff, or `failed` (dead letter) when exhausted."""
@@ -743,8 +790,7 @@ class JobQueue:
         ahead = session.scalar(
             select(func.count())
             .select_from(Job)
-            .where(Job.status == JobStatus.QUEUED, Job.device_kind == job.device_kind)
-            .where(or_(Job.priority > job.priority, and_(Job.priority == job.priority, Job.id < job.id)))
+            .where(Job.status == JobStatus.QUEUED, Job.device_kind == job.device_kind, goes_before(Job, job))
         )
         return int(ahead or 0) + 1
 
@@ -911,7 +957,7 @@ def _claim_statement():  # noqa: ANN202 - an ORM UPDATE ... RETURNING Job, built
             candidate.device_kind.in_((bindparam("wanted_device_kind"), ANY_DEVICE)),
             ~exists(unmet_requirement),
         )
-        .order_by(candidate.priority.desc(), candidate.id)
+        .order_by(*claim_order(candidate))
         .limit(1)
         .with_for_update(skip_locked=True)  # PostgreSQL; SQLite has one writer at a time anyway
         .scalar_subquery()

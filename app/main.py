@@ -25,13 +25,14 @@ from app.authorization import AuthorizeBeforeBody
 from app.body_limits import BodySizeLimit
 from app.db import create_db_engine, read_only_engine, upgrade_database
 from app.host_check import LoopbackHostCheck
-from app.job_queue import Clock, JobQueue, QueueError, QueuePolicy, utcnow
+from app.job_queue import Clock, JobQueue, QueuePolicy, utcnow
 from app.lingering import LingeringClose
 from app.metrics import ServiceMetrics
 from app.path_ids import PathIdRangeMiddleware
 from app.routes import analyses, artifacts, jobs, limits, ops, suites, workers
+from app.service_errors import ServiceError, service_error_response
 from app.settings import Settings, auth_mode, check_replica_settings, get_settings
-from app.storage import ArtifactStorage, UploadTooLarge, open_store
+from app.storage import ArtifactStorage, open_store
 
 API_PREFIX = "/api/v1"
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -98,8 +99,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
     app.add_api_route("/analyze", analyses.analyze, methods=["POST"], status_code=202, include_in_schema=False)
     _include_dashboard(app)
 
-    app.add_exception_handler(QueueError, _queue_error)
-    app.add_exception_handler(UploadTooLarge, _upload_too_large)
+    app.add_exception_handler(ServiceError, service_error_response)  # the one code -> status table (service_errors)
     app.add_exception_handler(RequestValidationError, _validation_error)
     install_busy_handlers(app, settings.retry_after_s)
     upload_paths = (f"{API_PREFIX}/analyze", "/analyze", "/upload")
@@ -186,14 +186,6 @@ def _collect_orphans(engine, store: ArtifactStorage, settings: Settings) -> None
 def _reap_once(app: FastAPI):  # noqa: ANN202
     with Session(app.state.engine, expire_on_commit=False) as session:
         return app.state.queue.reap(session)
-
-
-async def _queue_error(_request: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse({"detail": str(exc)}, status_code=getattr(exc, "status_code", 409))
-
-
-async def _upload_too_large(_request: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse({"detail": str(exc), "limit_bytes": getattr(exc, "limit_bytes", None)}, status_code=413)
 
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:

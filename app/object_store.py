@@ -5,9 +5,11 @@ Selected by `ADVISOR_ARTIFACT_STORE=s3://bucket/prefix` (app.storage.open_store)
 `AWS_SECRET_ACCESS_KEY` in the environment, `~/.aws/credentials`, `AWS_PROFILE`, an instance role), never from a
 command line. The same contract as the local directory (app.storage.ArtifactStore):
 
-- **Streaming.** An upload is hashed and counted as it arrives and sent on in parts of `PART_BYTES` into a
-  multipart upload under `<prefix>incoming/<random>`; at most one part is in memory and nothing touches the API
-  host's disk. A file smaller than one part stays in memory until it is checked and is then written in one request.
+- **Streaming.** An upload is hashed and counted against its cap as it arrives by the one receiving path both
+  stores share (app.storage.IncomingFile); this module is only where its bytes go (`S3Sink`): sent on in parts of
+  `PART_BYTES` into a multipart upload under `<prefix>incoming/<random>`; at most one part is in memory and nothing
+  touches the API host's disk. A file smaller than one part stays in memory until it is checked and is then written
+  in one request.
 - **Visible only once complete and checked.** The archive checks (`advisor.core.artifacts.sniff`, which needs to seek
   in the zip) read the completed incoming object through ranged GETs; only then is the object copied (server side)
   to `<prefix>artifacts/<sha[:2]>/<sha>`, the name every reader uses. A copy (and a single PUT) is atomic: an object
@@ -20,17 +22,17 @@ command line. The same contract as the local directory (app.storage.ArtifactStor
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
-from app.storage import _SHA256, Checked, StoredFile, UploadTooLarge
+from app.storage import _SHA256, ReceivingStore
 
 log = logging.getLogger("npu_advisor.server")
 PART_BYTES = 8 << 20  # S3's minimum part is 5 MiB (except the last)
@@ -67,7 +69,7 @@ def s3_client(*, endpoint_url: str | None, region: str | None, addressing_style:
     return boto3.session.Session().client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
 
 
-class S3ArtifactStore:
+class S3ArtifactStore(ReceivingStore):
     """Content-addressed objects `<prefix>artifacts/<sha[:2]>/<sha>` in one bucket (see the module docstring)."""
 
     kind = "s3"
@@ -117,19 +119,8 @@ class S3ArtifactStore:
         self.client.head_bucket(Bucket=self.bucket)
 
     # ------------------------------------------------------------ writing
-    def receive(self, *, max_bytes: int, what: str = "upload") -> S3IncomingFile:
-        return S3IncomingFile(self, max_bytes=max_bytes, what=what)
-
-    def save(
-        self, source: io.BufferedIOBase, *, max_bytes: int, what: str = "upload", check: Callable | None = None
-    ) -> tuple[StoredFile, Any]:
-        incoming = self.receive(max_bytes=max_bytes, what=what)
-        try:
-            while chunk := source.read(PART_BYTES):
-                incoming.write(chunk)
-            return incoming.commit(check)
-        finally:
-            incoming.discard()
+    def open_sink(self) -> S3Sink:
+        return S3Sink(self)
 
     # ------------------------------------------------------------ sweeping
     def stored_before(self, cutoff: float) -> Iterator[str]:
@@ -186,67 +177,62 @@ class S3ArtifactStore:
         return head["LastModified"].timestamp()
 
 
-class S3IncomingFile:
-    """An upload being received: hashed and counted, sent on part by part; then committed or discarded."""
+class S3Sink:
+    """Object storage's bytes of one upload: full parts sent on into a multipart upload under an incoming key, then
+    copied under the hash; a file smaller than one part is kept in memory and written in one request."""
 
-    def __init__(self, store: S3ArtifactStore, *, max_bytes: int, what: str) -> None:
+    def __init__(self, store: S3ArtifactStore) -> None:
         self.store = store
-        self.max_bytes = max_bytes
-        self.what = what
-        self.size = 0
         # the start time in the name: the sweep's age of it, whatever clock (or fake date) the store keeps
         self.key = f"{store.incoming_prefix}{int(time.time())}-{uuid.uuid4().hex}"
-        self._digest = hashlib.sha256()
         self._buffer = bytearray()
         self._upload_id: str | None = None  # an open multipart upload under self.key
         self._parts: list[dict] = []
         self._incoming_object = False  # the completed multipart upload exists under self.key
-        self._committed = False
+        self._size = 0
 
-    def write(self, chunk: bytes) -> None:
-        """Append a chunk; raises UploadTooLarge as soon as the cap is passed. Sends each full part."""
-        self.size += len(chunk)
-        if self.size > self.max_bytes:
-            raise UploadTooLarge(self.max_bytes, self.what)
-        self._digest.update(chunk)
+    def append(self, chunk: bytes) -> None:
+        """Keep `chunk`; send each full part."""
+        self._size += len(chunk)
         self._buffer += chunk
         while len(self._buffer) >= PART_BYTES:
             self._send_part(bytes(self._buffer[:PART_BYTES]))
             del self._buffer[:PART_BYTES]
 
-    def commit(self, check: Callable[[Any], Checked] | None = None) -> tuple[StoredFile, Checked | None]:
-        """Run `check` on the whole file (it may raise to refuse), then make it visible under its sha256."""
+    @contextmanager
+    def complete(self) -> Iterator[BinaryIO]:
+        """The whole upload, readable and seekable: from memory (smaller than one part), else the completed
+        incoming object through ranged GETs."""
+        if self._upload_id is None:
+            yield io.BytesIO(bytes(self._buffer))
+            return
+        if self._buffer:
+            self._send_part(bytes(self._buffer))
+            self._buffer.clear()
+        store = self.store
+        store.client.complete_multipart_upload(
+            Bucket=store.bucket, Key=self.key, UploadId=self._upload_id, MultipartUpload={"Parts": self._parts}
+        )
+        self._upload_id, self._incoming_object = None, True
+        with io.BufferedReader(
+            _RangeReader(store.client, store.bucket, self.key, self._size), READ_BUFFER_BYTES
+        ) as reader:
+            yield reader
+
+    def place(self, sha256: str) -> None:
+        """Write the object under its hash: one PUT of the in-memory file, or a server-side copy of the incoming
+        object (both atomic)."""
         store, client = self.store, self.store.client
-        sha = self._digest.hexdigest()
-        final = store.key_for(sha)
-        if self._upload_id is None:  # smaller than one part: checked in memory, written in one request
-            data = bytes(self._buffer)
-            checked = check(io.BytesIO(data)) if check is not None else None
-            client.put_object(Bucket=store.bucket, Key=final, Body=data)
+        final = store.key_for(sha256)
+        if not self._incoming_object:
+            client.put_object(Bucket=store.bucket, Key=final, Body=bytes(self._buffer))
+            self._buffer = bytearray()
         else:
-            if self._buffer:
-                self._send_part(bytes(self._buffer))
-                self._buffer.clear()
-            client.complete_multipart_upload(
-                Bucket=store.bucket,
-                Key=self.key,
-                UploadId=self._upload_id,
-                MultipartUpload={"Parts": self._parts},
-            )
-            self._upload_id, self._incoming_object = None, True
-            checked = None
-            if check is not None:
-                with io.BufferedReader(
-                    _RangeReader(client, store.bucket, self.key, self.size), READ_BUFFER_BYTES
-                ) as fh:
-                    checked = check(fh)
             client.copy({"Bucket": store.bucket, "Key": self.key}, store.bucket, final)  # server side, multipart
             self._delete_incoming()
-        self._committed = True
-        return StoredFile(sha256=sha, size_bytes=self.size, path=None), checked  # type: ignore[arg-type]
 
     def discard(self) -> None:
-        """Abort the multipart upload / delete the incoming object unless committed (safe to call always). A store
+        """Abort the multipart upload / delete the incoming object unless placed (safe to call always). A store
         that cannot be reached now leaves it to `discard_incomplete` (logged, never raised over the real error)."""
         self._buffer = bytearray()
         client = self.store.client
@@ -275,7 +261,7 @@ class S3IncomingFile:
 
 
 def _started(key: str, otherwise: float) -> float:
-    """When the upload under an incoming key started: the time in its name (S3IncomingFile), else `otherwise`."""
+    """When the upload under an incoming key started: the time in its name (S3Sink), else `otherwise`."""
     stamp = key.rsplit("/", 1)[-1].split("-", 1)[0]
     return float(stamp) if stamp.isdigit() else otherwise
 

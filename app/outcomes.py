@@ -14,10 +14,13 @@ from sqlmodel import Session
 
 from app.models import Analysis
 from app.results import finite_json
+from app.service_errors import ErrorCode, ServiceError
 
 
-class DecisionFailed(Exception):
+class DecisionFailed(ServiceError):
     """The decision engine could not produce a recommendation; the message says why."""
+
+    code = ErrorCode.CONFLICT
 
 
 def decide_recommendation(

@@ -3,6 +3,8 @@
 `accept_results(inspection, measurements)` (POST /api/v1/jobs/{id}/complete) returns the results as they will
 be stored, or raises ResultsInvalid naming the field:
 
+- a row's status must agree with its accuracy check (`_status_contradictions`): `ok` while `accuracy.passed` is
+  false (or `fail_accuracy` while it is true) is refused, naming the row;
 - the numbers a recommendation is made of must be possible (`_impossible_numbers`): a row's latency statistics
   (finite, positive, median <= p90 <= p99, the median inside its CI), its speedup (finite, positive, and eager's
   median over its own), its compile times and peak memory (finite, >= 0); anything else is refused, naming the
@@ -36,6 +38,7 @@ from advisor.core.catalogue import BACKENDS
 from advisor.core.early_answer import pending_value
 from advisor.core.noise import label
 from advisor.core.results import INT64, CompletedResults
+from app.service_errors import ErrorCode, ServiceError
 
 STDERR_TAIL_CHARS = 64 * 1024
 SNIPPET_CHARS = 16 * 1024
@@ -51,10 +54,12 @@ _TEXT_LIMITS = {"stderr_tail": STDERR_TAIL_CHARS, "snippet": SNIPPET_CHARS}
 MAX_REPORTED_PROBLEMS = 20
 
 
-class ResultsInvalid(ValueError):
+class ResultsInvalid(ServiceError, ValueError):
     """The results do not have the documented shape, hold impossible numbers or are not the job's. `problems`:
     `{"field", "message"}` each (the 422's detail), the field a dotted path such as
     `measurements.measurements.0.latency.median_ms`."""
+
+    code = ErrorCode.INVALID
 
     def __init__(self, problems: list[tuple[str, str]]) -> None:
         self.problems = [
@@ -62,6 +67,10 @@ class ResultsInvalid(ValueError):
             for field, message in problems[:MAX_REPORTED_PROBLEMS]
         ]
         super().__init__("; ".join(f"{p['field']}: {p['message']}" for p in self.problems))
+
+    @property
+    def detail(self) -> list[dict]:
+        return self.problems
 
 
 def accept_results(inspection: Any, measurements: Any) -> tuple[dict | None, dict | None]:
@@ -71,7 +80,7 @@ def accept_results(inspection: Any, measurements: Any) -> tuple[dict | None, dic
         "inspection": _sanitise(inspection, ("inspection",), budget),
         "measurements": _sanitise(measurements, ("measurements",), budget),
     }
-    if problems := _impossible_numbers(raw["measurements"]):
+    if problems := _impossible_numbers(raw["measurements"]) + _status_contradictions(raw["measurements"]):
         raise ResultsInvalid(problems)
     _void_unknown_statistics(raw["measurements"])
     raw = _nulls_for_non_finite(raw)
@@ -196,6 +205,30 @@ NON_NEGATIVE_STATISTICS = ("stdev_ms", "iqr_ms", "ci_low_ms", "ci_high_ms")
 NON_NEGATIVE_ROW_NUMBERS = ("compile_s_cold", "compile_s_warm", "peak_memory_mb")
 SEEDED_COMPILE_NUMBERS = ("measured_s", "floor_cold_s")  # a bounded cold compile's parts (core.results.SeededCompile)
 SPEEDUP_RELATIVE_TOLERANCE = 1e-6  # the harness computes speedup_vs_eager as eager's median over the row's
+
+
+def _status_contradictions(run: Any) -> list[tuple[str, str]]:
+    """Each row whose status and accuracy check disagree, named by its status: `ok` while its check failed
+    (`accuracy.passed` false), or `fail_accuracy` while it passed. The harness derives the one from the other
+    (advisor.harness.measurement.child), so a row with both is a worker's bug; the engine would otherwise rank an
+    inaccurate option as a valid one."""
+    problems: list[tuple[str, str]] = []
+    rows = run.get("measurements") if isinstance(run, dict) else None
+    for index, row in enumerate(rows if isinstance(rows, list) else ()):
+        accuracy = row.get("accuracy") if isinstance(row, dict) else None
+        passed = accuracy.get("passed") if isinstance(accuracy, dict) else None
+        status = row.get("status") if isinstance(row, dict) else None
+        if (status, passed) in (("ok", False), ("fail_accuracy", True)):
+            checked = "failed" if passed is False else "passed"
+            label = f"{clip(str(row.get('backend')), 80)}:{clip(str(row.get('mode')), 80)}"
+            problems.append(
+                (
+                    f"measurements.measurements.{index}.status",
+                    f"row {index} ({label}) has status {status!r} while its accuracy check {checked} "
+                    f"(accuracy.passed is {str(passed).lower()}): a row whose check fails has status 'fail_accuracy'",
+                )
+            )
+    return problems
 
 
 def _impossible_numbers(run: Any) -> list[tuple[str, str]]:

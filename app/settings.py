@@ -9,6 +9,8 @@ from pathlib import Path
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.service_errors import ErrorCode, ServiceError
+
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
@@ -93,8 +95,10 @@ class Settings(BaseSettings):
         return int(self.max_inputs_mb * 1024 * 1024)
 
 
-class ReplicaSettingsError(RuntimeError):
+class ReplicaSettingsError(ServiceError, RuntimeError):
     """Settings that several API replicas cannot run with; the message says what to set."""
+
+    code = ErrorCode.MISCONFIGURED
 
 
 def check_replica_settings(settings: Settings) -> None:

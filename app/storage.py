@@ -1,14 +1,16 @@
-"""The artifact store (content-addressed uploads): the interface, the local directory and the factory.
+"""The artifact store (content-addressed uploads): the interface, the one receiving path, the local directory.
 
-Two implementations of `ArtifactStorage`: `ArtifactStore`, a directory `<data>/artifacts/<sha[:2]>/<sha>` (the
-default), and `app.object_store.S3ArtifactStore`, S3-compatible object storage, chosen by `open_store(settings)` from
-`ADVISOR_ARTIFACT_STORE` (empty: the directory; `s3://bucket/prefix`: the bucket). Below, the local directory:
+Two backends: `ArtifactStore`, a directory `<data>/artifacts/<sha[:2]>/<sha>` (the default), and
+`app.object_store.S3ArtifactStore`, S3-compatible object storage, chosen by `open_store(settings)` from
+`ADVISOR_ARTIFACT_STORE` (empty: the directory; `s3://bucket/prefix`: the bucket).
 
-An upload is written chunk by chunk into a temp file under the store's own `.incoming/` folder while
-its sha256 and size are computed (never whole in memory), checked (size cap, then an optional content
-check such as `advisor.core.artifacts.sniff`), and only then moved into place with `os.replace`, which is
-atomic on one filesystem. So a file under its hash is always complete, and a refused or interrupted
-upload leaves nothing behind.
+Every upload, whichever the backend, goes through one `IncomingFile`: each chunk is counted against the file's cap
+(the whole file's, never one chunk's), hashed with sha256 and handed to the backend's `Sink`, which only keeps
+bytes (never whole in memory); at commit the complete file is checked (an optional content check such as
+`advisor.core.artifacts.sniff`) and only then placed under its hash, atomically. So an object under its hash is
+always complete, and a refused or interrupted upload leaves nothing behind. The backends differ only in where the
+bytes go (`Sink`): here, a temp file under the store's own `.incoming/` folder moved into place with `os.replace`
+(atomic on one filesystem); in object storage, a multipart upload copied into place (app.object_store).
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
+
+from app.service_errors import ErrorCode, ServiceError
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -30,13 +35,18 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 Checked = TypeVar("Checked")
 
 
-class UploadTooLarge(Exception):
-    """The upload passed the size cap; the message names the cap."""
+class UploadTooLarge(ServiceError):
+    """The upload passed the size cap; the message names the cap (the answer also carries `limit_bytes`)."""
+
+    code = ErrorCode.TOO_LARGE
 
     def __init__(self, limit_bytes: int, what: str = "upload") -> None:
         self.limit_bytes = limit_bytes
         self.what = what
         super().__init__(f"{what} is larger than the server's limit of {_human(limit_bytes)} (ADVISOR_MAX_UPLOAD_MB)")
+
+    def extra(self) -> dict[str, Any]:
+        return {"limit_bytes": self.limit_bytes}
 
 
 @dataclass(frozen=True)
@@ -46,16 +56,59 @@ class StoredFile:
     path: Path | None  # the local store's file; None in object storage
 
 
-class Incoming(Protocol):
-    """A file being received: `write` chunks (hashed, counted against the cap), then `commit` or `discard`."""
+class Sink(Protocol):
+    """Where one upload's bytes go: a backend's half of an `IncomingFile`, which counts, caps and hashes them."""
 
-    size: int
+    def append(self, chunk: bytes) -> None:
+        """Keep `chunk` (after the ones before it)."""
+        ...
 
-    def write(self, chunk: bytes) -> None: ...
+    def complete(self) -> AbstractContextManager[Any]:
+        """Every byte is in: the whole file, for a content check to read (a Path, or a seekable binary reader)."""
+        ...
 
-    def commit(self, check: Callable[[Any], Checked] | None = None) -> tuple[StoredFile, Checked | None]: ...
+    def place(self, sha256: str) -> Path | None:
+        """Make the complete file visible under its hash, atomically; the local file's path, or None."""
+        ...
 
-    def discard(self) -> None: ...
+    def discard(self) -> None:
+        """Remove what was kept unless it was placed (safe to call always, any number of times)."""
+        ...
+
+
+class IncomingFile:
+    """A file being received, in any backend: `write` chunks (each counted against the whole file's cap and hashed
+    before its `Sink` keeps it), then `commit` (check, place under the sha256) or `discard`."""
+
+    def __init__(self, sink: Sink, *, max_bytes: int, what: str) -> None:
+        self.sink = sink
+        self.max_bytes = max_bytes
+        self.what = what
+        self.size = 0
+        self._digest = hashlib.sha256()
+
+    def write(self, chunk: bytes) -> None:
+        """Append a chunk; raises UploadTooLarge as soon as the file's total passes the cap."""
+        self.size += len(chunk)
+        if self.size > self.max_bytes:
+            raise UploadTooLarge(self.max_bytes, self.what)
+        self._digest.update(chunk)
+        self.sink.append(chunk)
+
+    def commit(self, check: Callable[[Any], Checked] | None = None) -> tuple[StoredFile, Checked | None]:
+        """Run `check` on the complete file (it may raise to refuse: nothing is kept), then place it under its
+        sha256. `check` gets the local store's temp Path or object storage's seekable reader."""
+        with self.sink.complete() as whole:
+            checked = check(whole) if check is not None else None
+        sha = self._digest.hexdigest()
+        return StoredFile(sha256=sha, size_bytes=self.size, path=self.sink.place(sha)), checked
+
+    def discard(self) -> None:
+        """Remove the received bytes unless they were committed (safe to call always)."""
+        self.sink.discard()
+
+
+Incoming = IncomingFile  # what the routes and the form parser hold
 
 
 class ArtifactStorage(Protocol):
@@ -67,7 +120,11 @@ class ArtifactStorage(Protocol):
 
     def exists(self, sha256: str) -> bool: ...
 
-    def receive(self, *, max_bytes: int, what: str = "upload") -> Incoming: ...
+    def receive(self, *, max_bytes: int, what: str = "upload") -> IncomingFile: ...
+
+    def save(
+        self, source: BinaryIO, *, max_bytes: int, what: str = "upload", check: Callable[[Any], Checked] | None = None
+    ) -> tuple[StoredFile, Checked | None]: ...
 
     def download_url(self, sha256: str, expires_s: float) -> str | None:
         """A URL a worker fetches the object from directly (bounded lifetime), or None: the server's own route."""
@@ -80,6 +137,30 @@ class ArtifactStorage(Protocol):
     def remove_if_before(self, sha256: str, cutoff: float) -> bool: ...
 
     def discard_incomplete(self) -> int: ...
+
+
+class ReceivingStore:
+    """The receiving half both backends share: `receive` and `save` over the backend's `open_sink`."""
+
+    def open_sink(self) -> Sink:
+        raise NotImplementedError
+
+    def receive(self, *, max_bytes: int, what: str = "upload") -> IncomingFile:
+        """Start receiving a file chunk by chunk (see IncomingFile)."""
+        return IncomingFile(self.open_sink(), max_bytes=max_bytes, what=what)
+
+    def save(
+        self, source: BinaryIO, *, max_bytes: int, what: str = "upload", check: Callable[[Any], Checked] | None = None
+    ) -> tuple[StoredFile, Checked | None]:
+        """Stream `source` into the store in CHUNK_BYTES reads; (stored file, what `check` returned). `check` may
+        raise to refuse."""
+        incoming = self.receive(max_bytes=max_bytes, what=what)
+        try:
+            while chunk := source.read(CHUNK_BYTES):
+                incoming.write(chunk)
+            return incoming.commit(check)
+        finally:
+            incoming.discard()
 
 
 def open_store(settings: Settings) -> ArtifactStorage:
@@ -97,7 +178,7 @@ def open_store(settings: Settings) -> ArtifactStorage:
     return S3ArtifactStore(S3Location.parse(location), client, incomplete_min_age_s=settings.s3_incomplete_min_age_s)
 
 
-class ArtifactStore:
+class ArtifactStore(ReceivingStore):
     """The local directory store."""
 
     kind = "local"
@@ -127,26 +208,8 @@ class ArtifactStore:
         if not os.access(self.incoming, os.W_OK):
             raise OSError(f"{self.incoming} is not writable")
 
-    def receive(self, *, max_bytes: int, what: str = "upload") -> IncomingFile:
-        """Start receiving a file chunk by chunk (see IncomingFile)."""
-        return IncomingFile(self, max_bytes=max_bytes, what=what)
-
-    def save(
-        self,
-        source: BinaryIO,
-        *,
-        max_bytes: int,
-        what: str = "upload",
-        check: Callable[[Path], Checked] | None = None,
-    ) -> tuple[StoredFile, Checked | None]:
-        """Stream `source` into the store; (stored file, what `check` returned). `check` may raise to refuse."""
-        incoming = self.receive(max_bytes=max_bytes, what=what)
-        try:
-            while chunk := source.read(CHUNK_BYTES):
-                incoming.write(chunk)
-            return incoming.commit(check)
-        finally:
-            incoming.discard()
+    def open_sink(self) -> TempFileSink:
+        return TempFileSink(self)
 
     def stored_before(self, cutoff: float) -> Iterator[str]:
         """The sha256 of every stored file last written before `cutoff` (a time.time() value)."""
@@ -175,45 +238,37 @@ class ArtifactStore:
         return removed
 
 
-class IncomingFile:
-    """A file being received: written to `.incoming/` while hashed and counted, then committed or discarded."""
+class TempFileSink:
+    """The local store's bytes: a temp file under `.incoming/`, made durable, then moved under its hash."""
 
-    def __init__(self, store: ArtifactStore, *, max_bytes: int, what: str) -> None:
+    def __init__(self, store: ArtifactStore) -> None:
         fd, name = tempfile.mkstemp(dir=store.incoming, prefix="upload-")
         self.store = store
         self.path = Path(name)
-        self.max_bytes = max_bytes
-        self.what = what
-        self.size = 0
-        self._digest = hashlib.sha256()
         self._out = os.fdopen(fd, "wb")
 
-    def write(self, chunk: bytes) -> None:
-        """Append a chunk; raises UploadTooLarge as soon as the cap is passed."""
-        self.size += len(chunk)
-        if self.size > self.max_bytes:
-            raise UploadTooLarge(self.max_bytes, self.what)
-        self._digest.update(chunk)
+    def append(self, chunk: bytes) -> None:
         self._out.write(chunk)
 
-    def commit(self, check: Callable[[Path], Checked] | None = None) -> tuple[StoredFile, Checked | None]:
-        """Make the file durable, run `check` on it (it may raise to refuse), move it under its sha256."""
+    @contextmanager
+    def complete(self) -> Iterator[Path]:
+        """The durable temp file's path (flushed, fsynced, closed)."""
         self._out.flush()
         os.fsync(self._out.fileno())
         self._out.close()
-        checked = check(self.path) if check is not None else None
-        sha = self._digest.hexdigest()
-        final = self.store.path_for(sha)
+        yield self.path
+
+    def place(self, sha256: str) -> Path:
+        final = self.store.path_for(sha256)
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(self.path, final)  # atomic; the same content under the same name replaces harmlessly
         os.utime(final)  # "stored now": the orphan sweep spares it until its artifact row is written
-        return StoredFile(sha256=sha, size_bytes=self.size, path=final), checked
+        return final
 
     def discard(self) -> None:
-        """Remove the temp file unless it was committed (safe to call always)."""
         if not self._out.closed:
             self._out.close()
-        self.path.unlink(missing_ok=True)
+        self.path.unlink(missing_ok=True)  # gone already once placed
 
 
 def _mtime(path: Path) -> float:

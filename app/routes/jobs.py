@@ -13,6 +13,7 @@ from app.analyses import analysis_status, job_of
 from app.deps import QueueDep, SessionDep, WorkerDep, actor_of
 from app.models import MEASURE, Job, JobStatus
 from app.results import ERROR_CHARS, truncate_text
+from app.service_errors import ErrorCode, http_status
 
 router = APIRouter(tags=["jobs"])
 LeaseToken = Annotated[str, Header(alias="X-Lease-Token", description="the lease_token from the claim")]
@@ -100,7 +101,7 @@ def complete(
     outcome = queue.complete_with_results(session, **_upload(job_id, body, token, who))
     job = outcome.job
     if outcome.problems is not None:
-        raise HTTPException(422, detail=outcome.problems)
+        raise HTTPException(http_status(ErrorCode.INVALID), detail=outcome.problems)
     if outcome.newly_completed and job.started_at is not None:
         request.app.state.metrics.job_duration.labels(JobStatus.SUCCEEDED).observe(
             (job.finished_at - job.started_at).total_seconds()
@@ -131,7 +132,7 @@ def ranked(job_id: int, body: CompleteBody, token: LeaseToken, session: SessionD
     like a completion (`JobQueue.record_ranked`)."""
     outcome = queue.record_ranked(session, **_upload(job_id, body, token, who))
     if outcome.problems is not None:
-        raise HTTPException(422, detail=outcome.problems)
+        raise HTTPException(http_status(ErrorCode.INVALID), detail=outcome.problems)
     return RankedResponse(analysis_id=outcome.job.analysis_id)
 
 

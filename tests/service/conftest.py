@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from app.db import create_db_engine, upgrade_database
 from app.job_queue import JobQueue, QueuePolicy
 from app.settings import Settings
+from tests.support.s3_server import CREDENTIALS, REGION, moto_endpoint
 from tests.support.service_db import FakeClock
 
 
@@ -72,3 +73,35 @@ def client(make_app) -> Iterator:  # noqa: ANN001
 
     with TestClient(make_app()) as test_client:
         yield test_client
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A real S3 protocol server (moto) on a free port of 127.0.0.1, for the session (skips without moto)."""
+    with moto_endpoint() as url:
+        yield url
+
+
+@pytest.fixture
+def s3_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The credentials come from the environment, as boto3 reads them everywhere."""
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
+def s3(s3_endpoint: str, s3_credentials: None):  # noqa: ANN201
+    from app.object_store import s3_client
+
+    return s3_client(endpoint_url=s3_endpoint, region=REGION)
+
+
+@pytest.fixture
+def bucket(s3) -> str:  # noqa: ANN001
+    """A fresh bucket."""
+    import uuid
+
+    name = f"advisor-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    return name

@@ -1,10 +1,13 @@
 """Issue 29's deliberate bug, pinned directly: a cap counted per chunk instead of per file (or per body) let three
 600-byte writes through a 1 KiB cap. Each place that counts - the body cap in front of the routes
-(app.body_limits), the local store's incoming file (app.storage) and a whole upload through the route - is given
+(app.body_limits), each artifact store's incoming file (the local directory and object storage: app.storage's one
+receiving path, planted with the bug in either backend this fails) and a whole upload through the route - is given
 exactly that: three 600-byte writes against 1 KiB."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 
 import pytest
@@ -66,14 +69,49 @@ def test_the_body_cap_counts_the_whole_body_not_each_write():
     assert (status, answer) == (200, {"read": KIB})
 
 
-def test_the_stored_file_cap_counts_the_whole_file_not_each_write(tmp_path):
-    store = ArtifactStore(tmp_path / "artifacts")
+@pytest.fixture(params=["local", "s3"])
+def artifact_store(request: pytest.FixtureRequest, tmp_path):  # noqa: ANN001, ANN201
+    """Each backend, with a way to list everything it keeps (stored objects, incoming files, open multipart uploads)."""
+    if request.param == "local":
+        store = ArtifactStore(tmp_path / "artifacts")
+        return store, lambda: [p for p in (tmp_path / "artifacts").rglob("*") if p.is_file()]
+    from app.object_store import S3ArtifactStore, S3Location
+
+    s3, bucket = request.getfixturevalue("s3"), request.getfixturevalue("bucket")
+
+    def kept() -> list[str]:
+        objects = [item["Key"] for item in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+        return objects + [upload["Key"] for upload in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
+
+    return S3ArtifactStore(S3Location.parse(f"s3://{bucket}/team"), s3), kept
+
+
+def test_the_stored_file_cap_counts_the_whole_file_not_each_write(artifact_store):
+    store, kept = artifact_store
     incoming = store.receive(max_bytes=KIB, what="model")
     incoming.write(WRITES[0])
-    with pytest.raises(UploadTooLarge):
+    with pytest.raises(UploadTooLarge, match="model is larger than the server's limit of 1 KiB"):
         incoming.write(WRITES[1])
     incoming.discard()
-    assert [p for p in (tmp_path / "artifacts").rglob("*") if p.is_file()] == [], "nothing kept, not even incoming"
+    assert kept() == [], "nothing kept, not even incoming"
+
+
+def test_a_file_of_exactly_the_cap_in_small_writes_is_stored_whole(artifact_store):
+    store, kept = artifact_store
+    incoming = store.receive(max_bytes=KIB, what="model")
+    for piece in (b"a" * 512, b"b" * 511, b"c"):
+        incoming.write(piece)
+    stored, _ = incoming.commit()
+    incoming.discard()
+    assert (stored.size_bytes, stored.sha256) == (KIB, hashlib.sha256(b"a" * 512 + b"b" * 511 + b"c").hexdigest())
+    assert store.exists(stored.sha256) and len(kept()) == 1
+
+
+def test_save_counts_the_whole_stream_against_the_cap(artifact_store):
+    store, kept = artifact_store
+    with pytest.raises(UploadTooLarge):
+        store.save(io.BytesIO(b"".join(WRITES)), max_bytes=KIB)
+    assert kept() == []
 
 
 def test_an_upload_over_a_1_kib_model_cap_in_600_byte_writes_is_413(make_app, settings):

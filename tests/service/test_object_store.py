@@ -1,6 +1,7 @@
 """Artifacts in S3-compatible object storage (issue 30, app.object_store), against a real S3 protocol server the tests
 start (moto's server mode on 127.0.0.1): upload, dedupe, a refused upload leaves no object, an interrupted multipart
-upload is aborted, presigned URLs expire, and a worker on a replica that never saw the upload measures it."""
+upload is aborted, presigned URLs expire, and a worker on a replica that never saw the upload measures it. The server
+and the `s3` / `bucket` fixtures are tests/service/conftest.py's."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,51 +22,11 @@ import pytest
 pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
 
-from app.object_store import S3ArtifactStore, S3Location, s3_client  # noqa: E402
+from app.object_store import S3ArtifactStore, S3Location  # noqa: E402
+from tests.support.s3_server import CREDENTIALS, REGION, free_port  # noqa: E402
 from tests.support.synthetic_models import exported_program_bytes  # noqa: E402
 
 CPU_CONTEXT = json.dumps({"stage": "production", "target": "cpu"})
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "advisor-test", "AWS_SECRET_ACCESS_KEY": "advisor-test-secret"}
-REGION = "us-east-1"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    """A real S3 protocol server (moto) on a free port of 127.0.0.1, for this module."""
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The credentials come from the environment, as boto3 reads them everywhere."""
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-
-
-@pytest.fixture
-def s3(s3_endpoint: str, credentials: None):  # noqa: ANN201
-    return s3_client(endpoint_url=s3_endpoint, region=REGION)
-
-
-@pytest.fixture
-def bucket(s3) -> str:  # noqa: ANN001
-    """A fresh bucket."""
-    name = f"advisor-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(Bucket=name)
-    return name
 
 
 @pytest.fixture
@@ -159,7 +119,7 @@ def test_an_interrupted_upload_is_aborted_and_a_killed_servers_leftovers_are_swe
     store = S3ArtifactStore(S3Location.parse(f"s3://{bucket}/team"), s3)
     interrupted = store.receive(max_bytes=64 << 20)
     interrupted.write(b"\0" * (9 << 20))  # one part sent: the multipart upload exists
-    assert open_multipart_uploads(s3, bucket) == [interrupted.key]
+    assert open_multipart_uploads(s3, bucket) == [interrupted.sink.key]
     interrupted.discard()  # what the server does when the client goes away mid-upload
     assert open_multipart_uploads(s3, bucket) == [] and keys(s3, bucket) == []
 

@@ -211,6 +211,35 @@ def test_other_bad_shapes_are_refused(client, model_file, change, field):
     assert client.get(f"/api/v1/analyses/{analysis_id}").json()["status"] == "running"
 
 
+@pytest.mark.parametrize(
+    ("status", "passed", "checked"),
+    [("ok", False, "failed"), ("fail_accuracy", True, "passed")],
+    ids=["ok-but-inaccurate", "fail-but-accurate"],
+)
+def test_a_row_whose_status_and_accuracy_disagree_is_a_422_naming_the_row(client, model_file, status, passed, checked):
+    """The engine would rank an `ok` row whose accuracy check failed as a valid option: the boundary refuses it,
+    for a completion and a ranking alike, and the job runs on unchanged."""
+    analysis_id, job_id, token = leased_job(client, model_file)
+    body = cpu_results()
+    row = body["measurements"]["measurements"][1]  # inductor:default
+    row["status"], row["accuracy"]["passed"] = status, passed
+    response = post_results(client, job_id, token, body)
+    assert response.status_code == 422, response.text
+    [problem] = response.json()["detail"]
+    assert problem["field"] == "measurements.measurements.1.status"
+    assert f"row 1 (inductor:default) has status '{status}' while its accuracy check {checked}" in problem["message"]
+    pending = {"quality": {"details": {"pending": ["inductor:default"]}}}
+    ranking = dict(body, measurements=body["measurements"] | pending)
+    ranked = client.post(f"/api/v1/jobs/{job_id}/ranked", json=ranking, headers={"X-Lease-Token": token})
+    assert ranked.status_code == 422 and ranked.json()["detail"][0]["field"] == problem["field"], ranked.text
+    analysis = client.get(f"/api/v1/analyses/{analysis_id}").json()
+    assert analysis["status"] == "running" and analysis["measurements"] is None
+    with pytest.raises(ResultsInvalid):
+        accept_results(None, body["measurements"])
+    row["status"], row["accuracy"]["passed"] = ("ok", True) if status == "ok" else ("fail_accuracy", False)
+    assert post_results(client, job_id, token, body).status_code == 200, "agreeing rows are accepted"
+
+
 def test_non_finite_numbers_are_stored_as_null_and_every_view_still_renders(client, model_file):
     """Where a non-finite number can be honest (an accuracy ratio over a zero error, a latency's drift, a speedup
     interval whose CI reaches zero); the numbers a recommendation rests on are refused instead
