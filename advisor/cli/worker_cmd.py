@@ -38,6 +38,15 @@ def worker(
     stage_timeout_s: float | None = typer.Option(None, "--stage-timeout", help="wall-clock limit per measured stage"),
     memory_limit_mb: int | None = typer.Option(None, "--memory-limit-mb", help="address-space limit per stage"),
     max_jobs: int | None = typer.Option(None, "--max-jobs", help="exit after this many jobs"),
+    once: bool = typer.Option(
+        False,
+        "--once",
+        help="claim at most one job, run it, deregister and exit 0 (also when none came within --wait): for a "
+        "batch job a scheduler started (`npu-advisor dispatch`)",
+    ),
+    wait_s: float = typer.Option(
+        60.0, "--wait", min=0, max=3600, help="with --once: how long to wait for a job before exiting (seconds)"
+    ),
     cold: bool = typer.Option(
         False,
         "--cold",
@@ -52,7 +61,8 @@ def worker(
         help="prepared sandboxes kept ready for the next jobs (each holds an interpreter with torch imported)",
     ),
 ) -> None:
-    """Register with the server, then claim and measure jobs until stopped (Ctrl-C / SIGTERM: graceful)."""
+    """Register with the server, then claim and measure jobs until stopped (Ctrl-C / SIGTERM: graceful); with
+    --once, one job at most."""
     from advisor.cli.parent_watch import exit_with_parent
     from advisor.harness.isolation import ISOLATION_ENV, IsolationUnavailable, resolve_isolation
     from workers.agent import AgentConfig, WorkerAgent
@@ -93,12 +103,13 @@ def worker(
         name=name or f"{socket.gethostname()}-{capabilities.device_kind}",
         device=capabilities.device_kind,
         backends=capabilities.backends,
-        environment={**capabilities.environment, "isolation": isolation.describe()},
+        environment={**capabilities.environment, "isolation": isolation.describe(), **batch_job_environment()},
         work_dir=work_dir or Path(owned_temp_dir("npu-advisor-worker-")),
         grace_s=grace_s,
-        max_jobs=max_jobs,
+        max_jobs=1 if once else max_jobs,
+        claim_deadline_s=wait_s if once else None,
         prepare_sandboxes=not cold,
-        spare_sandboxes=spare_sandboxes,
+        spare_sandboxes=1 if once else spare_sandboxes,
         stage_options={key: value for key, value in stage_options.items() if value is not None},
     )
     agent = WorkerAgent(WorkerApi.connect(server, token), config)
@@ -109,6 +120,15 @@ def worker(
         if own_work_dir:
             shutil.rmtree(config.work_dir, ignore_errors=True)
     raise typer.Exit(code)
+
+
+def batch_job_environment() -> dict[str, dict[str, str]]:
+    """The batch job this worker runs in, when a scheduler started it: {"batch_job": {"scheduler", "id"}} (the
+    queue page shows it beside the job the worker ran), else {}. Slurm sets SLURM_JOB_ID in every batch job."""
+    job_id = os.environ.get("SLURM_JOB_ID", "").strip()
+    if job_id.isdigit() and len(job_id) <= 20:
+        return {"batch_job": {"scheduler": "slurm", "id": job_id}}
+    return {}
 
 
 def register(app: typer.Typer) -> None:
