@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import socket
 from pathlib import Path
@@ -64,37 +65,15 @@ def worker(
     """Register with the server, then claim and measure jobs until stopped (Ctrl-C / SIGTERM: graceful); with
     --once, one job at most."""
     from advisor.cli.parent_watch import exit_with_parent
-    from advisor.harness.isolation import ISOLATION_ENV, IsolationUnavailable, resolve_isolation
     from workers.agent import AgentConfig, WorkerAgent
     from workers.api import WorkerApi
-    from workers.capabilities import CapabilityError, detect_capabilities
 
     exit_with_parent()  # a worker started by `serve` stops when serve is gone
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     token = read_token(token_file)
-    try:
-        isolation = resolve_isolation("none" if no_isolation else "bubblewrap")
-    except IsolationUnavailable as exc:
-        typer.echo(
-            f"error: this worker cannot isolate model children: {exc}. Pass --no-isolation only if every "
-            "uploader is trusted; the server then lists this worker as not isolated.",
-            err=True,
-        )
-        raise typer.Exit(2) from None
-    os.environ[ISOLATION_ENV] = isolation.kind  # the stage runner and every sandbox child it starts use the same
-    typer.echo(f"isolation: {isolation.kind}" + (f" ({isolation.note})" if isolation.note else ""), err=True)
+    isolation = _isolation(no_isolation)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the job log
-    only = [item.strip() for item in backends.split(",") if item.strip()] if backends else None
-    typer.echo("probing this node's device and backends ...", err=True)
-    try:
-        capabilities = detect_capabilities(device, only)
-    except CapabilityError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    skipped = ", ".join(f"{n} ({why})" for n, why in capabilities.unavailable.items())
-    typer.echo(f"device {capabilities.device_kind}; measuring with {', '.join(capabilities.backends)}", err=True)
-    if skipped:
-        typer.echo(f"not usable here: {skipped}", err=True)
+    capabilities = _capabilities(device, backends)
     stage_options = {"timeout_s": stage_timeout_s, "memory_limit_mb": memory_limit_mb}
     if stale := sweep_stale_temp_dirs():  # a killed worker's job files (an OOM kill cannot clean up)
         typer.echo(f"removed {len(stale)} temporary directories of worker processes that were killed", err=True)
@@ -122,12 +101,55 @@ def worker(
     raise typer.Exit(code)
 
 
+def _isolation(no_isolation: bool):  # noqa: ANN202 - advisor.harness.isolation's, imported late (no torch at --help)
+    """The sandbox model children run in, announced to the stage runner by environment; exit 2 when unavailable."""
+    from advisor.harness.isolation import ISOLATION_ENV, IsolationUnavailable, resolve_isolation
+
+    try:
+        isolation = resolve_isolation("none" if no_isolation else "bubblewrap")
+    except IsolationUnavailable as exc:
+        typer.echo(
+            f"error: this worker cannot isolate model children: {exc}. Pass --no-isolation only if every "
+            "uploader is trusted; the server then lists this worker as not isolated.",
+            err=True,
+        )
+        raise typer.Exit(2) from None
+    os.environ[ISOLATION_ENV] = isolation.kind  # the stage runner and every sandbox child it starts use the same
+    typer.echo(f"isolation: {isolation.kind}" + (f" ({isolation.note})" if isolation.note else ""), err=True)
+    return isolation
+
+
+def _capabilities(device: str | None, backends: str | None):  # noqa: ANN202 - workers.capabilities', imported late
+    """This node's device kind and usable backends (`--backends` narrows them); exit 2 when there are none."""
+    from workers.capabilities import CapabilityError, detect_capabilities
+
+    only = [item.strip() for item in backends.split(",") if item.strip()] if backends else None
+    typer.echo("probing this node's device and backends ...", err=True)
+    try:
+        capabilities = detect_capabilities(device, only)
+    except CapabilityError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    skipped = ", ".join(f"{n} ({why})" for n, why in capabilities.unavailable.items())
+    typer.echo(f"device {capabilities.device_kind}; measuring with {', '.join(capabilities.backends)}", err=True)
+    if skipped:
+        typer.echo(f"not usable here: {skipped}", err=True)
+    return capabilities
+
+
+KUBERNETES_JOB_ENV = "ADVISOR_KUBERNETES_JOB"  # docker/k8s-worker-once-job.yaml sets it from the pod's job-name label
+
+
 def batch_job_environment() -> dict[str, dict[str, str]]:
     """The batch job this worker runs in, when a scheduler started it: {"batch_job": {"scheduler", "id"}} (the
-    queue page shows it beside the job the worker ran), else {}. Slurm sets SLURM_JOB_ID in every batch job."""
-    job_id = os.environ.get("SLURM_JOB_ID", "").strip()
-    if job_id.isdigit() and len(job_id) <= 20:
-        return {"batch_job": {"scheduler": "slurm", "id": job_id}}
+    queue page shows it beside the job the worker ran), else {}. Slurm sets SLURM_JOB_ID in every batch job; a
+    Kubernetes Job's pod gets its job's name in $ADVISOR_KUBERNETES_JOB from the manifest."""
+    slurm_job = os.environ.get("SLURM_JOB_ID", "").strip()
+    if slurm_job.isdigit() and len(slurm_job) <= 20:
+        return {"batch_job": {"scheduler": "slurm", "id": slurm_job}}
+    kubernetes_job = os.environ.get(KUBERNETES_JOB_ENV, "").strip()
+    if re.fullmatch(r"[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?", kubernetes_job):  # a Kubernetes object name
+        return {"batch_job": {"scheduler": "kubernetes", "id": kubernetes_job}}
     return {}
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.service_env import service_environment
+from tests.support.service_env import FAST_TIMING_ENV, service_environment
 
 CLI = [sys.executable, "-c", "from advisor.cli import app; app()"]
 SLURM_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm_single_node.sh"
@@ -82,12 +82,14 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, logs: Ca
 class Stack:
     """A server with tokens required and short leases; every process it started is stopped by `stop_all`."""
 
-    def __init__(self, root: Path, *, lease_ttl_s: float = 6.0, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(self, root: Path, *, lease_ttl_s: float = 6.0, fast_timing: bool = True) -> None:
         self.root = root
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.data_dir = root / "data"
-        self.env = service_environment() | (extra_env or {})
+        self.env = service_environment()
+        if not fast_timing:  # the product's own timing windows (a benchmark's), not the tests' short ones
+            self.env = {key: value for key, value in self.env.items() if key not in FAST_TIMING_ENV}
         self.server_env = self.env | {
             "ADVISOR_DATA_DIR": str(self.data_dir),
             "ADVISOR_REQUIRE_AUTH": "true",

@@ -83,10 +83,28 @@ def test_a_once_worker_prepares_one_sandbox_and_never_a_spare_beside_its_job(tmp
     ],
 )
 def test_the_batch_job_is_reported_only_as_a_slurm_job_id(monkeypatch: pytest.MonkeyPatch, value: str, expected):  # noqa: ANN001
+    monkeypatch.delenv("ADVISOR_KUBERNETES_JOB", raising=False)
     monkeypatch.setenv("SLURM_JOB_ID", value)
+    assert batch_job_environment() == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("advisor-once-x7k2p", {"batch_job": {"scheduler": "kubernetes", "id": "advisor-once-x7k2p"}}),
+        ("Advisor_Once", {}),
+        ("-leading-dash", {}),
+        ("a" * 64, {}),
+        ("job\nname", {}),
+    ],
+)
+def test_a_kubernetes_job_is_reported_by_its_name(monkeypatch: pytest.MonkeyPatch, value: str, expected):  # noqa: ANN001
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.setenv("ADVISOR_KUBERNETES_JOB", value)
     assert batch_job_environment() == expected
 
 
 def test_outside_a_batch_job_nothing_is_reported(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("ADVISOR_KUBERNETES_JOB", raising=False)
     assert batch_job_environment() == {}
