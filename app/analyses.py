@@ -25,6 +25,7 @@ from advisor.core.noise import is_noisy
 from advisor.core.results import Inspection, MeasurementRun, Recommendation, read
 from advisor.core.source_report import report_digest, source_report_or_none, with_source_report
 from advisor.core.status import AnalysisStatus
+from app.batch_jobs import batch_job_label
 from app.job_queue import JobQueue
 from app.models import (
     ACTIVE_JOB_STATUSES,
@@ -353,7 +354,9 @@ def measured_by(session: Session, job: Job | None) -> MeasuredBy | None:
     if job is None or job.status != JobStatus.SUCCEEDED or job.worker_id is None:
         return None
     worker = session.get(Worker, job.worker_id)
-    return MeasuredBy(worker_id=job.worker_id, name=worker.name if worker is not None else "")
+    if worker is None:
+        return MeasuredBy(worker_id=job.worker_id, name="")
+    return MeasuredBy(worker_id=job.worker_id, name=worker.name, batch_job=batch_job_label(worker.environment))
 
 
 def _unmeasured(analysis: Analysis) -> bool:

@@ -111,6 +111,7 @@ class MeasuredBy(SQLModel):
 
     worker_id: str
     name: str
+    batch_job: str | None = None  # "Slurm job 123": the scheduler's batch job the worker ran in (app.batch_jobs)
 
 
 class JobAttempts(SQLModel):

@@ -48,6 +48,8 @@ class AgentConfig:
     claim_jitter_s: float = 2.0  # random pause after an empty poll, so workers do not poll in lockstep
     stages: str = DEFAULT_STAGES  # "module:function" the runner calls; tests inject fakes here
     max_jobs: int | None = None  # stop after this many jobs (tests, one-shot runs)
+    # stop when no job came within this many seconds of the first claim (`worker --once`: exit, do not wait forever)
+    claim_deadline_s: float | None = None
     stage_options: dict[str, Any] = field(default_factory=dict)  # timeout_s, memory_limit_mb for the runner
     # prepare each job's sandbox ahead of time (workers.job_sandbox): no `import torch` on a job's critical path;
     # off, each job's runner starts its own
@@ -129,11 +131,18 @@ class WorkerAgent:
 
     def _claim_loop(self, registration: Registration) -> int:
         failures = 0
+        deadline = None if self.config.claim_deadline_s is None else time.monotonic() + self.config.claim_deadline_s
         while not self.stopping.is_set():
             if self.config.max_jobs is not None and self.jobs_done >= self.config.max_jobs:
                 return 0
+            wait_s = registration.poll_timeout_s
+            if deadline is not None:
+                wait_s = min(wait_s, deadline - time.monotonic())
+                if wait_s <= 0:
+                    log.info("no job came within %.0f s; exiting", self.config.claim_deadline_s)
+                    return 0
             try:
-                claim = self._claim(registration)
+                claim = self._claim(registration, wait_s)
             except ShutdownRequested:
                 return 0
             except ApiError as exc:
@@ -157,18 +166,19 @@ class WorkerAgent:
             failures = 0
             if claim is None:
                 self._prepare_sandbox()  # idle: the next job's sandbox, if it is not ready yet
-                self._sleep(self._rng.uniform(0, self.config.claim_jitter_s))
+                jitter = self._rng.uniform(0, self.config.claim_jitter_s)
+                self._sleep(jitter if deadline is None else max(0.0, min(jitter, deadline - time.monotonic())))
                 continue
             self.run_job(claim, registration)
             self.jobs_done += 1  # right after a job: claim again without the jitter pause
         return 0
 
-    def _claim(self, registration: Registration) -> LeasedJob | None:
+    def _claim(self, registration: Registration, wait_s: float) -> LeasedJob | None:
         self._interruptible = True
         try:
             if self.stopping.is_set():
                 raise ShutdownRequested
-            return self.api.claim(registration.worker_id, registration.poll_timeout_s)
+            return self.api.claim(registration.worker_id, wait_s)
         finally:
             self._interruptible = False
 
@@ -189,12 +199,17 @@ class WorkerAgent:
             self._current = None
             if self.sandboxes is not None:
                 self.sandboxes.end_job()  # the job's processes, files and memory go with its sandbox
-            self._prepare_sandbox()
+            self._prepare_sandbox(after_current=True)
             shutil.rmtree(job_dir, ignore_errors=True)
 
-    def _prepare_sandbox(self) -> None:
-        if self.sandboxes is not None:
-            self.sandboxes.prepare()
+    def _prepare_sandbox(self, *, after_current: bool = False) -> None:
+        """A sandbox for the next job to be claimed; `after_current` while a job is held. None when `max_jobs` says
+        no further job comes (a `worker --once` never starts a second interpreter beside its measurement)."""
+        if self.sandboxes is None:
+            return
+        if self.config.max_jobs is not None and self.jobs_done + after_current >= self.config.max_jobs:
+            return
+        self.sandboxes.prepare()
 
     def _run_job(self, claim: LeasedJob, registration: Registration, job_dir: Path) -> str:
         job_dir.mkdir(parents=True, exist_ok=True)
@@ -228,7 +243,7 @@ class WorkerAgent:
         if self.sandboxes is None or self.sandboxes.current is None:
             return StageProcess(spec, job_dir, on_progress=on_progress)
         zygote, pass_fds = self.sandboxes.current.handle()
-        self._prepare_sandbox()
+        self._prepare_sandbox(after_current=True)
         gate = self.sandboxes.readiness_fd()
         try:
             runner_spec = spec.model_copy(update={"zygote": zygote, "measure_gate_fd": gate})

@@ -30,6 +30,16 @@ class Registration:
 
 
 @dataclass(frozen=True)
+class Demand:
+    """GET /workers/demand: `waiting` jobs a worker of the asked kind could claim now (next first); `unserved`, those
+    no live idle worker will claim."""
+
+    waiting: list[int]
+    unserved: list[int]
+    idle_workers: int
+
+
+@dataclass(frozen=True)
 class LeasedJob:
     """One claimed job and the lease that fences every later call about it."""
 
@@ -108,6 +118,16 @@ class WorkerApi:
         except ValidationError as exc:  # a server this worker cannot read: the lease runs out, the job is re-queued
             raise ApiError(f"claim: the server's job does not read as a job: {exc}") from None
         return LeasedJob(job=job, lease_token=data["lease_token"], lease_expires_at=data.get("lease_expires_at"))
+
+    def demand(self, device_kind: str, backends: list[str]) -> Demand:
+        """Which queued jobs a worker of this kind could run and no live worker will claim (a dispatcher's poll)."""
+        params = {"device_kind": device_kind, "backends": ",".join(backends)}
+        data = self._send_once("GET", f"{API}/workers/demand", "read the demand", params=params).json()
+        return Demand(
+            waiting=[int(i) for i in data["waiting"]],
+            unserved=[int(i) for i in data["unserved"]],
+            idle_workers=int(data.get("idle_workers", 0)),
+        )
 
     def deregister(self, worker_id: str) -> None:
         """Release held jobs without spending an attempt; best effort on the way out."""

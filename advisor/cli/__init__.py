@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "advisor.cli.example_cmd",
     "advisor.cli.inspect_cmd",
     "advisor.cli.worker_cmd",
+    "advisor.cli.dispatch_cmd",
     "advisor.cli.serve_cmd",
     "advisor.cli.db_cmd",
     "advisor.cli.token_cmd",

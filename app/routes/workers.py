@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -18,6 +18,7 @@ from sqlmodel import Session
 
 from advisor.core.job_wire import ClaimedJob
 from app.deps import QueueDep, SessionDep, SettingsDep, UserDep, WorkerDep, actor_of
+from app.dispatch_demand import dispatch_demand
 from app.job_queue import Actor, JobClaim
 from app.models import Analysis, Job, JobStatus, Worker, WorkerCreate, WorkerPublic
 
@@ -125,6 +126,39 @@ def _try_claim(engine, queue, worker_id: str, actor: Actor, base_url: str, store
             lease_token=lease.lease_token,
             lease_expires_at=lease.lease_expires_at,
         )
+
+
+class WorkerDemand(BaseModel):
+    waiting: list[int]  # measure jobs such a worker could claim now, next first
+    unserved: list[int]  # those of them no live idle worker will claim: start a worker for each
+    idle_workers: int
+
+
+BACKEND_LIST = r"^[a-z0-9_]{1,32}(,[a-z0-9_]{1,32}){0,31}$"  # e.g. eager,inductor: at most 32 names
+
+
+@router.get(
+    "/workers/demand",
+    response_model=WorkerDemand,
+    summary="Queued jobs a worker of this device kind and backends could run and no live worker will claim",
+)
+def demand(
+    session: SessionDep,
+    queue: QueueDep,
+    settings: SettingsDep,
+    _: WorkerDep,
+    device_kind: Literal["cpu", "cuda", "npu"],
+    backends: Annotated[str, Query(max_length=1100, pattern=BACKEND_LIST)],
+) -> WorkerDemand:
+    """For a dispatcher that starts workers on demand (`npu-advisor dispatch`; app.dispatch_demand)."""
+    found = dispatch_demand(
+        session,
+        device_kind=device_kind,
+        backends=set(backends.split(",")),
+        now=queue.clock(),
+        lost_after_s=settings.worker_lost_after_s,
+    )
+    return WorkerDemand(waiting=found.waiting, unserved=found.unserved, idle_workers=found.idle_workers)
 
 
 @router.post(

@@ -21,6 +21,7 @@ from advisor.core.status import AnalysisStatus
 from app import analysis_list
 from app.analyses import queue_positions
 from app.analysis_list import DEFAULT_SORT, AnalysisQuery, ListedPage, sort_key
+from app.batch_jobs import batch_job_label
 from app.clock import aware
 from app.job_queue import JobQueue
 from app.models import MEASURE, Analysis, AnalysisSummary, Job, JobStatus, Worker
@@ -180,6 +181,7 @@ class QueueOverview:
     running: list[tuple[Job, str]] = field(default_factory=list)  # (job, model name)
     waiting: list[tuple[Job, str]] = field(default_factory=list)
     workers: list[WorkerRow] = field(default_factory=list)
+    batch_jobs: dict[str, str] = field(default_factory=dict)  # worker id -> "Slurm job 123" (app.batch_jobs)
 
 
 def queue_overview(
@@ -211,4 +213,6 @@ def queue_overview(
         job, name = running_by_worker.get(worker.id, (None, None))
         lost = worker.state == "lost" or (worker.state != "stopped" and since > lost_after_s)
         overview.workers.append(WorkerRow(worker, lost, job, name, since))
+        if label := batch_job_label(worker.environment):
+            overview.batch_jobs[worker.id] = label
     return overview

@@ -47,6 +47,7 @@ def test_the_table_of_routes_says_who_may_call_each(locked):
         ("POST", "/api/v1/workers/{worker_id}/claim"): WORKER,
         ("POST", "/api/v1/workers/{worker_id}/deregister"): WORKER,
         ("GET", "/api/v1/workers"): USER,
+        ("GET", "/api/v1/workers/demand"): WORKER,
         ("POST", "/api/v1/jobs/{job_id}/heartbeat"): JOB,
         ("POST", "/api/v1/jobs/{job_id}/complete"): JOB,
         ("POST", "/api/v1/jobs/{job_id}/fail"): JOB,

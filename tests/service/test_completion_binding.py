@@ -299,7 +299,7 @@ def test_the_analysis_json_and_page_name_the_worker_that_measured(client, model_
     assert post(client, lease, results_for(lease)).status_code == 200
 
     analysis = client.get(f"/api/v1/analyses/{analysis_id}").json()
-    assert analysis["measured_by"] == {"worker_id": worker_id, "name": "npu-node-<7>"}
+    assert analysis["measured_by"] == {"worker_id": worker_id, "name": "npu-node-<7>", "batch_job": None}
     page = client.get(f"/analyses/{analysis_id}").text
     assert "npu-node-&lt;7&gt;" in page and "npu-node-<7>" not in page
     assert worker_id in page
