@@ -12,7 +12,10 @@ bubblewrap (`bwrap`) with:
 - the root, `/etc`, `/dev` and every system path read-only; writable only: a private `/tmp` and `/dev/shm`, each
   a tmpfs with a size cap (`ADVISOR_SANDBOX_TMP_MB`, `ADVISOR_SANDBOX_SHM_MB`: every file together, not one file),
   and - for a spawned child only - the host directories its caller names (its own work directory);
-- a seccomp filter (advisor.harness.seccomp): no ptrace, no process_vm_*, no pidfd_getfd; no nested user namespace;
+- a seccomp filter (advisor.harness.seccomp): no ptrace, no process_vm_*, no pidfd_getfd, no kernel keyrings
+  (add_key, keyctl, request_key); no nested user namespace;
+- a session keyring of its own (advisor.harness.session_keyring launches bubblewrap after joining a fresh one), freed
+  when the sandbox's last process ends, and `/proc/keys` and `/proc/key-users` masked (as container runtimes do);
 - `--die-with-parent` and `--new-session`. A zygote runs as the sandbox's pid 1 (`as_pid_1`): no process inside
   can kill or stop it, and when it ends the kernel kills everything in the sandbox and its tmpfs memory is freed.
 
@@ -63,6 +66,9 @@ _NPU_READ_ONLY = ("/usr/local/Ascend", "/usr/local/dcmi", "/usr/local/bin/npu-sm
 _CUDA_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps")
 # Of the project checkout only the code a child imports (tests/ for the test doubles and test targets).
 _PROJECT_PACKAGES = ("advisor", "workers", "tests", "benchmarks")
+# What /proc would tell a sandbox of the host's keys (descriptions of every key its uid may view, quotas): empty.
+_MASKED_PROC = ("/proc/keys", "/proc/key-users")
+_KEYRING_LAUNCHER = str(Path(__file__).with_name("session_keyring.py"))
 
 
 class IsolationUnavailable(RuntimeError):
@@ -112,6 +118,7 @@ class Isolation:
             return list(argv)
         assert self.bwrap is not None
         args = [
+            *keyring_launcher(),
             self.bwrap,
             "--unshare-user",
             "--uid",
@@ -132,6 +139,7 @@ class Isolation:
             "npu-advisor-sandbox",
             "--proc",
             "/proc",
+            *(arg for masked in _MASKED_PROC for arg in ("--ro-bind", os.devnull, masked)),
             "--dev",
             "/dev",
             *(["--size", str(_size_mb(SHM_MB_ENV, DEFAULT_SHM_MB) << 20)] if self.has_0_8 else []),
@@ -163,6 +171,11 @@ class Isolation:
         if self.isolated and 128 < code < 128 + 65:
             return -(code - 128)
         return code
+
+
+def keyring_launcher() -> list[str]:
+    """What goes before bubblewrap: an interpreter joining a fresh session keyring, then exec'ing it."""
+    return [sys.executable, "-I", "-S", _KEYRING_LAUNCHER]
 
 
 def _size_mb(name: str, default: int) -> int:

@@ -3,7 +3,12 @@
 A job's children run as one uid, so without this a child could `PTRACE_ATTACH` its sandbox's pid 1 (the zygote)
 or a sibling and take over its descriptors - the channel to the worker included. The zygote is also made
 non-dumpable, which already refuses ptrace from an unprivileged process; this filter is the second wall, and it
-refuses the calls outright: ptrace, process_vm_readv/writev, pidfd_getfd and kcmp answer EPERM. Syscalls of
+refuses the calls outright: ptrace, process_vm_readv/writev, pidfd_getfd and kcmp answer EPERM.
+
+Kernel keyrings are refused too (add_key, keyctl, request_key answer EPERM, as in container runtimes' default
+profiles): they are not namespaced, and the sandbox's uid is the worker's uid on the host, so a job could otherwise
+read the keys of the worker's uid (its `_uid.N` keyring) and leave keys there for the next job. Each sandbox also gets
+a session keyring of its own before this filter applies (advisor.harness.session_keyring). Syscalls of
 another ABI (i386 compat, x32) are refused too: nothing in a sandbox needs them, and their numbers differ.
 
 bubblewrap loads the program (`--seccomp FD`): a raw array of `struct sock_filter` read from a memfd.
@@ -30,14 +35,33 @@ _X32_BIT = 0x40000000
 _ARCHES = {
     "x86_64": (
         0xC000003E,
-        {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "pidfd_getfd": 438},
+        {
+            "ptrace": 101,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+            "kcmp": 312,
+            "pidfd_getfd": 438,
+            "add_key": 248,
+            "request_key": 249,
+            "keyctl": 250,
+        },
     ),
     "aarch64": (
         0xC00000B7,
-        {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "kcmp": 272, "pidfd_getfd": 438},
+        {
+            "ptrace": 117,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+            "kcmp": 272,
+            "pidfd_getfd": 438,
+            "add_key": 217,
+            "request_key": 218,
+            "keyctl": 219,
+        },
     ),
 }
-REFUSED_SYSCALLS = ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd")
+KEYRING_SYSCALLS = ("add_key", "keyctl", "request_key")
+REFUSED_SYSCALLS = ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", *KEYRING_SYSCALLS)
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:

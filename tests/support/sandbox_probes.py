@@ -84,3 +84,75 @@ def vec_isa_probed() -> bool:
     from torch._inductor.cpu_vec_isa import valid_vec_isa_list
 
     return valid_vec_isa_list.cache_info().currsize > 0
+
+
+def probe_keyrings(host_key: int, host_description: str, leave_description: str) -> dict:
+    """Every way a job could reach the host's kernel keys or leave one for the next job: the kernel's answers
+    (a serial, a payload, or -errno) and whether /proc/keys names the host's key."""
+    from tests.support import keyrings as k
+
+    payload = k.read_key(host_key)
+    rings = {
+        "session": k.KEY_SPEC_SESSION_KEYRING,
+        "user": k.KEY_SPEC_USER_KEYRING,
+        "user_session": k.KEY_SPEC_USER_SESSION_KEYRING,
+    }
+    seen = {
+        "read_host_key": payload.decode(errors="replace") if isinstance(payload, bytes) else payload,
+        "request_host_key": k.request_user_key(host_description),
+        "link_user_keyring": k.keyctl(k.KEYCTL_LINK, k.KEY_SPEC_USER_KEYRING, k.KEY_SPEC_SESSION_KEYRING),
+        "join_session_keyring": k.join_session_keyring(None),
+        "proc_keys_names_host_key": k.listed(host_description),
+    }
+    for name, ring in rings.items():
+        seen[f"search_{name}"] = k.search(ring, host_description)
+        seen[f"add_{name}"] = k.add_user_key(leave_description, b"left by a job", ring)
+    return seen
+
+
+def keyring_view(description: str) -> dict:
+    """Without the seccomp filter (the session keyring as the only wall): this process's session keyring, whether
+    it finds a key so described there, and the key it adds there for the next one to look for."""
+    from tests.support import keyrings as k
+
+    return {
+        "session": k.session_keyring(),
+        "found": k.search(k.KEY_SPEC_SESSION_KEYRING, description),
+        "added": k.add_user_key(description, b"left by a job", k.KEY_SPEC_SESSION_KEYRING),
+    }
+
+
+def _deep(levels: int) -> bytes:
+    return b"[" * levels + b"]" * levels
+
+
+def send_deep_progress(levels: int, then_sleep_s: float) -> None:
+    """A progress event, then a progress line `levels` deep written raw (json.dumps would refuse it), then a hang:
+    the parent must stop it at once rather than at its timeout."""
+    import time
+
+    from advisor.harness import sandbox
+
+    sandbox.report_progress({"stage": "before", "iterations": 1})
+    fd = sandbox._progress_fd
+    assert fd is not None
+    os.write(fd, b'{"stage": "deep", "value": ' + _deep(levels) + b"}\n")
+    time.sleep(then_sleep_s)
+
+
+def send_deep_result(levels: int) -> None:
+    """A result document `levels` deep, written raw to the result pipe (found as a hostile child would: the one pipe
+    it holds besides its output and progress), then a clean exit."""
+    from advisor.harness import sandbox
+
+    document = b'{"status": "ok", "value": ' + _deep(levels) + b"}"
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd in (0, 1, 2, sandbox._progress_fd):
+            continue
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                os.write(fd, document)
+        except OSError:
+            continue
+    os._exit(0)

@@ -20,6 +20,7 @@ import pytest
 from advisor.harness.isolation import IsolationUnavailable, probe_bubblewrap
 from advisor.harness.process_tree import running
 from advisor.harness.sandbox import SandboxResult, run_in_sandbox
+from tests.support import keyrings
 from workers.job_sandbox import JobSandbox, JobSandboxes
 
 HERE = "tests.workers.test_job_sandbox"
@@ -278,6 +279,28 @@ def test_what_a_child_sends_back_is_capped(sandboxes: JobSandboxes):
     assert loud.stderr_tail is not None and len(loud.stderr_tail) <= 4000 and loud.stderr_tail.endswith("the last line")
     huge = run_job(sandbox, "huge_result", {"megabytes": 80})
     assert huge.status == "crashed" and "larger than the parent accepts" in (huge.reason or "")
+
+
+@pytest.mark.parametrize("in_worker_session", [False, True], ids=["uid keyring", "worker session keyring"])
+def test_jobs_neither_read_the_hosts_kernel_keys_nor_leave_keys_for_the_next(
+    sandboxes: JobSandboxes, in_worker_session: bool
+):
+    """Keyrings are not a namespace and the sandbox's uid is the worker's: the filter refuses every keyring call and
+    each job's sandbox holds a session keyring of its own (tests/harness/test_keyrings.py has both walls alone)."""
+    with keyrings.planted_host_key(in_worker_session=in_worker_session) as key:
+        for _job in ("a", "b"):
+            sandbox = sandboxes.take()  # ends the previous job's sandbox
+            assert sandbox is not None
+            result = run_in_sandbox(
+                "tests.support.sandbox_probes:probe_keyrings",
+                keyrings.probe_kwargs(key),
+                zygote=sandbox.zygote,
+                timeout_s=60,
+                memory_limit_mb=None,
+            )
+            assert result.status == "ok", result
+            keyrings.check_refused(result.value)
+        sandboxes.end_job()
 
 
 def test_the_next_jobs_sandbox_is_up_before_the_current_jobs_first_timed_window(sandboxes: JobSandboxes):
