@@ -285,6 +285,8 @@ class WorkerAgent:
             log.info("job %s: shutdown grace period over; runner stopped, job released", claim.job_id)
             return outcome
         result = process.result()
+        if process.violation is not None:  # it was killed for it; another attempt would only do the same
+            return self._report_failure(claim, f"{process.violation}; it was stopped", retryable=False)
         if result is None:
             tail = process.stderr_tail()[-2000:]
             error = f"the stage runner exited with code {process.process.returncode}" + (f":\n{tail}" if tail else "")

@@ -5,12 +5,12 @@ a refused or failed post is logged, and the completion carries the whole results
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from advisor.harness.bounded_json import loads
 from workers.api import LeasedJob, WorkerApi
 from workers.retry import ApiError
 
@@ -40,7 +40,7 @@ class RankingRelay:
             if self._thread is not None:
                 return  # one ranking per attempt
             try:
-                ranked = json.loads(self.path.read_text())
+                ranked = loads(self.path.read_bytes(), "the ranking")
             except (OSError, ValueError) as exc:
                 log.warning("job %s: the runner's ranking could not be read (%s)", self.claim.job_id, exc)
                 return

@@ -3,6 +3,10 @@
 The runner (``python -m workers.stages``) gets its own session, so it and every sandbox child it
 spawns share one process group that `stop` signals as a whole: SIGTERM, a grace period, SIGKILL.
 Its environment is scrubbed of secrets: the worker token never reaches model code.
+
+What it sends back is parsed defensively (advisor.harness.bounded_json): a progress line is read at most
+`PROGRESS_LINE_CHARS` at a time, and a progress line or result nested deeper than `bounded_json.MAX_DEPTH` is a
+`violation`: the runner and its children are killed at once and the job fails for good with that reason.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from typing import Any
 
 from advisor.core.job_wire import JobSpec
 from advisor.core.progress import ProgressEvent
+from advisor.harness.bounded_json import TooDeep, loads
 from advisor.harness.process_tree import descendant_pids, kill_groups
 from advisor.harness.sandbox import scrubbed_environment
 
 OnProgress = Callable[[ProgressEvent], None]
+PROGRESS_LINE_CHARS = 64 * 1024  # a longer line is dropped unread (its rest skipped), never buffered
 
 
 class StageProcess:
@@ -47,6 +53,7 @@ class StageProcess:
         ranked.unlink(missing_ok=True)
         self._on_progress = on_progress
         self._stderr_tail: deque[str] = deque(maxlen=40)
+        self.violation: str | None = None  # what the runner sent that it may not send; it was killed for it
         self.process = subprocess.Popen(
             [sys.executable, "-m", "workers.stages", str(self.spec_path), str(self.result_path)],
             stdout=subprocess.PIPE,
@@ -103,8 +110,13 @@ class StageProcess:
         """Joins the output readers first: every progress line (a `ranked` one included) has been handled."""
         for reader in self._readers:
             reader.join(timeout=2.0)
-        if self.process.returncode == 0 and self.result_path.exists():
-            return json.loads(self.result_path.read_text())
+        if self.violation is None and self.process.returncode == 0 and self.result_path.exists():
+            try:
+                return loads(self.result_path.read_bytes(), "its result")
+            except TooDeep as exc:
+                self.violation = f"the stage runner wrote a result nested deeper than {exc.limit} levels"
+            except ValueError:
+                self._stderr_tail.append("the stage runner's result is not JSON\n")
         return None
 
     def stderr_tail(self) -> str:
@@ -117,12 +129,22 @@ class StageProcess:
             pass
 
     def _read_progress(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
+        stream = self.process.stdout
+        assert stream is not None
+        while line := stream.readline(PROGRESS_LINE_CHARS + 1):
+            if len(line) > PROGRESS_LINE_CHARS:
+                while line and not line.endswith("\n"):  # the rest of an endless line, unkept
+                    line = stream.readline(PROGRESS_LINE_CHARS + 1)
+                self._stderr_tail.append(f"(a line over {PROGRESS_LINE_CHARS} characters on stdout, dropped)\n")
+                continue
             try:
-                event = ProgressEvent.from_json(json.loads(line))
+                event = ProgressEvent.from_json(loads(line, "a progress line"))
+            except TooDeep as exc:
+                self.violation = f"the stage runner sent a progress line nested deeper than {exc.limit} levels"
+                self.kill_now()
+                return
             except (ValueError, KeyError, TypeError):
-                self._stderr_tail.append(line)  # a library printing to stdout: keep it for the error report
+                self._stderr_tail.append(line[:2000])  # a library printing to stdout: kept for the error report
             else:
                 self._on_progress(event)
 

@@ -5,16 +5,19 @@ with a symlink to a host file, then make the parent read it). Instead the parent
 write ends to the child (inherited by a spawned child, passed over the zygote's socket to a forked one) and reads
 the read ends itself, each with a cap: the output keeps its last `TAIL_BYTES`, a progress line longer than
 `PROGRESS_LINE_BYTES` is dropped, a result beyond `RESULT_BYTES` makes the run a failure rather than a memory
-hog. Torch-free.
+hog. Depth is bounded as well as size (advisor.harness.bounded_json): a progress line nested deeper than
+`bounded_json.MAX_DEPTH` is a `violation` - the parent stops the child at once and reports it - and so is such a
+result, which is never parsed. Torch-free.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 from collections.abc import Callable
+
+from advisor.harness.bounded_json import TooDeep, loads
 
 TAIL_BYTES = 64 * 1024
 PROGRESS_LINE_BYTES = 64 * 1024
@@ -36,6 +39,7 @@ class ChildStreams:
         self._progress = b""
         self._result = bytearray()
         self.result_too_large = False
+        self.violation: str | None = None  # what the child sent that no child may send (the parent kills it)
 
     @property
     def write_ends(self) -> tuple[int, int, int]:
@@ -86,11 +90,14 @@ class ChildStreams:
         return text or None
 
     def result(self) -> dict | None:
-        """The child's result document, or None (none written, not JSON, too large)."""
+        """The child's result document, or None (none written, not JSON, too large, too deep: then `violation`)."""
         if self.result_too_large or not self._result:
             return None
         try:
-            value = json.loads(bytes(self._result))
+            value = loads(bytes(self._result), "its result")
+        except TooDeep as exc:
+            self.violation = self.violation or f"sent a result nested deeper than {exc.limit} levels"
+            return None
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
@@ -111,11 +118,19 @@ class ChildStreams:
             if len(self._progress) > PROGRESS_LINE_BYTES:
                 self._progress = b""  # an endless line: dropped, not buffered
             for line in lines:
-                if on_progress is not None and len(line) <= PROGRESS_LINE_BYTES:
-                    with contextlib.suppress(ValueError):
-                        event = json.loads(line)
-                        if isinstance(event, dict):
-                            on_progress(event)
+                if self.violation is None and len(line) <= PROGRESS_LINE_BYTES:
+                    self._take_progress(line, on_progress)
+
+    def _take_progress(self, line: bytes, on_progress: Callable[[dict], None] | None) -> None:
+        try:
+            event = loads(line, "a progress line")
+        except TooDeep as exc:
+            self.violation = f"sent a progress line nested deeper than {exc.limit} levels"
+            return
+        except ValueError:
+            return
+        if on_progress is not None and isinstance(event, dict):
+            on_progress(event)
 
 
 def memfd_with(data: bytes, name: str) -> int:

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from advisor.harness import safe_unpickle, seccomp
+from advisor.harness import bounded_json, safe_unpickle, seccomp
 from advisor.harness.child_streams import ChildStreams, memfd_with
 from advisor.harness.isolation import Isolation, resolve_isolation
 from advisor.harness.owned_temp import owned_temp_dir
@@ -61,6 +61,7 @@ SandboxStatus = Literal[
     "ok", "timeout", "crashed", "oom", "runtime_error", "compile_error", "cancelled", "rejected", "load_error"
 ]
 Cancel = threading.Event | Callable[[], bool] | None
+EndedBy = Literal["exit", "timeout", "cancelled", "violation"]  # why the parent stopped waiting for a child
 
 # Environment variables a child may see. Anything else (and anything secret-looking) is dropped.
 _KEEP_NAMES = {"PATH", "HOME", "LANG", "TMPDIR", "PYTHONPATH", "LD_LIBRARY_PATH", "CXX", "CC", "USER"}
@@ -305,9 +306,9 @@ def _wait(
     cancel: Cancel,
     streams: ChildStreams,
     on_progress: Callable[[dict], None] | None,
-) -> Literal["exit", "timeout", "cancelled"]:
+) -> EndedBy:
     deadline = time.monotonic() + timeout_s
-    ended_by: Literal["exit", "timeout", "cancelled"] = "exit"
+    ended_by: EndedBy = "exit"
     while proc.poll() is None:
         if time.monotonic() > deadline:
             ended_by = "timeout"
@@ -316,6 +317,9 @@ def _wait(
             ended_by = "cancelled"
             break
         streams.pump(on_progress, _POLL_S)
+        if streams.violation is not None:
+            ended_by = "violation"  # killed at once, below: nothing more of it is read
+            break
     # Kill the whole group either way: leftover compile workers or g++ must not outlive the stage.
     if proc.pid > 0:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -328,7 +332,7 @@ def _wait(
     proc.wait()
     # what the child wrote before it ended (a grandchild killed above may still hold a write end: no end of file)
     drained_by = time.monotonic() + 2.0
-    while streams.pump(on_progress, 0.0) and time.monotonic() < drained_by:
+    while ended_by != "violation" and streams.pump(on_progress, 0.0) and time.monotonic() < drained_by:
         pass
     return ended_by
 
@@ -346,6 +350,9 @@ def _classify(
     if streams.result_too_large:
         return SandboxResult("crashed", None, f"{label} returned a result larger than the parent accepts", tail, wall_s)
     result = streams.result()
+    if streams.violation is not None:  # a progress line (it was killed at once) or its result (never parsed)
+        reason = f"{label} {streams.violation}, which the parent refuses: the child was stopped"
+        return SandboxResult("crashed", None, reason, tail, wall_s)
     if result is not None and isinstance(result.get("status"), str):
         return SandboxResult(result["status"], result.get("value"), result.get("reason"), tail, wall_s)
     looks_oom = bool(tail and _OOM_PATTERNS.search(tail))
@@ -660,8 +667,8 @@ class Zygote:
         if not data:
             return None
         try:
-            message = json.loads(data)
-        except ValueError:
+            message = bounded_json.loads(data, "a message of the zygote")
+        except ValueError:  # not JSON, or nested too deep (TooDeep): treated as no reply
             return None
         return message if isinstance(message, dict) else None
 

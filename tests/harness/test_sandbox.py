@@ -260,3 +260,30 @@ def test_a_child_the_host_cannot_find_still_reports_and_a_hung_one_stops_its_san
         hung = run("sleep_for", {"seconds": 60}, zygote=z, timeout_s=1)
         assert hung.status == "timeout"
         assert not z._alive()  # stopped with everything in it
+
+
+# ------------------------------------------------------------------ what a child sends is bounded in depth
+DEEP = 60_000  # far past advisor.harness.bounded_json.MAX_DEPTH, and past what json.loads survives
+DEEP_LINE = 30_000  # as deep as a progress line under its 64 KiB cap can be
+
+
+def test_a_progress_line_too_deep_stops_the_child_at_once_with_a_clear_status(via):
+    events: list[dict] = []
+    started = time.monotonic()
+    result = run(
+        "tests.support.sandbox_probes:send_deep_progress",
+        {"levels": DEEP_LINE, "then_sleep_s": 60},
+        timeout_s=45,
+        on_progress=events.append,
+        **via,
+    )
+    assert result.status == "crashed", result
+    assert "progress line nested deeper than 64 levels" in (result.reason or "")
+    assert time.monotonic() - started < 20, "stopped when the line came, not at its timeout"
+    assert [event["stage"] for event in events] == ["before"], "the deep line never reaches the caller"
+
+
+def test_a_result_too_deep_is_refused_unparsed_with_a_clear_status(via):
+    result = run("tests.support.sandbox_probes:send_deep_result", {"levels": DEEP}, **via)
+    assert result.status == "crashed", result
+    assert "result nested deeper than 64 levels" in (result.reason or "")

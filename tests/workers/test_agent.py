@@ -354,6 +354,19 @@ def test_a_crashing_runner_is_reported_as_a_retryable_failure(api: WorkerApi, se
     assert server.count("complete") == 0
 
 
+def test_a_runner_sending_a_too_deep_progress_line_is_stopped_and_the_job_fails_for_good(
+    api: WorkerApi, server: FakeServer, tmp_path: Path
+):
+    server.add_job(pid_file=str(tmp_path / "runner.pid"))
+    started = time.monotonic()
+    make_agent(api, tmp_path, "tests.support.fake_stages:deep_progress").run()
+    assert time.monotonic() - started < 30, "stopped when the line came, not after the runner's 60 s"
+    [failure] = server.bodies("fail")
+    assert failure["retryable"] is False, "no retry storm"
+    assert "progress line nested deeper than 64 levels" in failure["error"]
+    assert not alive(int((tmp_path / "runner.pid").read_text()))
+
+
 def test_a_model_that_cannot_be_inspected_fails_for_good(api: WorkerApi, server: FakeServer, tmp_path: Path):
     server.add_job()
     make_agent(api, tmp_path, "tests.support.fake_stages:bad_model").run()
