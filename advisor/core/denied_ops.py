@@ -10,8 +10,10 @@ Torch-free (the API server uses it through advisor/core/artifacts.py). Two layer
    itself - any attribute access `.from_file` -, and `getattr(torch, "from_" "file")`. This covers
    `__setstate__`, which runs inside `torch.jit.load`. The same pass refuses brackets nested deeper than
    `MAX_CODE_NESTING` (torch.jit.load's recursive parser segfaults on ~3,000 nested `[` and ~10,000 `(`) and
-   runs of more than `MAX_UNARY_RUN` prefix operators (`- - - x`, which crash it at ~5,000). An
-   ExportedProgram's `models/*.json` is scanned for node targets `torch.ops.<ns>.<op>` naming a denied op.
+   runs of more than `MAX_UNARY_RUN` prefix operators (`- - - x`, which crash it at ~5,000), and any expression
+   nested deeper than `MAX_EXPRESSION_DEPTH` by whatever the parser recurses on - operator chains, conditional
+   expressions, calls, subscripts, attributes (advisor.core.code_depth). An ExportedProgram's `models/*.json` is
+   scanned for node targets `torch.ops.<ns>.<op>` naming a denied op.
 2. After loading, before any example or forward call (advisor/harness/loading.py): every TorchScript method
    and function graph and every ExportedProgram graph node is checked with `denied_reason`, which also refuses
    any op, of any library, whose schema takes a `str` argument named like a file (`FILE_ARGUMENT`).
@@ -28,6 +30,7 @@ import zlib
 from collections.abc import Iterable
 
 from advisor.core.artifacts import ArtifactRejected
+from advisor.core.code_depth import MAX_EXPRESSION_DEPTH, expression_depth_excess
 
 # Derived from torch 2.13's schemas (`torch._C._jit_get_all_schemas()`, every registered op, 4,374 schemas):
 # (a) every op with a `str` argument whose name matches FILE_ARGUMENT (filename, path, file, dir): aten::from_file
@@ -148,6 +151,14 @@ def scan_code_text(text: str, where: str) -> None:
                 )
         else:
             depth = max(depth - 1, 0)
+    deep = expression_depth_excess(code)
+    if deep is not None:
+        raise OpRefused(
+            "nested_code",
+            f"{where} line {_line(text, deep)}: an expression nested more than {MAX_EXPRESSION_DEPTH} deep (operators, "
+            "conditionals, calls, subscripts and attributes chained, brackets included); code like this crashes "
+            "torch.jit.load, so it is refused unread.",
+        )
 
 
 def _text_refusal(name: str, where: str, line: int, *, via_getattr: bool = False) -> OpRefused:
