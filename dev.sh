@@ -21,11 +21,19 @@ setup() {
   fi
 }
 
+# One line on how to get isolation where bubblewrap is missing (serve then runs uploads unsandboxed, with a warning).
+isolation_hint() {
+  if ! command -v bwrap >/dev/null 2>&1; then
+    echo "no sandbox: uploaded models run unisolated until bubblewrap is installed (Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install bubblewrap); with ADVISOR_ISOLATION=bubblewrap the worker refuses to start without it" >&2
+  fi
+}
+
 cmd=${1:-run}
 shift || true
 case "$cmd" in
   run)
     setup torch,export,quant
+    isolation_hint
     mkdir -p data
     "$VENV/bin/npu-advisor" example mlp data/example-mlp.pt2 >/dev/null
     port=8000

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from advisor.harness.isolated_inspection import inspect_isolated
-from advisor.harness.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
+from advisor.harness.isolation import NO_ISOLATION
 from advisor.harness.measurement import measure_model, measurement_zygote
+from tests.support.bubblewrap import require_bubblewrap
 
 pytestmark = [pytest.mark.slow, pytest.mark.own_sandbox]  # own_sandbox: what a job's own sandbox shows a model
 
@@ -52,10 +53,7 @@ def test_no_pickle_runs_even_without_the_os_sandbox(hostile_corpus, monkeypatch)
 
 
 def test_hostile_torchscript_is_confined_and_limited(hostile_corpus, monkeypatch) -> None:
-    try:
-        isolation = probe_bubblewrap()
-    except IsolationUnavailable as exc:
-        pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
+    isolation = require_bubblewrap()
     monkeypatch.setenv("ADVISOR_ISOLATION", "bubblewrap")
     cases = _cases(hostile_corpus, "rejected", "confined", "timeout", "crashed")
     decoy: Path = hostile_corpus["decoy"]

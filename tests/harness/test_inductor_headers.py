@@ -11,8 +11,9 @@ import pytest
 
 from advisor.harness import inductor_headers
 from advisor.harness.inductor_headers import CACHE_ENV, VEC_ISA_FILE, trusted_headers
-from advisor.harness.isolation import NO_ISOLATION, Isolation, IsolationUnavailable, probe_bubblewrap
+from advisor.harness.isolation import NO_ISOLATION, Isolation
 from advisor.harness.sandbox import Zygote, run_in_sandbox
+from tests.support.bubblewrap import require_bubblewrap
 
 pytestmark = [pytest.mark.slow, pytest.mark.own_sandbox]  # how a job's own zygote gets the header
 
@@ -53,10 +54,7 @@ def test_a_sandboxed_job_compiles_against_the_trusted_header_and_cannot_change_i
     # The node's own cache, as a worker uses it: built by the first sandboxed job on this machine (this test or
     # another of the run, ~30 s of g++ once), reused after. How concurrent first jobs build it once:
     # test_jobs_starting_together_on_a_fresh_node_build_the_header_once.
-    try:
-        isolation = probe_bubblewrap()
-    except IsolationUnavailable as exc:
-        pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
+    isolation = require_bubblewrap()
     headers = trusted_headers(isolation)
     assert headers is not None
     built = sorted(p.name for p in Path(headers).iterdir())

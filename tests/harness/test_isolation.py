@@ -8,18 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from advisor.harness.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap, resolve_isolation
+from advisor.harness.isolation import NO_ISOLATION, IsolationUnavailable, resolve_isolation
 from advisor.harness.sandbox import Zygote, run_in_sandbox
+from tests.support.bubblewrap import require_bubblewrap
 
 PROBE = "tests.support.sandbox_probes:probe_host"
 
 
 @pytest.fixture(scope="module")
 def bubblewrap():
-    try:
-        return probe_bubblewrap()
-    except IsolationUnavailable as exc:
-        pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
+    return require_bubblewrap()
 
 
 @pytest.fixture
@@ -121,3 +119,16 @@ def test_bubblewrap_older_than_0_8_still_isolates_without_the_flags_it_lacks() -
     new = Isolation("bubblewrap", "/usr/bin/bwrap", "0.8.0").command(["true"], writable=[])
     assert "--size" not in old and "--disable-userns" not in old and "--remount-ro" in old
     assert new.count("--size") == 2 and "--disable-userns" in new
+
+
+@pytest.mark.parametrize("ci", ["true", ""])
+def test_a_sandbox_test_without_bubblewrap_fails_in_ci_and_skips_elsewhere(monkeypatch, ci: str) -> None:
+    """A CI run without bubblewrap would otherwise be green while confinement goes unchecked."""
+    import advisor.harness.isolation as isolation
+
+    monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", ci)
+    outcome = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(outcome, match="bubblewrap is not installed") as stopped:
+        require_bubblewrap()
+    assert ("CI=true" in str(stopped.value)) == bool(ci)

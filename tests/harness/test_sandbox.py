@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from advisor.harness.isolation import NO_ISOLATION, IsolationUnavailable, probe_bubblewrap
+from advisor.harness.isolation import NO_ISOLATION
 from advisor.harness.sandbox import Zygote, run_in_sandbox, scrubbed_environment
+from tests.support.bubblewrap import require_bubblewrap
 
 T = "tests.support.backends_for_tests"
 HERE = "tests.harness.test_sandbox"
@@ -43,10 +44,7 @@ def failing_preload() -> None:
 
 
 def bubblewrap_or_skip():
-    try:
-        return probe_bubblewrap()
-    except IsolationUnavailable as exc:
-        pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
+    return require_bubblewrap()
 
 
 @pytest.fixture(scope="module")

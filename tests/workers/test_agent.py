@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from advisor.harness.isolation import IsolationUnavailable, probe_bubblewrap
 from advisor.harness.sandbox import scrubbed_environment
+from tests.support.bubblewrap import require_bubblewrap
 from tests.support.fake_server import ARTIFACT_SHA, FakeServer
 from tests.support.fake_stages import PID_FILE_ENV, SLEEP_S_ENV
 from workers.agent import AgentConfig, WorkerAgent
@@ -325,10 +325,7 @@ def test_cancel_also_stops_the_sandboxed_stage_in_its_own_session(
 def test_each_job_forks_from_a_prepared_sandbox_of_its_own_and_leaves_nothing(
     api: WorkerApi, server: FakeServer, tmp_path: Path
 ):
-    try:
-        probe_bubblewrap()
-    except IsolationUnavailable as exc:
-        pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
+    require_bubblewrap()
     server.add_job()
     server.add_job()
     agent = make_agent(api, tmp_path, "tests.support.fake_stages:forked_from_warm", prepare_sandboxes=True, max_jobs=2)

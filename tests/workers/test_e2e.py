@@ -163,12 +163,9 @@ def test_hostile_uploads_end_with_a_clear_status_and_the_worker_takes_the_next_j
     marker are untouched; the same worker process then measures a clean model."""
     import torch
 
-    from advisor.harness.isolation import IsolationUnavailable, probe_bubblewrap
+    from tests.support.bubblewrap import require_bubblewrap
 
-    try:
-        probe_bubblewrap()
-    except IsolationUnavailable as exc:
-        pytest.skip(f"needs a working bubblewrap sandbox for an isolated worker: {exc}")
+    require_bubblewrap("a working bubblewrap sandbox for an isolated worker")
     inputs = tmp_path / "inputs.pt"
     torch.save((torch.zeros(2, 4),), inputs)
     cases = {case.name: case for case in hostile_corpus["cases"]}

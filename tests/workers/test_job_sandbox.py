@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from advisor.harness.isolation import IsolationUnavailable, probe_bubblewrap
 from advisor.harness.process_tree import running
 from advisor.harness.sandbox import SandboxResult, run_in_sandbox
 from tests.support import keyrings
+from tests.support.bubblewrap import require_bubblewrap
 from workers.job_sandbox import JobSandbox, JobSandboxes
 
 HERE = "tests.workers.test_job_sandbox"
@@ -155,10 +155,7 @@ def huge_result(megabytes: int) -> str:
 # ------------------------------------------------------------------ fixtures and helpers
 @pytest.fixture
 def sandboxes(tmp_path: Path):
-    try:
-        probe_bubblewrap()
-    except IsolationUnavailable as exc:
-        pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
+    require_bubblewrap()
     pool = JobSandboxes("cpu", tmp_path / "work", inductor=False)
     yield pool
     pool.close()
@@ -322,10 +319,7 @@ def test_the_next_jobs_sandbox_is_up_before_the_current_jobs_first_timed_window(
 
 
 def test_spares_prepared_while_idle_serve_jobs_back_to_back_each_in_its_own_sandbox(tmp_path: Path):
-    try:
-        probe_bubblewrap()
-    except IsolationUnavailable as exc:
-        pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
+    require_bubblewrap()
     pool = JobSandboxes("cpu", tmp_path / "work", inductor=False, spares=2)
     try:
         for _ in range(3):  # the worker's idle polls: one spare started per call, up to two

@@ -7,10 +7,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import pytest
-
-from advisor.harness.isolation import IsolationUnavailable, probe_bubblewrap, resolve_isolation
+from advisor.harness.isolation import resolve_isolation
 from advisor.harness.sandbox import run_in_sandbox
+from tests.support.bubblewrap import require_bubblewrap
 from workers.job_sandbox import JobSandboxes
 
 TARGETS = "tests.workers.test_job_sandbox"
@@ -34,10 +33,7 @@ def header_digest(directory: str | None = None) -> dict[str, str]:
 
 
 def test_a_job_cannot_poison_the_header_the_next_job_compiles_against(tmp_path: Path):
-    try:
-        probe_bubblewrap()
-    except IsolationUnavailable as exc:
-        pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
+    require_bubblewrap()
     from advisor.harness.inductor_headers import trusted_headers
 
     trusted = trusted_headers(resolve_isolation())
