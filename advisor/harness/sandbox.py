@@ -351,8 +351,10 @@ def _classify(
         return SandboxResult("crashed", None, f"{label} returned a result larger than the parent accepts", tail, wall_s)
     result = streams.result()
     if streams.violation is not None:  # a progress line (it was killed at once) or its result (never parsed)
-        reason = f"{label} {streams.violation}, which the parent refuses: the child was stopped"
-        return SandboxResult("crashed", None, reason, tail, wall_s)
+        outcome = "it was stopped at once" if ended_by == "violation" else "it was not parsed"
+        return SandboxResult(
+            "crashed", None, f"{label} {streams.violation}, which the parent refuses: {outcome}", tail, wall_s
+        )
     if result is not None and isinstance(result.get("status"), str):
         return SandboxResult(result["status"], result.get("value"), result.get("reason"), tail, wall_s)
     looks_oom = bool(tail and _OOM_PATTERNS.search(tail))
