@@ -11,7 +11,6 @@ What it sends back is parsed defensively (advisor.harness.bounded_json): a progr
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

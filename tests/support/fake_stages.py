@@ -147,10 +147,10 @@ def forked_from_warm(spec: JobSpec, emit) -> dict[str, Any]:
     return {**RESULT, "inspection": {**RESULT["inspection"], "child": child}}
 
 
-def deep_progress(spec: dict[str, Any], emit) -> dict[str, Any]:
+def deep_progress(spec: JobSpec, emit) -> dict[str, Any]:
     """A runner whose progress line (under the line cap) nests 30,000 levels deep, then hangs."""
     emit(ProgressEvent("inspect", 0.0))
-    _note_pid(spec)
+    _note_pid()
     print('{"stage": "inspect", "fraction": 0.1, "detail": ' + "[" * 30_000 + "]" * 30_000 + "}", flush=True)
     time.sleep(60)
     return RESULT

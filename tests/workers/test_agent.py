@@ -352,9 +352,10 @@ def test_a_crashing_runner_is_reported_as_a_retryable_failure(api: WorkerApi, se
 
 
 def test_a_runner_sending_a_too_deep_progress_line_is_stopped_and_the_job_fails_for_good(
-    api: WorkerApi, server: FakeServer, tmp_path: Path
+    api: WorkerApi, server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    server.add_job(pid_file=str(tmp_path / "runner.pid"))
+    knobs(monkeypatch, pid_file=tmp_path / "runner.pid")
+    server.add_job()
     started = time.monotonic()
     make_agent(api, tmp_path, "tests.support.fake_stages:deep_progress").run()
     assert time.monotonic() - started < 30, "stopped when the line came, not after the runner's 60 s"
