@@ -128,3 +128,19 @@ def test_the_session_keyring_is_the_second_wall_the_control() -> None:
     )
     assert int(plain.stdout) == k.session_keyring()
     assert int(launched.stdout) not in (k.session_keyring(), -errno.ENOKEY)
+
+
+@pytest.mark.parametrize(
+    ("failure", "code"), [(errno.EDQUOT, 125), (errno.ENOMEM, 125), (errno.EPERM, 0), (errno.ENOSYS, 0)]
+)
+def test_the_launcher_never_starts_a_sandbox_holding_the_workers_keyring(failure: int, code: int) -> None:
+    """No fresh keyring (the uid's key quota used up): no launch. Keyrings unreachable to the worker itself (no
+    kernel support, or its own seccomp profile refuses keyctl): nothing to hide, bubblewrap starts."""
+    script = (
+        "import sys; from advisor.harness import session_keyring as s\n"
+        f"s.join_fresh_session_keyring = lambda: -{failure}\n"
+        "s.main(['/bin/true'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == code, done.stderr
+    assert ("no fresh session keyring for the sandbox" in done.stderr) == bool(code)
