@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from advisor.cli.worker_cmd import batch_job_environment
-from advisor.harness.isolation import IsolationUnavailable, probe_bubblewrap
+from tests.support.bubblewrap import require_bubblewrap
 from tests.support.fake_server import FakeServer
 from workers.agent import AgentConfig, WorkerAgent
 from workers.api import WorkerApi
@@ -59,10 +59,7 @@ def test_it_runs_one_job_and_leaves_the_next_in_the_queue(tmp_path: Path):
 
 
 def test_a_once_worker_prepares_one_sandbox_and_never_a_spare_beside_its_job(tmp_path: Path):
-    try:
-        probe_bubblewrap()
-    except IsolationUnavailable as exc:
-        pytest.skip(f"needs a working bubblewrap sandbox: {exc}")
+    require_bubblewrap()
     server = FakeServer()
     server.add_job()
     agent = once_agent(server, tmp_path, "tests.support.fake_stages:forked_from_warm", prepare_sandboxes=True)
