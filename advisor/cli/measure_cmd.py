@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.cli.errors import one_line_errors
+from advisor.core import claims
 from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD, MAX_DECODE_TOKENS
 from advisor.core.report import seeded_compile_note
 
@@ -219,7 +220,10 @@ def _speedup(row: dict) -> str:
     if row.get("speedup_vs_eager") is None:
         return "-"
     ci = row.get("speedup_ci")
-    return f"{row['speedup_vs_eager']:.2f}x" + (f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci else "")
+    # the order the interval supports against eager, by the one rule every report reads (advisor.core.claims)
+    if not ci:
+        return f"{row['speedup_vs_eager']:.2f}x"
+    return f"{row['speedup_vs_eager']:.2f}x [{claims.fmt_bound(ci[0])}-{claims.fmt_bound(ci[1])}] {claims.order(ci)}"
 
 
 def _accuracy(accuracy: dict | None) -> Text | str:

@@ -18,9 +18,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from advisor.core import catalogue, noise
+from advisor.core import catalogue, claims, noise
 from advisor.core.context import ContextError, parse_context
-from advisor.core.decision import TORCHAIR_EXPORT_MODE, format_calls
+from advisor.core.decision import format_calls
 from advisor.core.early_answer import pending_note
 from advisor.core.results import (
     BreakEven,
@@ -124,14 +124,7 @@ def headline(rec: dict[str, Any], context: dict[str, Any]) -> str:
     target = str(context.get("target", "the target")).upper()
     if not rec.get("backend"):
         return f"No backend qualifies on {target}"
-    if rec.get("mode") == TORCHAIR_EXPORT_MODE:
-        what = catalogue.EXPORT_DISPLAY_NAME
-    else:
-        name = catalogue.display_name(rec["backend"])
-        what = (
-            name if rec.get("mode") in (None, "default") or rec["backend"] == "eager" else f"{name}, mode {rec['mode']}"
-        )
-    return f"Use {what} on {target}"
+    return f"Use {catalogue.option_display(rec['backend'], rec.get('mode'))} on {target}"
 
 
 def status_line(rec: Recommendation, environment: Environment | None, quality: dict[str, Any] | None = None) -> str:
@@ -180,7 +173,7 @@ def measurement_rows(run: MeasurementRun | None) -> list[tuple[str, ...]]:
             median = "-"
         speedup_text = _speedup_text(m.speedup_vs_eager, m.speedup_ci)
         if m.label in unresolved and m.speedup_vs_eager is not None:
-            speedup_text += " unresolved"
+            speedup_text += ", unresolved"
         acc_text = "-" if not m.accuracy else ("pass" if m.accuracy.passed else "FAIL")
         status = m.status or "?"
         if status == "skipped":
@@ -283,11 +276,14 @@ def sweep_lines(run: MeasurementRun | None) -> list[str]:
 
 
 def _speedup_text(speedup: float | None, interval: list[float] | None) -> str:
+    """ "2.00x [1.90-2.10] faster": the speedup, its 95% CI and the order the CI supports against eager
+    (advisor.core.claims); without a CI the point estimate alone, which claims nothing."""
     if speedup is None:
         return "-"
     if not interval or len(interval) != 2:
         return f"{speedup:.2f}x"
-    return f"{speedup:.2f}x [{interval[0]:.2f}-{interval[1]:.2f}]"
+    low, high = claims.fmt_bound(interval[0]), claims.fmt_bound(interval[1])
+    return f"{speedup:.2f}x [{low}-{high}] {claims.order(interval)}"
 
 
 def break_even_sentence(be: BreakEven | None) -> str | None:

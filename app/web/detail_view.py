@@ -438,7 +438,7 @@ def _noisy_text(quality: Mapping[str, Any]) -> str | None:
 
 _USE_SENTENCE = re.compile(r"^Use .+? on [A-Za-z0-9_-]+\.\s*")
 _SPEEDUP_CLAUSE = re.compile(
-    r"It ran \d+(?:\.\d+)?x as fast as eager side by side in the same process \(95% CI [\d.]+-[\d.]+x"
+    r"It ran \d+(?:\.\d+)?x as fast as eager side by side in the same process \(95% CI [\d.]+-[\d.]+x(?:: [a-z ]+)?"
     r"(?:; too wide an interval to (?:call it faster|rank it against other options))?\), "
 )
 _WHOLE_RUN_NOISY = (
