@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.core import noise, reproduce
+from advisor.core import catalogue, noise, reproduce
 from advisor.core.decision import torchair_status_unknown
 from advisor.core.early_answer import pending_note
 from advisor.core.report import generation_lines, seeded_compile_note
@@ -85,6 +85,7 @@ class Answer:
 
     label: str  # "inductor:max-autotune"; "no backend qualifies"
     mode_note: str | None  # "default mode" when the label does not name the mode
+    what: str | None  # what the option is, as every report names it (catalogue.option_display); None: no backend
     speedup: float | None  # the chosen row's side-by-side speedup vs eager
     speedup_ci: tuple[float, float] | None
     speedup_note: str | None  # why there is no speedup to show ("eager is the baseline", "not measured")
@@ -397,6 +398,7 @@ def answer(recommendation: Mapping[str, Any], rows: list[MeasurementRow], qualit
     return Answer(
         label=backend_label(backend, mode),
         mode_note="default mode" if backend and backend != "eager" and (mode or "default") == "default" else None,
+        what=catalogue.option_display(backend, mode) if backend else None,
         speedup=speedup,
         speedup_ci=speedup_ci,
         speedup_note=note,

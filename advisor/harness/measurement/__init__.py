@@ -13,6 +13,7 @@ from advisor.harness.measurement.plan import (
     MeasureError,
     MeasurementCancelled,
     plan_variants,
+    quantizes_by_default,
 )
 from advisor.harness.measurement.run import builds_inductor_cpp, measure_model, measurement_zygote
 from advisor.harness.measurement.timing import TimingPolicy
@@ -27,4 +28,5 @@ __all__ = [
     "measure_model",
     "measurement_zygote",
     "plan_variants",
+    "quantizes_by_default",
 ]

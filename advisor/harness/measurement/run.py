@@ -28,6 +28,7 @@ from advisor.harness.measurement.plan import (
     check_model_file,
     check_workload,
     plan_variants,
+    quantizes_by_default,
 )
 from advisor.harness.measurement.seeded_cache import floor_index
 from advisor.harness.measurement.timing import TimingPolicy
@@ -127,7 +128,7 @@ def measure_model(
     """
     load_start = noise.read_load()  # before any child of this run adds to it
     check_model_file(path, inputs_file)
-    variants = plan_variants(backends, device)
+    variants = plan_variants(backends, device, quantize=quantizes_by_default(plan_context, workload))
     check_workload(workload, optimizer)
     policy = asdict(timing or default_timing())
     call = snippets.call_for(keyword_inputs)  # how each row's snippet calls the model
