@@ -48,6 +48,8 @@ class BackendInfo:
     quantized_modes: tuple[str, ...] = ()
     # mode -> what that option is, where it is not "<display_name>, mode <mode>" (an export IR is not torch.compile)
     mode_display: Mapping[str, str] = field(default_factory=dict, hash=False)
+    # its runtime runs its own kernels outside torch.profiler: a profile sees only the glue around the call
+    outside_profiler: bool = False
 
     def modes_for(self, device: str) -> tuple[str, ...]:
         """The modes that mean something on `device`: all but those `mode_devices` keeps to other devices
@@ -113,6 +115,7 @@ BACKENDS: dict[str, BackendInfo] = {
             mode_devices={ORT_INT8_MODE: ("cpu",)},
             quantized_modes=(ORT_INT8_MODE,),
             mode_display={ORT_INT8_MODE: "int8 ONNX export (onnxruntime.quantization) + ONNX Runtime"},
+            outside_profiler=True,
         ),
         BackendInfo(
             name="openvino",
@@ -127,6 +130,7 @@ BACKENDS: dict[str, BackendInfo] = {
             quantized_modes=(OPENVINO_INT8_MODE,),  # needs nncf besides openvino (advisor.harness.backends.ov_int8)
             # not torch.compile: the model converted to an IR (openvino.convert_model), quantized with NNCF, compiled
             mode_display={OPENVINO_INT8_MODE: "OpenVINO int8 IR (openvino.convert_model + NNCF) + OpenVINO runtime"},
+            outside_profiler=True,
         ),
         BackendInfo(
             name="tensorrt",
@@ -180,6 +184,12 @@ def option_display(backend: str | None, mode: str | None) -> str:
         return EXPORT_DISPLAY_NAME
     name = display_name(backend)
     return name if mode == "default" or backend == "eager" else f"{name}, mode {mode}"
+
+
+def outside_profiler(backend: str | None) -> bool:
+    """Whether `backend`'s runtime runs its kernels outside torch.profiler (ONNX Runtime, OpenVINO)."""
+    entry = BACKENDS.get(backend or "")
+    return entry is not None and entry.outside_profiler
 
 
 def simplicity_rank(backend: str) -> int:

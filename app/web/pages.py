@@ -26,7 +26,7 @@ from jinja2 import Environment, FileSystemLoader
 from sqlalchemy import select
 from sqlmodel import Session
 
-from advisor.core import claims
+from advisor.core import claims, quantized
 from advisor.core.context import ContextError, decode_json_value
 from app.analyses import RerunRefused, analysis_view, job_of, rerun_analysis
 from app.analysis_actions import ActionRefused, cancel_analysis, existing_analysis, owned_analysis, redecide_analysis
@@ -99,6 +99,7 @@ templates.env.filters["plain"] = _plain
 templates.env.filters["verdict"] = claims.speedup_verdict
 templates.env.filters["verdict_class"] = claims.verdict_class
 templates.env.filters["bound"] = claims.fmt_bound
+templates.env.filters["drift"] = lambda drift: quantized.drift_text(drift, None)  # an int8 row's drift vs its limits
 
 
 def _page_viewer(request: Request, session: SessionDep) -> Principal:
