@@ -15,6 +15,16 @@ from advisor.core.context import DEFAULT_MIN_COSINE, DEFAULT_MIN_TOP1_AGREEMENT
 DRIFT_PREFIX = "int8 drift beyond accuracy_tolerance.quantized: "
 
 
+def quantizes_by_default(context: Any, workload: str = "inference") -> bool:
+    """Whether a measurement for `context` (a DeploymentContext, its dict or None) measures the exported int8 options
+    without being asked: the edge branch is "export plus a quantization toolchain" (the design article), so an edge
+    inference analysis weighs the int8 exports (catalogue.EXPORTED_INT8) the named - or, unnamed, all - backends
+    offer on the device, calibrated on the example inputs unless a calibration file is given."""
+    stage = context.get("stage") if isinstance(context, Mapping) else getattr(context, "stage", None)
+    workload = (context.get("workload") if isinstance(context, Mapping) else None) or workload
+    return stage == "edge" and workload == "inference"
+
+
 def limits(tolerance: Mapping[str, Any] | None) -> tuple[float, float]:
     """(min_cosine, min_top1_agreement) from an `accuracy_tolerance` dict (its `quantized` field), or the defaults."""
     quantized = (tolerance or {}).get("quantized") or {}

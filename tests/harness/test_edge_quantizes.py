@@ -56,3 +56,18 @@ def test_the_analysis_pipeline_plans_the_int8_options_for_the_edge_context() -> 
     production = AnalysisRequest(model="m.pt2", device="cpu", backends=["onnxruntime"])
     assert ("onnxruntime", "int8") not in _variants(production)
     assert ("onnxruntime", "int8") in _variants(production, parse_context({"stage": "edge", "target": "cpu"}))
+
+
+def test_the_reproduce_command_gives_back_the_edge_option_set() -> None:
+    from advisor.core.reproduce import backends_argument
+
+    measured = [("eager", "default"), ("onnxruntime", "default"), ("onnxruntime", "int8"), ("openvino", "default")]
+    for quantize in (True, False):
+        argument = backends_argument(measured, "cpu", quantize=quantize)
+        again = plan_variants(argument.split(","), "cpu", quantize=quantize)
+        assert sorted(again) == sorted(measured), (quantize, argument)
+    edge = "eager,onnxruntime:default,onnxruntime:int8,openvino:default"
+    assert backends_argument(measured, "cpu", quantize=True) == edge
+    # an edge run that measured no int8 mode names its modes, so the rerun does not add one
+    plain = [("eager", "default"), ("onnxruntime", "default")]
+    assert plan_variants(backends_argument(plain, "cpu", quantize=True).split(","), "cpu", quantize=True) == plain

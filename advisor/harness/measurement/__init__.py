@@ -7,13 +7,13 @@
 - `timing`: side-by-side timing; `training`: training steps; `dynamic`: extra input sizes and recompiles.
 """
 
+from advisor.core.quantized import quantizes_by_default
 from advisor.harness.measurement.plan import (
     DEFAULT_MEMORY_LIMIT_MB,
     DEFAULT_TIMEOUT_S,
     MeasureError,
     MeasurementCancelled,
     plan_variants,
-    quantizes_by_default,
 )
 from advisor.harness.measurement.run import builds_inductor_cpp, measure_model, measurement_zygote
 from advisor.harness.measurement.timing import TimingPolicy

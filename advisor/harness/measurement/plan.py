@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 DEFAULT_TIMEOUT_S = 900.0
 
@@ -13,15 +12,6 @@ DEFAULT_MEMORY_LIMIT_MB = 16384
 
 class MeasureError(RuntimeError):
     """The measurement could not start (bad model file, unknown backend, ...); `str()` is the user message."""
-
-
-def quantizes_by_default(context: Any, workload: str = "inference") -> bool:
-    """Whether a measurement for `context` (a DeploymentContext, its dict or None) measures the exported int8 options
-    without being asked: the edge branch is "export plus a quantization toolchain" (the design article), so an edge
-    inference analysis weighs the int8 exports (catalogue.EXPORTED_INT8) the named - or, unnamed, all - backends
-    offer on the device, calibrated on the example inputs unless a calibration file is given."""
-    stage = context.get("stage") if isinstance(context, dict) else getattr(context, "stage", None)
-    return stage == "edge" and workload == "inference"
 
 
 def plan_variants(backends: list[str] | None, device: str, *, quantize: bool = False) -> list[tuple[str, str]]:

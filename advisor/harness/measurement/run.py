@@ -15,6 +15,7 @@ from typing import Any
 from advisor.core import noise, snippets
 from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD, DeploymentContext
 from advisor.core.decision.plan_pruning import detailed_options
+from advisor.core.quantized import quantizes_by_default
 from advisor.harness.measurement.details import (
     details_to_come,
     first_pass_policy,
@@ -28,7 +29,6 @@ from advisor.harness.measurement.plan import (
     check_model_file,
     check_workload,
     plan_variants,
-    quantizes_by_default,
 )
 from advisor.harness.measurement.seeded_cache import floor_index
 from advisor.harness.measurement.timing import TimingPolicy
