@@ -28,14 +28,21 @@ VERDICT_WORDS: dict[Order, str] = {
 def order(interval: Sequence[float | None] | None) -> Order:
     """The order a ratio's 95% interval supports: FASTER when it lies entirely above 1, SLOWER when entirely below 1,
     WITHIN_NOISE otherwise (an interval that touches or straddles 1, or none at all)."""
-    if not interval or len(interval) != 2:
+    if not isinstance(interval, Sequence) or isinstance(interval, str) or len(interval) != 2:
         return WITHIN_NOISE
-    low, high = interval
-    if low is not None and math.isfinite(float(low)) and float(low) > 1.0:
+    low, high = (_number(end) for end in interval)
+    if low is not None and math.isfinite(low) and low > 1.0:
         return FASTER
-    if high is not None and float(high) < 1.0:
+    if high is not None and high < 1.0:
         return SLOWER
     return WITHIN_NOISE
+
+
+def _number(value: object) -> float | None:
+    """An interval end as a float; None for anything else (a stored row's junk claims no order)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return None
+    return float(value)
 
 
 def speedup_verdict(interval: Sequence[float | None] | None) -> str:
@@ -54,8 +61,12 @@ def verdict_class(interval: Sequence[float | None] | None) -> str:
 def fmt_bound(value: float) -> str:
     """An interval's end with two decimals, or more where two would round it onto 1 (1.003 reads "1.003", not
     "1.00"): the printed interval supports the same order as the measured one."""
-    if not math.isfinite(value):
+    number = _number(value)
+    if number is None:
+        return "?"
+    if not math.isfinite(number):
         return "inf"
+    value = number
     for digits in range(2, 7):
         text = f"{value:.{digits}f}"
         if value == 1.0 or float(text) != 1.0:

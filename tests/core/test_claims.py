@@ -78,8 +78,14 @@ def test_order_reads_only_the_interval() -> None:
     assert claims.order((1.0, 1.14)) == claims.WITHIN_NOISE  # touching 1 is not beyond it
     assert claims.order((0.5, 0.9)) == claims.SLOWER
     assert claims.order(None) == claims.WITHIN_NOISE and claims.order([]) == claims.WITHIN_NOISE
+    for junk in ("12", ["a", "b"], [True, 2.0], [float("nan"), 0.5], {"low": 2}, [2.0, 3.0, 4.0]):
+        assert claims.order(junk) in (claims.WITHIN_NOISE, claims.SLOWER)  # never raises, never "faster" from junk
+    assert claims.order([float("nan"), 0.5]) == claims.SLOWER and claims.order([1.5, None]) == claims.FASTER
     assert claims.speedup_verdict([15.41, 77.01]) == "faster than eager"
     assert claims.speedup_verdict([0.99, 1.13]) == "within noise of eager"
+    assert claims.fmt_bound(1.003) == "1.003" and claims.fmt_bound(0.9999) == "0.9999"
+    assert claims.fmt_bound(1.0) == "1.00" and claims.fmt_bound(2.5) == "2.50"
+    assert claims.fmt_bound("<b>") == "?" and claims.fmt_bound(float("inf")) == "inf"  # type: ignore[arg-type]
     phrase = claims.ratio_phrase("a", "b", 1.96, (0.27, 4.68))
     assert phrase == "a ran 1.96x as fast as b [95% CI 0.27-4.68x]: within noise" and not violations(phrase)
     assert violations("a runs faster (a ran 1.96x as fast as b [95% CI 0.27-4.68x]: within noise)")
