@@ -144,3 +144,20 @@ def test_the_suite_chart_draws_every_option_of_its_history() -> None:
     for label in [*labels, "openvino:int8"]:
         assert f">{label}</text>" in chart, label
     assert ">eager:default</text>" not in chart
+
+
+def test_the_answer_badge_reads_the_same_rule_as_the_text(client, seeded) -> None:  # noqa: ANN001
+    """Issue 44: "unresolved: too wide to call it faster" sat next to 35.68x [15.41-77.01], an interval entirely above
+    1. The badge now says faster than eager, and only that the interval is too wide to rank it against others."""
+    from tests.support import synthetic_analyses as synthetic
+    from tests.web.test_tree_and_detail_view import page_of
+
+    rows = synthetic.run()
+    last = rows["measurements"][-1]
+    last.update(speedup_vs_eager=35.68, speedup_ci=[15.41, 77.01])
+    html, card = page_of(client, seeded, rows)
+    assert "too wide to call it faster" not in html
+    verdicts = re.findall(r'data-testid="(?:answer|row)-verdict">([^<]+)<', html)
+    assert verdicts and set(verdicts) <= {"faster than eager", "within noise of eager", "slower than eager"}
+    assert re.search(r'data-testid="answer-verdict">faster than eager<', card)  # the recommended 35.68x
+    assert "15.41–77.01" in html
