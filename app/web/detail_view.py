@@ -78,7 +78,7 @@ class MeasurementRow:
     graph_breaks: int | None
     recommended: bool
     noise: str | None = None  # why advisor.core.noise calls this row's timings noisy; None when they are not
-    unresolved: bool = False  # its CI is too wide for its speed to be called faster than anything
+    unresolved: bool = False  # its CI is too wide to rank it against other options (advisor.core.noise)
     window: str = "first window"  # which timed window `median_ms` came from (advisor.core.noise.latency_window)
 
 
@@ -97,7 +97,7 @@ class Answer:
     tie: bool
     noisy: bool  # the run's quality says noisy (advisor.core.noise)
     noisy_text: str | None
-    unresolved: bool  # the chosen row's CI is too wide to call it faster (advisor.core.noise)
+    unresolved: bool  # the chosen row's CI is too wide to rank it against other options (advisor.core.noise)
     summary: str  # the engine's summary without the sentences the card already states
 
 

@@ -107,7 +107,8 @@ class Option:
 
     @property
     def unresolved(self) -> bool:
-        """Its interval spans more than noise.SPEEDUP_CI_MAX_RATIO: too wide to call it faster than anything."""
+        """Its interval spans more than noise.SPEEDUP_CI_MAX_RATIO: too wide to rank it against other options (it is
+        still faster than another where the interval of their ratio excludes 1: `beats`)."""
         ratio = self.interval_ratio
         return ratio is not None and ratio > noise.SPEEDUP_CI_MAX_RATIO
 
