@@ -82,6 +82,7 @@ class ListedAnalysis:
     analysis: Analysis
     job: Job | None
     context_stage: str | None
+    confidence: str | None = None  # the recommendation's: shown beside its speedup (issue 44: marks on every speedup)
 
 
 @dataclass
@@ -108,12 +109,17 @@ def list_analyses(session: Session, query: AnalysisQuery, *, clamp_page: bool = 
     if not page_ids:
         return ListedPage([], total, page, query.per_page)
     rows = session.execute(
-        select(Analysis, Job, Analysis.context["stage"].as_string().label("context_stage"))
+        select(
+            Analysis,
+            Job,
+            Analysis.context["stage"].as_string().label("context_stage"),
+            Analysis.recommendation["confidence"].as_string().label("confidence"),
+        )
         .options(_LISTED_COLUMNS)
         .outerjoin(Job, _measure_job)
         .where(Analysis.id.in_(page_ids))
     )
-    found = {analysis.id: ListedAnalysis(analysis, job, stage) for analysis, job, stage in rows}
+    found = {analysis.id: ListedAnalysis(analysis, job, stage, sure) for analysis, job, stage, sure in rows}
     return ListedPage([found[i] for i in page_ids if i in found], total, page, query.per_page)
 
 

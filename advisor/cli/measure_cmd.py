@@ -12,6 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.cli.errors import one_line_errors
+from advisor.core import claims
+from advisor.core.common_scale import eager_scale
 from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD, MAX_DECODE_TOKENS
 from advisor.core.report import seeded_compile_note
 
@@ -182,14 +184,22 @@ def results_table(run: dict) -> Table:
         ("status", "left"),
         ("compile s cold/warm", "right"),
         (f"{_UNIT.get(run['workload'], 'call')} median ms [95% CI]", "right"),
+        ("ms on one eager's scale", "right"),
         ("p99 ms", "right"),
         ("speedup", "right"),
         ("peak MB", "right"),
         ("accuracy", "left"),
     ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    reference, factors = eager_scale(run)
+    if reference is not None:
+        table.caption = (
+            f"one eager's scale: each row's median x (the reference eager {_number(reference)} ms / the eager timed in "
+            "its own process) - comparable across rows on a loaded node, where the own medians are not"
+        )
     for row in run["measurements"]:
         latency = row.get("latency")
+        factor = factors.get(f"{row['backend']}:{row['mode']}")
         table.add_row(
             f"{row['backend']}:{row['mode']}",
             Text(row["status"], style=_STATUS_STYLE.get(row["status"], "")),
@@ -197,6 +207,7 @@ def results_table(run: dict) -> Table:
             f"{_number(row.get('compile_s_cold'), '.2f')}"
             f"/{_number(row.get('compile_s_warm'), '.2f')}",
             _latency(latency),
+            _number(latency["median_ms"] * factor) if latency and factor is not None else "-",
             _number(latency["p99_ms"]) if latency else "-",
             _speedup(row),
             _number(row.get("peak_memory_mb"), ".0f"),
@@ -219,7 +230,10 @@ def _speedup(row: dict) -> str:
     if row.get("speedup_vs_eager") is None:
         return "-"
     ci = row.get("speedup_ci")
-    return f"{row['speedup_vs_eager']:.2f}x" + (f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci else "")
+    # the order the interval supports against eager, by the one rule every report reads (advisor.core.claims)
+    if not ci:
+        return f"{row['speedup_vs_eager']:.2f}x"
+    return f"{row['speedup_vs_eager']:.2f}x [{claims.fmt_bound(ci[0])}-{claims.fmt_bound(ci[1])}] {claims.order(ci)}"
 
 
 def _accuracy(accuracy: dict | None) -> Text | str:

@@ -46,6 +46,10 @@ class BackendInfo:
     # int8 modes: measured only when named with the mode (`-b onnxruntime:int8`), inference only, and judged by
     # their drift from the float model (advisor.harness.accuracy.quantized_drift), not by allclose alone
     quantized_modes: tuple[str, ...] = ()
+    # mode -> what that option is, where it is not "<display_name>, mode <mode>" (an export IR is not torch.compile)
+    mode_display: Mapping[str, str] = field(default_factory=dict, hash=False)
+    # its runtime runs its own kernels outside torch.profiler: a profile sees only the glue around the call
+    outside_profiler: bool = False
 
     def modes_for(self, device: str) -> tuple[str, ...]:
         """The modes that mean something on `device`: all but those `mode_devices` keeps to other devices
@@ -80,6 +84,9 @@ BACKENDS: dict[str, BackendInfo] = {
             # quantizer's int8 kernels are CPU ones.
             mode_devices={"reduce-overhead": ("cuda",), INDUCTOR_INT8_MODE: ("cpu",)},
             quantized_modes=(INDUCTOR_INT8_MODE,),
+            mode_display={
+                INDUCTOR_INT8_MODE: "torch.compile with Inductor on a PT2E int8 model (torchao, X86InductorQuantizer)"
+            },
             # max-autotune lowers the graph as default does, then benchmarks kernel choices; reduce-overhead
             # compiles as default does, then records CUDA graphs
             compile_floor={"max-autotune": "default", "reduce-overhead": "default"},
@@ -94,6 +101,7 @@ BACKENDS: dict[str, BackendInfo] = {
             simplicity_rank=4,
             default_mode=TORCHAIR_GE_MODE,
             packages=("torch_npu",),
+            mode_display={TORCHAIR_EXPORT_MODE: EXPORT_DISPLAY_NAME},
         ),
         BackendInfo(
             name="onnxruntime",
@@ -106,6 +114,8 @@ BACKENDS: dict[str, BackendInfo] = {
             workloads=("inference",),
             mode_devices={ORT_INT8_MODE: ("cpu",)},
             quantized_modes=(ORT_INT8_MODE,),
+            mode_display={ORT_INT8_MODE: "int8 ONNX export (onnxruntime.quantization) + ONNX Runtime"},
+            outside_profiler=True,
         ),
         BackendInfo(
             name="openvino",
@@ -118,6 +128,9 @@ BACKENDS: dict[str, BackendInfo] = {
             workloads=("inference",),
             needs_own_process=True,
             quantized_modes=(OPENVINO_INT8_MODE,),  # needs nncf besides openvino (advisor.harness.backends.ov_int8)
+            # not torch.compile: the model converted to an IR (openvino.convert_model), quantized with NNCF, compiled
+            mode_display={OPENVINO_INT8_MODE: "OpenVINO int8 IR (openvino.convert_model + NNCF) + OpenVINO runtime"},
+            outside_profiler=True,
         ),
         BackendInfo(
             name="tensorrt",
@@ -157,6 +170,28 @@ def display_name(backend: str) -> str:
     return entry.display_name if entry else backend
 
 
+def option_display(backend: str | None, mode: str | None) -> str:
+    """What one option is, in words, the same in the headline, the `ranked:` line, the reports and the summary: a
+    torch.compile backend ("torch.compile with Inductor, mode max-autotune"), an export runtime ("ONNX export + ONNX
+    Runtime") or an exported int8 IR ("OpenVINO int8 IR (openvino.convert_model + NNCF) + OpenVINO runtime"); an
+    unknown backend or mode reads as its name."""
+    backend = backend or "unknown"
+    entry = BACKENDS.get(backend)
+    mode = mode or (entry.default_mode if entry else "default")
+    if entry is not None and mode in entry.mode_display:
+        return entry.mode_display[mode]
+    if mode == TORCHAIR_EXPORT_MODE:
+        return EXPORT_DISPLAY_NAME
+    name = display_name(backend)
+    return name if mode == "default" or backend == "eager" else f"{name}, mode {mode}"
+
+
+def outside_profiler(backend: str | None) -> bool:
+    """Whether `backend`'s runtime runs its kernels outside torch.profiler (ONNX Runtime, OpenVINO)."""
+    entry = BACKENDS.get(backend or "")
+    return entry is not None and entry.outside_profiler
+
+
 def simplicity_rank(backend: str) -> int:
     entry = BACKENDS.get(backend)
     return entry.simplicity_rank if entry else UNKNOWN_SIMPLICITY_RANK
@@ -179,6 +214,11 @@ def devices_of(backend: str) -> tuple[str, ...] | None:
     entry = BACKENDS.get(backend)
     return entry.devices if entry else None
 
+
+# the int8 options that are offline exports a runtime runs without Python (model.int8.onnx; OpenVINO's int8 IR): the
+# edge branch weighs them (advisor.core.decision.edge_rules) and an edge analysis measures them unasked
+# (advisor.harness.measurement.plan.quantizes_by_default)
+EXPORTED_INT8: tuple[tuple[str, str], ...] = (("onnxruntime", ORT_INT8_MODE), ("openvino", OPENVINO_INT8_MODE))
 
 EAGER_LABEL = "eager:default"  # option_label("eager", "default"): the baseline every speedup is relative to
 

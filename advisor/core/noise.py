@@ -13,7 +13,8 @@ read from numbers the run already has:
   window, which the CI (computed as if samples were independent) does not show;
 - **spread**: a row's own verdict (IQR / median above 0.1, advisor.core.stats);
 - **wide speedup CI**: hi / lo of a side-by-side speedup's 95% CI above SPEEDUP_CI_MAX_RATIO: the row is
-  *unresolved*, it cannot be the basis of "faster" (advisor.core.decision.candidates.beats);
+  *unresolved* - too wide to rank it against other options, and never "high" confidence; it is still faster than eager
+  where its whole interval lies above 1 (the one rule, advisor.core.claims);
 - **load**: the 1-minute load average per core at the start and the end of the run above LOAD_PER_CORE_MAX
   (at the end, the run's own measuring process is discounted).
 

@@ -15,6 +15,16 @@ from advisor.core.context import DEFAULT_MIN_COSINE, DEFAULT_MIN_TOP1_AGREEMENT
 DRIFT_PREFIX = "int8 drift beyond accuracy_tolerance.quantized: "
 
 
+def quantizes_by_default(context: Any, workload: str = "inference") -> bool:
+    """Whether a measurement for `context` (a DeploymentContext, its dict or None) measures the exported int8 options
+    without being asked: the edge branch is "export plus a quantization toolchain" (the design article), so an edge
+    inference analysis weighs the int8 exports (catalogue.EXPORTED_INT8) the named - or, unnamed, all - backends
+    offer on the device, calibrated on the example inputs unless a calibration file is given."""
+    stage = context.get("stage") if isinstance(context, Mapping) else getattr(context, "stage", None)
+    workload = (context.get("workload") if isinstance(context, Mapping) else None) or workload
+    return stage == "edge" and workload == "inference"
+
+
 def limits(tolerance: Mapping[str, Any] | None) -> tuple[float, float]:
     """(min_cosine, min_top1_agreement) from an `accuracy_tolerance` dict (its `quantized` field), or the defaults."""
     quantized = (tolerance or {}).get("quantized") or {}
@@ -40,3 +50,19 @@ def drift_failure(drift: Mapping[str, Any], min_cosine: float, min_top1: float) 
             f"top-1 agreement with the float model {top1:.0%} of {rows} rows < min_top1_agreement {min_top1:g}"
         )
     return DRIFT_PREFIX + "; ".join(problems) if problems else None
+
+
+def drift_text(drift: Mapping[str, Any] | None, tolerance: Mapping[str, Any] | None) -> str | None:
+    """An int8 row's drift from the float model against the tolerated one, as the reports and the dashboard show it
+    in place of allclose's atol/rtol (which an int8 model fails by design): "drift: cosine 0.9950 (min 0.99),
+    top-1 agreement 100% of 8 rows (min 0.9)". The limits: `tolerance`'s (the context's), else those the row was
+    judged under (stored beside its drift), else the defaults. None without a drift record."""
+    if not isinstance(drift, Mapping):
+        return None
+    stored = {key: drift.get(key) for key in ("min_cosine", "min_top1_agreement")}
+    min_cosine, min_top1 = limits(tolerance if tolerance is not None else {"quantized": stored})
+    cosine, top1 = drift.get("cosine"), drift.get("top1_agreement")
+    parts = [f"cosine {cosine:.4f} (min {min_cosine:g})" if isinstance(cosine, int | float) else "cosine unknown"]
+    if isinstance(top1, int | float):
+        parts.append(f"top-1 agreement {top1:.0%} of {drift.get('top1_rows') or 0} rows (min {min_top1:g})")
+    return "drift: " + ", ".join(parts)

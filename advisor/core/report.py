@@ -18,9 +18,10 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from advisor.core import catalogue, noise
+from advisor.core import catalogue, claims, noise, quantized
+from advisor.core.common_scale import eager_scale
 from advisor.core.context import ContextError, parse_context
-from advisor.core.decision import TORCHAIR_EXPORT_MODE, format_calls
+from advisor.core.decision import format_calls
 from advisor.core.early_answer import pending_note
 from advisor.core.results import (
     BreakEven,
@@ -124,14 +125,7 @@ def headline(rec: dict[str, Any], context: dict[str, Any]) -> str:
     target = str(context.get("target", "the target")).upper()
     if not rec.get("backend"):
         return f"No backend qualifies on {target}"
-    if rec.get("mode") == TORCHAIR_EXPORT_MODE:
-        what = catalogue.EXPORT_DISPLAY_NAME
-    else:
-        name = catalogue.display_name(rec["backend"])
-        what = (
-            name if rec.get("mode") in (None, "default") or rec["backend"] == "eager" else f"{name}, mode {rec['mode']}"
-        )
-    return f"Use {what} on {target}"
+    return f"Use {catalogue.option_display(rec['backend'], rec.get('mode'))} on {target}"
 
 
 def status_line(rec: Recommendation, environment: Environment | None, quality: dict[str, Any] | None = None) -> str:
@@ -180,8 +174,10 @@ def measurement_rows(run: MeasurementRun | None) -> list[tuple[str, ...]]:
             median = "-"
         speedup_text = _speedup_text(m.speedup_vs_eager, m.speedup_ci)
         if m.label in unresolved and m.speedup_vs_eager is not None:
-            speedup_text += " unresolved"
+            speedup_text += ", unresolved"
         acc_text = "-" if not m.accuracy else ("pass" if m.accuracy.passed else "FAIL")
+        if m.accuracy and (drift := quantized.drift_text(m.accuracy.quantized, None)) is not None:
+            acc_text += f" ({drift})"  # an int8 row is judged by its drift, not by allclose
         status = m.status or "?"
         if status == "skipped":
             status = "skipped (see why not)"  # the reason is long and repeated under "Why not the others"
@@ -200,6 +196,26 @@ def measurement_rows(run: MeasurementRun | None) -> list[tuple[str, ...]]:
             )
         )
     return rows
+
+
+def comparable_note(run: MeasurementRun | None) -> str | None:
+    """Under the measurements table, where some process saw a different machine (its eager off the run's middle eager
+    by more than noise.EAGER_DRIFT_MAX_RATIO): its own median is not comparable with the others'; the side-by-side
+    column is. None when the medians are comparable."""
+    if run is None or not run.measurements:
+        return None
+    plain = run.model_dump(exclude_unset=True)
+    outliers = noise.eager_outliers(plain)
+    reference, _ = eager_scale(plain)
+    if not outliers or reference is None:
+        return None
+    medians = noise.eager_medians(plain)
+    seen = ", ".join(f"{label} {_num(medians[label], ' ms')}" for label in outliers)
+    return (
+        f"Eager ran at {seen} in those rows' processes against a reference eager of {_num(reference, ' ms')}: their "
+        "own medians were timed on a differently loaded machine; compare options by the vs eager column (each timed "
+        "side by side with eager in one process)."
+    )
 
 
 _BREAKDOWN_PARTS = (("export_s", "export"), ("session_s", "session creation"), ("first_call_s", "first call"))
@@ -283,11 +299,14 @@ def sweep_lines(run: MeasurementRun | None) -> list[str]:
 
 
 def _speedup_text(speedup: float | None, interval: list[float] | None) -> str:
+    """ "2.00x [1.90-2.10] faster": the speedup, its 95% CI and the order the CI supports against eager
+    (advisor.core.claims); without a CI the point estimate alone, which claims nothing."""
     if speedup is None:
         return "-"
     if not interval or len(interval) != 2:
         return f"{speedup:.2f}x"
-    return f"{speedup:.2f}x [{interval[0]:.2f}-{interval[1]:.2f}]"
+    low, high = claims.fmt_bound(interval[0]), claims.fmt_bound(interval[1])
+    return f"{speedup:.2f}x [{low}-{high}] {claims.order(interval)}"
 
 
 def break_even_sentence(be: BreakEven | None) -> str | None:
@@ -410,6 +429,8 @@ def _text_measurements(console: Console, parts: _Parts) -> None:
             table.add_row(*row)
         console.print()
         console.print(table)
+    if (note := comparable_note(run)) is not None:
+        console.print(note)
     for line in compile_breakdown_lines(run):
         console.print(f"Compile time of {line}")
 
@@ -434,7 +455,8 @@ def _text_breakdowns(console: Console, parts: _Parts) -> None:
     if breakdowns:
         console.print(f"\nWhere the time goes {breakdown_heading(breakdowns[0][1])}:")
         for label, breakdown in breakdowns:
-            _indented(console, Text(f"- {breakdown_line(label, breakdown)}"), 2)
+            backend = label.split(":", 1)[0]
+            _indented(console, Text(f"- {breakdown_line(label, breakdown, backend=backend)}"), 2)
 
 
 def _text_break_even(console: Console, parts: _Parts) -> None:
@@ -543,6 +565,8 @@ def _md_measurements(parts: _Parts) -> list[str]:
     ]
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
     lines.append("")
+    if (note := comparable_note(run)) is not None:
+        lines += [note, ""]
     breakdown = compile_breakdown_lines(run)
     return lines + [f"Compile time of {line}  " for line in breakdown] + ([""] if breakdown else [])
 
@@ -567,7 +591,10 @@ def _md_breakdowns(parts: _Parts) -> list[str]:
     breakdowns = shown_breakdowns(parts.run, parts.rec)
     if not breakdowns:
         return []
-    body = [f"- {_cell(breakdown_line(f'`{label}`', breakdown, top=15))}" for label, breakdown in breakdowns]
+    body = [
+        f"- {_cell(breakdown_line(f'`{label}`', breakdown, top=15, backend=label.split(':', 1)[0]))}"
+        for label, breakdown in breakdowns
+    ]
     return _md_section("Where the time goes", [breakdown_heading(breakdowns[0][1]), "", *body])
 
 

@@ -14,13 +14,15 @@ import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from advisor.core import catalogue
+from advisor.core import catalogue, quantized
 
 CONTEXT_FILE = "context.json"
 
 
-def backends_argument(options: Iterable[tuple[str, str]], device: str) -> str:
-    """`--backends` text for the measured (backend, mode) options on `device`."""
+def backends_argument(options: Iterable[tuple[str, str]], device: str, *, quantize: bool = False) -> str:
+    """`--backends` text for the measured (backend, mode) options on `device`. `quantize`: the context measures the
+    exported int8 modes unasked (advisor.core.quantized.quantizes_by_default), so a bare name would run them too: such
+    a backend is written mode by mode."""
     modes: dict[str, list[str]] = {}
     for backend, mode in options:
         if backend and mode not in modes.setdefault(backend, []):
@@ -31,6 +33,9 @@ def backends_argument(options: Iterable[tuple[str, str]], device: str) -> str:
             continue
         known = catalogue.get(backend)
         unnamed = set(known.unnamed_modes_for(device)) if known is not None else set()
+        int8 = known is not None and any((backend, m) in catalogue.EXPORTED_INT8 for m in known.modes_for(device))
+        if quantize and int8:
+            unnamed = set()  # a bare name adds its int8 exports: say every mode
         if unnamed and set(measured) == unnamed:
             words.append(backend)
         else:
@@ -51,7 +56,8 @@ def reproduce_command(
     command = ["npu-advisor", "analyze", model_file, "--context", CONTEXT_FILE, "--device", device]
     option_list = list(options)
     if option_list:
-        command += ["--backends", backends_argument(option_list, device)]
+        quantize = quantized.quantizes_by_default(context)
+        command += ["--backends", backends_argument(option_list, device, quantize=quantize)]
     if inputs_file:
         command += ["--inputs", inputs_file]
     if calibration_file:

@@ -50,6 +50,7 @@ class ModelLine(BaseModel):
     created_at: datetime
     recommended: str | None
     speedup: float | None  # the recommended option's
+    speedup_ci: list[float] | None = None  # its 95% CI: the page marks the speedup by advisor.core.claims' rule
 
 
 class SuitePoint(BaseModel):
@@ -164,4 +165,5 @@ def _model_line(member: SuiteMember) -> ModelLine:
         created_at=member.created_at,
         recommended=member.recommended,
         speedup=chosen.speedup_vs_eager if chosen else None,
+        speedup_ci=list(chosen.speedup_ci) if chosen and chosen.speedup_ci else None,
     )

@@ -6,7 +6,7 @@ Markdown and the dashboard show eager's and the recommended option's, the JSON k
 
 from __future__ import annotations
 
-from advisor.core.catalogue import EAGER_LABEL, option_label
+from advisor.core.catalogue import EAGER_LABEL, display_name, option_label, outside_profiler
 from advisor.core.results import MeasurementRow, MeasurementRun, Recommendation, TimeBreakdown
 
 
@@ -45,8 +45,23 @@ def breakdown_facts(breakdown: TimeBreakdown) -> list[str]:
     return facts
 
 
-def breakdown_line(label: str, breakdown: TimeBreakdown, top: int = 6) -> str:
-    """`eager: aten::addmm 41%, aten::gelu 22%, ...; other 9%` plus the facts, one line per option."""
+def outside_profiler_note(backend: str | None) -> str | None:
+    """What a profile of `backend` is when its runtime runs outside torch.profiler (ONNX Runtime, OpenVINO): said
+    instead of its entries, which are only the glue around the call; None for a backend the profiler sees into."""
+    if not outside_profiler(backend):
+        return None
+    return (
+        f"{display_name(str(backend))} runs its own kernels outside PyTorch's profiler: a profile sees only the glue "
+        "around the call into it (input conversion, the session call), not where its time goes - use the runtime's "
+        "own profiler for that"
+    )
+
+
+def breakdown_line(label: str, breakdown: TimeBreakdown, top: int = 6, backend: str | None = None) -> str:
+    """`eager: aten::addmm 41%, aten::gelu 22%, ...; other 9%` plus the facts, one line per option; for a `backend`
+    whose runtime runs outside the profiler, that note instead of its glue entries."""
+    if (note := outside_profiler_note(backend)) is not None:
+        return f"{label}: {note}"
     entries = (breakdown.entries or [])[:top]
     parts = [f"{e.name} {_percent(e.share)}" + (f" ({e.kind})" if e.kind not in (None, "op") else "") for e in entries]
     rest = sum(e.share or 0.0 for e in (breakdown.entries or [])[top:]) + (breakdown.other_share or 0.0)

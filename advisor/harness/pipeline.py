@@ -101,7 +101,8 @@ def run_analysis(
     # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis
     owned = zygote is None or not zygote.covers([p for p in readable if p], [])
     if owned:
-        zygote = measurement.measurement_zygote(request.device, readable, inductor=_builds_inductor_cpp(request))
+        inductor = _builds_inductor_cpp(request, context)
+        zygote = measurement.measurement_zygote(request.device, readable, inductor=inductor)
     with zygote if owned else contextlib.nullcontext(zygote) as zygote:
         inspected = isolated_inspection.inspect_isolated(
             request.model,
@@ -164,15 +165,23 @@ def _calibration_refused(request: AnalysisRequest, inspection: dict) -> str | No
     return None
 
 
-def _builds_inductor_cpp(request: AnalysisRequest) -> bool:
+def _builds_inductor_cpp(request: AnalysisRequest, context: Any = None) -> bool:
     """Whether this analysis may compile C++ kernels with Inductor: its zygote prepares for that only then
     (inspection never does)."""
     if not request.measure:
         return False
     try:
-        return measurement.builds_inductor_cpp(measurement.plan_variants(request.backends, request.device))
+        return measurement.builds_inductor_cpp(_variants(request, context))
     except measurement.MeasureError:
         return False  # the measurement will not start; the failure is reported there
+
+
+def _variants(request: AnalysisRequest, context: Any = None) -> list[tuple[str, str]]:
+    """The (backend, mode) variants this analysis measures for `context` (else the request's plan context): the edge
+    stage adds the exported int8 options (measurement.quantizes_by_default)."""
+    plan = context if context is not None else request.plan_context
+    quantize = measurement.quantizes_by_default(plan, request.workload)
+    return measurement.plan_variants(request.backends, request.device, quantize=quantize)
 
 
 def _measure(
@@ -187,7 +196,7 @@ def _measure(
     """Eager first (the baseline and reference), then every other variant, each in a child (harness.measurement)."""
     on_progress(ProgressEvent("measure", MEASURE_START))
     try:
-        variants = measurement.plan_variants(request.backends, request.device)
+        variants = _variants(request, plan)
     except measurement.MeasureError as exc:
         return None, StepFailure("measure", "not_started", str(exc))
     finished: set[tuple[str, str]] = set()

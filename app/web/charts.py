@@ -31,6 +31,16 @@ class LatencyBar:
     p99_ms: float
     highlighted: bool = False  # the recommended backend
     window: str = "first window"  # which timed window the median came from (advisor.core.noise.latency_window)
+    # set: the times above are the row's own scaled to one reference eager (advisor.core.common_scale), and this is
+    # the median its own process measured
+    measured_ms: float | None = None
+
+    def describe(self) -> str:
+        """The bar's numbers in words: on the reference eager's scale (with the measured median), or as measured."""
+        own = f"median {format_quantity(self.measured_ms or self.median_ms)} ms of its {self.window}"
+        if self.measured_ms is None:
+            return f"{self.label}: {own}"
+        return f"{self.label}: {format_quantity(self.median_ms)} ms on the reference eager's scale ({own})"
 
 
 @dataclass(frozen=True)
@@ -253,8 +263,8 @@ def latency_chart(
     right = _PAD * 3 + (_CLIP_LABEL_W if clipped_any else 0)
     height = _PAD + len(bars) * _ROW_H + _AXIS_H
     desc = "; ".join(
-        f"{b.label}: median {format_quantity(b.median_ms)} ms of its {b.window} (95% CI {format_quantity(b.ci_low_ms)}–"
-        f"{format_quantity(b.ci_high_ms)}), p99 {format_quantity(b.p99_ms)} ms"
+        f"{b.describe()} (95% CI {format_quantity(b.ci_low_ms)}–{format_quantity(b.ci_high_ms)}), "
+        f"p99 {format_quantity(b.p99_ms)} ms"
         for b in bars
     )
     if clipped_any:
@@ -270,8 +280,7 @@ def latency_chart(
         parts.append(
             f'<rect class="bar latency-bar{state}" data-backend="{_text(bar.label)}" x="{x0}" y="{_num(y + 4)}" '
             f'width="{_num(max(min(bar.median_ms, axis_end) * scale, 1))}" height="{_ROW_H - 14}">'
-            f"<title>{_text(bar.label)}: median {format_quantity(bar.median_ms)} ms of its {_text(bar.window)}"
-            "</title></rect>"
+            f"<title>{_text(bar.describe())}</title></rect>"
         )
         lo = x0 + min(bar.ci_low_ms, axis_end) * scale
         ci_clipped = bar.ci_high_ms > axis_end
@@ -303,6 +312,8 @@ def latency_chart(
             )
         parts.append("</g>")
     unit = "ms (bar = median, whisker = 95% CI, ◆ = p99" + (", ▶ = beyond the axis)" if clipped_any else ")")
+    if any(b.measured_ms is not None for b in bars):
+        unit = "ms on one eager's scale " + unit.removeprefix("ms ")
     parts += _x_axis(ticks, scale, x0, _PAD + len(bars) * _ROW_H, unit)
     parts.append("</svg>")
     return "".join(parts)

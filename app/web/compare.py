@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from advisor.core import claims
 from advisor.core.results import Inspection, MeasurementRow, MeasurementRun, OpInfo, Recommendation, read
 from app.web.charts import format_quantity
 from app.web.tree import backend_label
@@ -61,7 +62,25 @@ def _row(section: str, label: str, a: Any, b: Any, unit: str = "") -> CompareRow
         differs = base > 0 and abs(a - b) / base > RELATIVE_TOLERANCE
         change = f"{(b - a) / a * 100:+.0f}%" if a else None
         return CompareRow(section, label, _text(a) + unit, _text(b) + unit, differs, change if differs else None)
-    return CompareRow(section, label, _text(a), _text(b), _text(a) != _text(b))
+    return CompareRow(section, label, _with_unit(a, unit), _with_unit(b, unit), _text(a) != _text(b))
+
+
+def _with_unit(value: Any, unit: str) -> str:
+    """A number with its unit (beside "–" on the other side too: "12 ms" vs "–"), anything else as text."""
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    return _text(value) + unit if is_number else _text(value)
+
+
+def _verdict(row: MeasurementRow | None) -> str | None:
+    """A row's speedup against eager in words by its 95% CI (advisor.core.claims: faster only when the CI excludes
+    1), with the CI; None without a speedup."""
+    if row is None or row.speedup_vs_eager is None:
+        return None
+    interval = row.speedup_ci
+    if not interval or len(interval) != 2:
+        return "no interval: not ranked against eager"
+    low, high = claims.fmt_bound(interval[0]), claims.fmt_bound(interval[1])
+    return f"{claims.speedup_verdict(interval)} (95% CI {low}–{high}×)"
 
 
 def _measurements(run: MeasurementRun | None) -> dict[str, MeasurementRow]:
@@ -105,6 +124,7 @@ def compare_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[CompareRow]
             _row(section, "median latency", _attr(lat_x, "median_ms"), _attr(lat_y, "median_ms"), " ms"),
             _row(section, "p99 latency", _attr(lat_x, "p99_ms"), _attr(lat_y, "p99_ms"), " ms"),
             _row(section, "speedup vs eager", _attr(x, "speedup_vs_eager"), _attr(y, "speedup_vs_eager"), "×"),
+            _row(section, "against eager", _verdict(x), _verdict(y)),
             _row(section, "compile (cold)", _attr(x, "compile_s_cold"), _attr(y, "compile_s_cold"), " s"),
             _row(section, "compile (warm)", _attr(x, "compile_s_warm"), _attr(y, "compile_s_warm"), " s"),
             _row(section, "peak memory", _attr(x, "peak_memory_mb"), _attr(y, "peak_memory_mb"), " MiB"),

@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.core import noise, reproduce
+from advisor.core import catalogue, noise, reproduce
+from advisor.core.catalogue import option_label
+from advisor.core.common_scale import eager_scale
 from advisor.core.decision import torchair_status_unknown
 from advisor.core.early_answer import pending_note
 from advisor.core.report import generation_lines, seeded_compile_note
@@ -21,7 +23,7 @@ from advisor.core.results import MeasurementRun, Recommendation, read
 from advisor.core.shape_sweep import speedups_by_shape
 from advisor.core.source_report import SOURCE_LABEL, report_lines, source_report_or_none
 from advisor.core.status import TERMINAL_ANALYSIS_STATUSES
-from advisor.core.time_breakdown import breakdown_facts, breakdown_heading, shown_breakdowns
+from advisor.core.time_breakdown import breakdown_facts, breakdown_heading, outside_profiler_note, shown_breakdowns
 from app.web.charts import (
     CompileBar,
     CostLine,
@@ -32,6 +34,7 @@ from app.web.charts import (
     breakdown_chart,
     compile_chart,
     crossings,
+    format_quantity,
     latency_chart,
     speedup_series_chart,
 )
@@ -76,7 +79,7 @@ class MeasurementRow:
     graph_breaks: int | None
     recommended: bool
     noise: str | None = None  # why advisor.core.noise calls this row's timings noisy; None when they are not
-    unresolved: bool = False  # its CI is too wide for its speed to be called faster than anything
+    unresolved: bool = False  # its CI is too wide to rank it against other options (advisor.core.noise)
     window: str = "first window"  # which timed window `median_ms` came from (advisor.core.noise.latency_window)
 
 
@@ -86,6 +89,7 @@ class Answer:
 
     label: str  # "inductor:max-autotune"; "no backend qualifies"
     mode_note: str | None  # "default mode" when the label does not name the mode
+    what: str | None  # what the option is, as every report names it (catalogue.option_display); None: no backend
     speedup: float | None  # the chosen row's side-by-side speedup vs eager
     speedup_ci: tuple[float, float] | None
     speedup_note: str | None  # why there is no speedup to show ("eager is the baseline", "not measured")
@@ -94,7 +98,7 @@ class Answer:
     tie: bool
     noisy: bool  # the run's quality says noisy (advisor.core.noise)
     noisy_text: str | None
-    unresolved: bool  # the chosen row's CI is too wide to call it faster (advisor.core.noise)
+    unresolved: bool  # the chosen row's CI is too wide to rank it against other options (advisor.core.noise)
     summary: str  # the engine's summary without the sentences the card already states
 
 
@@ -233,12 +237,19 @@ def _has_latency(row: MeasurementRow) -> bool:
     return row.status == "ok" and row.median_ms is not None
 
 
-def latency_bars(rows: list[MeasurementRow]) -> list[LatencyBar]:
+def latency_bars(rows: list[MeasurementRow], factors: Mapping[str, float] | None = None) -> list[LatencyBar]:
+    """One bar per timed row; with `factors` (advisor.core.common_scale.eager_scale) each row's own median, CI and
+    p99 scaled to one reference eager, so no loaded process's median stands beside quiet ones."""
     bars = []
     for row in filter(_has_latency, rows):
         low, high = row.ci or (row.median_ms, row.median_ms)
         p99 = row.p99_ms if row.p99_ms is not None else row.median_ms
-        bars.append(LatencyBar(row.label, row.median_ms, low, high, p99, row.recommended, row.window))
+        factor = (factors or {}).get(option_label(row.backend, row.mode))
+        if factor is None:
+            bars.append(LatencyBar(row.label, row.median_ms, low, high, p99, row.recommended, row.window))
+            continue
+        scaled = [value * factor for value in (row.median_ms, low, high, p99)]  # type: ignore[operator]
+        bars.append(LatencyBar(row.label, *scaled, row.recommended, row.window, measured_ms=row.median_ms))
     return bars
 
 
@@ -246,10 +257,16 @@ def compile_bars(rows: list[MeasurementRow]) -> list[CompileBar]:
     return [CompileBar(r.label, r.compile_cold_s, r.compile_warm_s, r.recommended) for r in rows if r.status == "ok"]
 
 
-def cost_lines(rows: list[MeasurementRow]) -> list[CostLine]:
-    """Cold compile time (0 for eager, which compiles nothing) plus median latency per call."""
+def cost_lines(rows: list[MeasurementRow], factors: Mapping[str, float] | None = None) -> list[CostLine]:
+    """Cold compile time (0 for eager, which compiles nothing) plus median latency per call, on one reference eager's
+    scale where `factors` has the row (as the decision's break-even reads it)."""
     return [
-        CostLine(row.label, row.compile_cold_s or 0.0, row.median_ms, row.recommended)
+        CostLine(
+            row.label,
+            row.compile_cold_s or 0.0,
+            row.median_ms * (factors or {}).get(option_label(row.backend, row.mode), 1.0),  # type: ignore[operator]
+            row.recommended,
+        )
         for row in rows
         if _has_latency(row)
     ]
@@ -340,9 +357,13 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
     if recommendation:
         view.answer = answer(recommendation, rows, quality)
     if rows:
-        lines = cost_lines(rows)
+        reference, factors = eager_scale(run)
+        lines = cost_lines(rows, factors)
+        title = "Steady-state latency per backend"
+        if reference is not None and factors:
+            title += f", each scaled to one reference eager ({format_quantity(reference)} ms)"
         view.charts = {
-            "latency": latency_chart(latency_bars(rows)),
+            "latency": latency_chart(latency_bars(rows, factors), title),
             "compile": compile_chart(compile_bars(rows)),
             "break_even": break_even_chart(
                 lines,
@@ -367,6 +388,9 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
 def breakdown_panels(run: Mapping | None, recommendation: Mapping | None) -> list[BreakdownPanel]:
     panels = []
     for label, breakdown in shown_breakdowns(read(MeasurementRun, run), read(Recommendation, recommendation)):
+        if (note := outside_profiler_note(label.split(":", 1)[0])) is not None:  # its glue is not where time goes
+            panels.append(BreakdownPanel(label, "", breakdown_heading(breakdown), [note]))
+            continue
         bars = [
             ShareBar(str(e.name), e.kind or "op", e.share, e.ms_per_call)
             for e in breakdown.entries or []
@@ -400,6 +424,7 @@ def answer(recommendation: Mapping[str, Any], rows: list[MeasurementRow], qualit
     return Answer(
         label=backend_label(backend, mode),
         mode_note="default mode" if backend and backend != "eager" and (mode or "default") == "default" else None,
+        what=catalogue.option_display(backend, mode) if backend else None,
         speedup=speedup,
         speedup_ci=speedup_ci,
         speedup_note=note,
@@ -441,7 +466,7 @@ def _noisy_text(quality: Mapping[str, Any]) -> str | None:
 
 _USE_SENTENCE = re.compile(r"^Use .+? on [A-Za-z0-9_-]+\.\s*")
 _SPEEDUP_CLAUSE = re.compile(
-    r"It ran \d+(?:\.\d+)?x as fast as eager side by side in the same process \(95% CI [\d.]+-[\d.]+x"
+    r"It ran \d+(?:\.\d+)?x as fast as eager side by side in the same process \(95% CI [\d.]+-[\d.]+x(?:: [a-z ]+)?"
     r"(?:; too wide an interval to (?:call it faster|rank it against other options))?\), "
 )
 _WHOLE_RUN_NOISY = (

@@ -26,6 +26,7 @@ from jinja2 import Environment, FileSystemLoader
 from sqlalchemy import select
 from sqlmodel import Session
 
+from advisor.core import claims, quantized
 from advisor.core.context import ContextError, decode_json_value
 from app.analyses import RerunRefused, analysis_view, job_of, rerun_analysis
 from app.analysis_actions import ActionRefused, cancel_analysis, existing_analysis, owned_analysis, redecide_analysis
@@ -94,6 +95,11 @@ templates.env.filters["duration"] = _duration
 templates.env.filters["quantity"] = lambda v: format_quantity(float(v)) if isinstance(v, int | float) else v
 templates.env.filters["when"] = _when
 templates.env.filters["plain"] = _plain
+# a speedup's 95% interval in words and as a badge class, by the one rule for "faster" (advisor.core.claims)
+templates.env.filters["verdict"] = claims.speedup_verdict
+templates.env.filters["verdict_class"] = claims.verdict_class
+templates.env.filters["bound"] = claims.fmt_bound
+templates.env.filters["drift"] = lambda drift: quantized.drift_text(drift, None)  # an int8 row's drift vs its limits
 
 
 def _page_viewer(request: Request, session: SessionDep) -> Principal:

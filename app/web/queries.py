@@ -103,6 +103,7 @@ class AnalysisListRow:
 
     summary: AnalysisSummary
     context_stage: str | None
+    confidence: str | None = None  # the recommendation's, marked beside its speedup
 
     @property
     def recommended(self) -> str | None:
@@ -117,7 +118,9 @@ def list_analyses(session: Session, queue: JobQueue, filters: AnalysisFilters) -
     number is clamped to the last page."""
     listed = analysis_list.list_analyses(session, filters, clamp_page=True)
     items = page_summaries(session, queue, listed.rows)
-    rows = [AnalysisListRow(item, row.context_stage) for item, row in zip(items, listed.rows, strict=True)]
+    rows = [
+        AnalysisListRow(item, row.context_stage, row.confidence) for item, row in zip(items, listed.rows, strict=True)
+    ]
     return AnalysisPage(rows, listed.total, listed.page, listed.per_page)
 
 

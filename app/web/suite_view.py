@@ -6,18 +6,16 @@ from advisor.core.catalogue import EAGER_LABEL
 from advisor.core.suite_summary import SuiteSummary
 from app.web.charts import speedup_series_chart
 
-MAX_LINES = 6  # the options with the most passing models; the table below the chart has all of them
-
 
 def suite_history_chart(summary: SuiteSummary) -> str:
+    """Every compiled option any point of the history has a geomean speedup for (an int8 option measured on only some
+    days included): one line each, by label."""
     days = [point.day.isoformat() for point in summary.history]
-    compiled = [o for o in summary.options if o.label != EAGER_LABEL and o.geomean_speedup is not None]
-    shown = sorted(compiled, key=lambda o: (-o.passed, o.label))[:MAX_LINES]
+    labels = {o.label for o in summary.options if o.geomean_speedup is not None}
+    labels |= {o.label for point in summary.history for o in point.options if o.geomean_speedup is not None}
+    shown = sorted(labels - {EAGER_LABEL})
     series = {
-        option.label: [
-            next((o.geomean_speedup for o in point.options if o.label == option.label), None)
-            for point in summary.history
-        ]
-        for option in sorted(shown, key=lambda o: o.label)
+        label: [next((o.geomean_speedup for o in point.options if o.label == label), None) for point in summary.history]
+        for label in shown
     }
     return speedup_series_chart(days, series, f"Geomean speedup vs eager over time: suite {summary.tag}")

@@ -75,7 +75,10 @@ def test_list_paginates_and_sorts(client: TestClient, seeded: Db):
     assert names == sorted(names)
 
     by_speedup = client.get("/?sort=speedup&order=desc&status=done").text
-    speedups = [float(s) for s in re.findall(r'<td class="num">([\d.]+)×</td>', by_speedup)]
+    # each speedup with the recommendation's confidence beside it (issue 44: marks wherever a speedup is shown)
+    cell = r'<td class="num">([\d.]+)×(?: <span class="badge [a-z]+" data-testid="list-confidence"[^<]*</span>)?</td>'
+    speedups = [float(s) for s in re.findall(cell, by_speedup)]
+    assert 'data-testid="list-confidence"' in by_speedup
     assert speedups and speedups == sorted(speedups, reverse=True)
 
     done = seeded.all(select(Analysis.id).where(Analysis.recommendation.is_not(None)).order_by(Analysis.id))[:3]

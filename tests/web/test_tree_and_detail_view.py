@@ -265,7 +265,9 @@ def test_noisy_run_is_said_in_the_answer_and_its_rows_are_marked(client, seeded)
     table = html[html.index('id="measurements"') :]
     rows = dict(re.findall(r'<tr data-backend="([^"]*)"(?: class="([^"]*)")?>', table))
     assert "noisy" not in rows["eager"] + rows["inductor"] and "unresolved" not in rows["eager"] + rows["inductor"]
-    assert rows["&lt;script&gt;alert(1)&lt;/script&gt;:max-autotune"] == "noisy unresolved"
+    # 2.00x [1.00-3.00]: within noise of eager, ranked against inductor:default by their paired ratio (issue 46): the
+    # better estimate, inconclusive - recommended at low confidence, and still marked noisy and unresolved
+    assert rows["&lt;script&gt;alert(1)&lt;/script&gt;:max-autotune"] == "recommended noisy unresolved"
     assert table.count('data-testid="noisy-row"') == 1 and table.count('data-testid="unresolved-row"') == 1
     assert "spans 3x (more than 1.5x): unresolved" in table
 

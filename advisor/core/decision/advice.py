@@ -11,7 +11,7 @@ from typing import Any
 from advisor.core import snippets
 from advisor.core.context import DeploymentContext
 from advisor.core.decision.break_even import format_calls
-from advisor.core.decision.candidates import TORCHAIR_EXPORT_MODE, Option, Provenance, beats
+from advisor.core.decision.candidates import TORCHAIR_EXPORT_MODE, Option, Provenance, beats, comparison_phrase
 from advisor.core.decision.rules import (
     InspectionFacts,
     TradeOff,
@@ -36,22 +36,11 @@ def _a(device: str) -> str:
 
 # ------------------------------------------------------------------------------------------- why not
 def speed_comparison(other: Option, chosen: Option) -> str:
-    """`other`'s speed against `chosen`'s: side by side with eager where both rows allow it."""
-    if other.side_by_side and chosen.side_by_side:
-        if chosen.is_baseline or other.is_baseline:
-            compiled = other if chosen.is_baseline else chosen
-            low, high = compiled.speedup_ci  # type: ignore[misc]
-            return (
-                f"{compiled.label} ran {compiled.speedup:.2f}x eager's speed side by side [95% CI {low:.2f}-{high:.2f}]"
-            )
-        # the paired ratio, not two latencies normalised to eager: each option's one quoted latency is its row's
-        slower, faster = (other, chosen) if (chosen.latency_ms or 0) <= (other.latency_ms or 0) else (chosen, other)
-        return paired_phrase(slower, faster)
-    raw = [o.label for o in (other, chosen) if not o.side_by_side]
-    return (
-        f"{other.latency_ms:.3g} ms vs {chosen.latency_ms:.3g} ms median; {' and '.join(raw)} without a side-by-side "
-        "eager timing, so timed in separate processes"
-    )
+    """`other`'s speed against `chosen`'s, the better estimate first, with the interval of their ratio and the order
+    it supports (advisor.core.claims): side by side with eager where a row allows, paired where both do."""
+    if (chosen.latency_ms or 0) <= (other.latency_ms or 0):
+        return comparison_phrase(other, chosen)
+    return comparison_phrase(chosen, other)
 
 
 def measured_why_not(other: Option, chosen: Option, trade: TradeOff, context: DeploymentContext) -> str:

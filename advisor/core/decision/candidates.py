@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.core import catalogue, noise
+from advisor.core import catalogue, claims, noise
 from advisor.core.context import DEFAULT_WORKLOAD, DeploymentContext
 from advisor.core.decision import footprint, quantized_rules
 from advisor.core.results.measurement import compile_is_bound
@@ -41,10 +41,8 @@ class Option:
 
     @property
     def display(self) -> str:
-        if self.mode == TORCHAIR_EXPORT_MODE:
-            return catalogue.EXPORT_DISPLAY_NAME
-        name = catalogue.display_name(self.backend)
-        return name if self.mode == "default" or self.backend == "eager" else f"{name} ({self.mode})"
+        """What the option is, as every surface names it (catalogue.option_display)."""
+        return catalogue.option_display(self.backend, self.mode)
 
     @property
     def is_baseline(self) -> bool:
@@ -109,7 +107,8 @@ class Option:
 
     @property
     def unresolved(self) -> bool:
-        """Its interval spans more than noise.SPEEDUP_CI_MAX_RATIO: too wide to call it faster than anything."""
+        """Its interval spans more than noise.SPEEDUP_CI_MAX_RATIO: too wide to rank it against other options (it is
+        still faster than another where the interval of their ratio excludes 1: `beats`)."""
         ratio = self.interval_ratio
         return ratio is not None and ratio > noise.SPEEDUP_CI_MAX_RATIO
 
@@ -168,50 +167,72 @@ class Option:
         return f"reference eager median / side-by-side speedup {self.speedup:.3g}x [{low:.3g}-{high:.3g}]"
 
 
-def beats(fast: Option, slow: Option) -> bool:
-    """`fast` runs faster than `slow` beyond the measured noise.
+@dataclass(frozen=True)
+class Comparison:
+    """How many times as fast one option ran as another, with the 95% interval every "faster" is read from
+    (advisor.core.claims.order) and what it rests on."""
 
-    Against eager, for an option timed side by side with it: its speedup CI lies entirely above 1.0 (or, for
-    eager to beat it, entirely below). Two options timed side by side with eager: their paired ratio
-    (`paired_ratio`) lies entirely above 1.0. Otherwise: their CIs on the common scale (`latency_ci_ms`) do not
-    overlap. Each of these implies a lower point estimate on the common scale (`latency_ms`), so "beats" has no
-    cycles. An unresolved option (its interval spans more than noise.SPEEDUP_CI_MAX_RATIO) does not beat eager
-    unless its own latency interval lies entirely below every eager interval of the run (`clearly_below_eager`: a
-    noisy eager widens the speedup's interval but cannot make a clearly faster option slower), and beats another
-    option only through a paired ratio whose whole interval is above 1.0.
-    """
-    for option, other, faster in ((fast, slow, True), (slow, fast, False)):
+    ratio: float
+    interval: tuple[float, float]
+    basis: str  # "side_by_side" (a speedup vs eager), "paired" (two speedups combined), "raw" (separate processes)
+
+
+def compare(slow: Option, fast: Option) -> Comparison | None:
+    """How many times as fast `fast` runs as `slow`, on the most direct evidence the rows have: against eager, the
+    option's own side-by-side speedup; two options timed side by side with eager, their paired ratio
+    (`paired_ratio`); otherwise their latency intervals on the common scale (`latency_ci_ms`), as the ratio of two
+    independent intervals ([slow low / fast high, slow high / fast low]: it excludes 1 exactly when they do not
+    overlap). None when either has no latency, or both are eager."""
+    if fast.is_baseline and slow.is_baseline:
+        return None
+    for option, other, inverted in ((fast, slow, False), (slow, fast, True)):
         if other.is_baseline and option.side_by_side and not option.is_baseline:
             low, high = option.speedup_ci  # type: ignore[misc]
-            if not faster:
-                return high < 1.0
-            return low > 1.0 and (not option.unresolved or clearly_below_eager(option, other))
-    if fast.is_baseline and slow.is_baseline:
-        return False
+            speed = option.speedup or 1.0
+            if inverted:  # eager against the option: the reciprocal
+                return Comparison(1.0 / speed, (_recip(high), _recip(low)), "side_by_side")
+            return Comparison(speed, (low, high), "side_by_side")
     paired = paired_ratio(slow, fast)
     if paired is not None:
-        return paired[1][0] > 1.0
-    if slow.is_baseline and not fast.is_baseline and clearly_below_eager(fast, slow):
-        return True
-    if fast.unresolved:
-        return False
+        return Comparison(paired[0], paired[1], "paired")
+    fast_ms, slow_ms = fast.latency_ms, slow.latency_ms
     fast_ci, slow_ci = fast.latency_ci_ms, slow.latency_ci_ms
-    return fast_ci is not None and slow_ci is not None and fast_ci[1] < slow_ci[0]
+    if not fast_ms or not slow_ms or fast_ci is None or slow_ci is None:
+        return None
+    return Comparison(slow_ms / fast_ms, (slow_ci[0] / fast_ci[1], _div(slow_ci[1], fast_ci[0])), "raw")
 
 
-def clearly_below_eager(option: Option, eager: Option) -> bool:
-    """Whether `option`'s own latency interval (its window's 95% CI of the median) lies entirely below every eager
-    interval the run has for it: the eager timed side by side in its own process and the eager row's own window.
-    A noisy eager then cannot turn it into "not faster"."""
-    own = option.ci_ms
-    lows = [interval[0] for interval in (eager.ci_ms, _side_by_side_eager_ci(option)) if interval is not None]
-    return own is not None and bool(lows) and own[1] < min(lows)
+def _recip(value: float) -> float:
+    return 1.0 / value if value > 0 else math.inf
 
 
-def _side_by_side_eager_ci(option: Option) -> tuple[float, float] | None:
-    eager = (option.row or {}).get("eager_latency") or {}
-    low, high = eager.get("ci_low_ms"), eager.get("ci_high_ms")
-    return None if low is None or high is None else (float(low), float(high))
+def _div(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator > 0 else math.inf
+
+
+def beats(fast: Option, slow: Option) -> bool:
+    """`fast` runs faster than `slow` beyond the measured noise: the 95% interval of their ratio (`compare`) lies
+    entirely above 1 (advisor.core.claims.order, the one rule every surface reads). Each basis implies a lower point
+    estimate on the common scale (`latency_ms`), so "beats" has no cycles. A wide interval (an unresolved row) is no
+    exception: when even its low end is above 1, the option is faster; it only ranks less often."""
+    comparison = compare(slow, fast)
+    return comparison is not None and claims.order(comparison.interval) == claims.FASTER
+
+
+def comparison_phrase(slow: Option, fast: Option) -> str:
+    """`fast` against `slow` in words, with the interval and the order it supports (advisor.core.claims)."""
+    comparison = compare(slow, fast)
+    if comparison is None:
+        return f"{fast.label} vs {slow.label}: no comparable latencies"
+    if comparison.basis == "paired":
+        basis = f"paired: its side-by-side speedup {fast.speedup:.2f}x over {slow.label}'s {slow.speedup:.2f}x"
+    elif comparison.basis == "raw":
+        basis = "medians from separate processes (not both timed side by side with eager)"
+    elif fast.is_baseline:
+        basis = f"side by side with eager in the same process: {slow.label}'s speedup {slow.speedup:.2f}x, inverted"
+    else:
+        basis = "side by side with eager in the same process"
+    return claims.ratio_phrase(fast.label, slow.label, comparison.ratio, comparison.interval, basis)
 
 
 def _log_halves(value: float, interval: tuple[float, float]) -> tuple[float, float]:

@@ -32,7 +32,7 @@ from advisor.core.decision.footprint import MIB
 
 INT8_EXPORT_LABEL = catalogue.option_label("onnxruntime", catalogue.ORT_INT8_MODE)
 # the int8 exports: offline artifacts a runtime runs without Python (model.int8.onnx; OpenVINO's int8 IR)
-INT8_EXPORT_LABELS = (INT8_EXPORT_LABEL, catalogue.option_label("openvino", catalogue.OPENVINO_INT8_MODE))
+INT8_EXPORT_LABELS = tuple(catalogue.option_label(backend, mode) for backend, mode in catalogue.EXPORTED_INT8)
 RULE = "edge_quantization"
 QUESTION = "Ship the export quantized (int8) or in float?"
 NPU_INT8_PATH = (
@@ -60,13 +60,23 @@ def int8_export(options: list[Option], excluded: Mapping[str, str]) -> Option | 
     return min(qualified, key=lambda o: o.latency_ms if o.latency_ms is not None else float("inf"), default=None)
 
 
+def int8_tried(options: list[Option], excluded: Mapping[str, str]) -> dict[str, str]:
+    """Each int8 export the run has a row for, and what became of it: "measured", or why it is out (not available
+    here, failed its drift check, ...) - what an edge analysis, which measures them unasked, reports."""
+    tried = {}
+    for option in options:
+        if option.label in INT8_EXPORT_LABELS and option.row is not None:
+            tried[option.label] = f"out: {excluded[option.label]}" if option.label in excluded else "measured"
+    return tried
+
+
 def _int8_twins(options: list[Option], excluded: Mapping[str, str]) -> dict[str, str]:
     """Why not the other qualified int8 export when two are measured: the faster one is weighed."""
     chosen = int8_export(options, excluded)
     if chosen is None:
         return {}
     return {
-        o.label: f"not weighed: the int8 export {chosen.label} runs faster ({speed_comparison(o, chosen)})"
+        o.label: f"not weighed: {_twin_reason(o, chosen)}"
         for o in options
         if o.label in INT8_EXPORT_LABELS
         and o is not chosen
@@ -75,6 +85,18 @@ def _int8_twins(options: list[Option], excluded: Mapping[str, str]) -> dict[str,
         and o.latency_ms
         and chosen.latency_ms
     }
+
+
+def _twin_reason(other: Option, chosen: Option) -> str:
+    """Why the int8 export `chosen` is weighed and not `other`: it runs faster beyond the noise, or - within the
+    noise - it is the better estimate (said so, with the interval)."""
+    speed = speed_comparison(other, chosen)
+    if beats(chosen, other):
+        return f"the int8 export {chosen.label} runs faster ({speed})"
+    return (
+        f"the int8 exports run equally fast within the noise ({speed}); {chosen.label} has the better estimate, so it "
+        "is the one weighed"
+    )
 
 
 def weigh_quantization(
@@ -87,6 +109,17 @@ def weigh_quantization(
     int8 = int8_export(options, excluded) or next((o for o in options if o.label == INT8_EXPORT_LABEL), None)
     float_ = next((o for o in options if o.backend == "onnxruntime" and o.mode == "default"), None)
     choice = _weigh(context, export, float_, int8, excluded)
+    tried = int8_tried(options, excluded)
+    for step in choice.steps:
+        step["evidence"]["int8_exports_tried"] = tried
+        said = step["outcome"]
+        unsaid = {
+            label: what
+            for label, what in tried.items()
+            if label not in said and not (label in excluded and excluded[label] in said)
+        }
+        if unsaid:  # the int8 exports tried that the outcome does not already name
+            step["outcome"] += " Int8 exports also tried: " + "; ".join(f"{k} ({v})" for k, v in unsaid.items()) + "."
     choice.why_not = {
         **_int8_twins(options, excluded),
         **choice.why_not,
@@ -100,7 +133,8 @@ def _weigh(
     evidence = _evidence(context, float_, int8, excluded)
     if int8 is None or int8.row is None:
         outcome = (
-            f"The int8 export was not measured: {export.label} ships in float. Measure {INT8_EXPORT_LABEL} too "
+            f"The int8 export was not measured: {export.label} ships in float. An edge analysis measures the int8 "
+            f"exports ({', '.join(INT8_EXPORT_LABELS)}) of the backends it measures; Measure {INT8_EXPORT_LABEL} too "
             "(`-b onnxruntime:int8`) to weigh what int8 buys in latency and size against its drift."
         )
         return EdgeChoice(export, [_step(evidence, outcome)])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.core import noise
+from advisor.core import claims, noise
 from advisor.core.context import DeploymentContext, parse_context
 from advisor.core.decision.advice import (
     INDUCTOR_NPU_REQUIREMENT,
@@ -50,9 +50,10 @@ from advisor.core.decision.rules import (
 )
 from advisor.core.decision.source_rules import source_caveats
 
+# 1.4: one rule for "faster" (advisor.core.claims), options ranked against each other, not only against eager;
 # 1.3: the edge branch weighs the int8 export; 1.2: options ranked by paired comparison, "inconclusive between";
 # 1.1: noise-aware
-ENGINE_VERSION = "1.3.0"
+ENGINE_VERSION = "1.4.0"
 
 
 def decide(
@@ -352,7 +353,8 @@ def _confidence(
 ) -> str:
     """high / medium / low. Measured: low on a run whose machine was noisy (advisor.core.noise: eager drift, load) or
     when the choice itself is unresolved; never high with any noisy row, a deciding interval wider than
-    noise.HIGH_CONFIDENCE_MAX_CI_RATIO, a tie, a near break-even or a choice left to the stage's objective."""
+    noise.HIGH_CONFIDENCE_MAX_CI_RATIO, a tie, a leader that does not beat the runner-up (and eager) beyond the
+    noise, a near break-even or a choice left to the stage's objective."""
     if chosen is None:
         return "high" if prov.usable and prov.real and not (quality or {}).get("noisy") else "low"
     if not prov.usable:
@@ -366,7 +368,9 @@ def _confidence(
         return "medium"
     if trade is None:  # export path: from a measured row, or from coverage alone
         return "medium" if chosen.row is None else "high"
-    return "medium" if trade.tie or _near_break_even(trade, context) or trade.decided_by == "objective" else "high"
+    if trade.tie or not trade.leads_beyond_noise:
+        return "medium"
+    return "medium" if _near_break_even(trade, context) or trade.decided_by == "objective" else "high"
 
 
 def _left_open(chosen: Option, trade: TradeOff | None, quality: dict[str, Any]) -> bool:
@@ -408,10 +412,11 @@ def _speed_sentence(chosen: Option, per: str = "call") -> str:
         return f"Eager ran at {quoted}"
     if chosen.side_by_side:
         low, high = chosen.speedup_ci  # type: ignore[misc]
+        verdict = claims.VERDICT_WORDS[claims.order((low, high))]
         unresolved = "; too wide an interval to rank it against other options" if chosen.unresolved else ""
         return (
             f"It ran {chosen.speedup:.2f}x as fast as eager side by side in the same process (95% CI "
-            f"{low:.2f}-{high:.2f}x{unresolved}), {quoted}"
+            f"{claims.fmt_bound(low)}-{claims.fmt_bound(high)}x: {verdict}{unresolved}), {quoted}"
         )
     return f"It ran at {quoted}"
 

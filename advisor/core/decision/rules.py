@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.core import catalogue, noise, snippets
+from advisor.core import catalogue, claims, noise, snippets
 from advisor.core.catalogue import EAGER_LABEL
 from advisor.core.context import DEFAULT_WORKLOAD, DeploymentContext
 from advisor.core.decision.break_even import break_even_calls, format_calls
@@ -22,6 +22,7 @@ from advisor.core.decision.candidates import (
     Provenance,
     beats,
     both_side_by_side,
+    comparison_phrase,
     paired_ratio,
     simplicity_key,
 )
@@ -349,6 +350,13 @@ class TradeOff:
         return self.chosen in self.unbeaten and len([o for o in self.unbeaten if not o.unresolved]) > 1
 
     @property
+    def leads_beyond_noise(self) -> bool:
+        """Whether the fast-running option beats every other unbeaten option, and eager, beyond the noise (the interval
+        of each ratio above 1): only then is the ranking itself certain enough for "high" confidence."""
+        others = [o for o in [*self.unbeaten, self.eager] if o is not None and o is not self.fast_run]
+        return all(beats(self.fast_run, other) for other in others)
+
+    @property
     def latency_basis(self) -> str:
         """ "side_by_side" when A's and B's latencies (and so N*) come from side-by-side speedups, else "raw"
         (at least one of them is a raw median from its own process)."""
@@ -375,7 +383,7 @@ def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> T
     if inconclusive is not None:
         fast_run = inconclusive[0]  # the better estimate
     else:
-        fast_run = min(resolved or unbeaten, key=lambda o: simplicity_key(o, warm))
+        fast_run = min(_tie_candidates(resolved or unbeaten, eager), key=lambda o: simplicity_key(o, warm))
     fast_compile = fast_run if fast_run.is_baseline else min(pool, key=lambda o: simplicity_key(o, warm))
     steps = _ranking_steps(qualified, eager, pool, resolved, fast_run, inconclusive, warm)
     a, b = fast_compile, fast_run
@@ -389,12 +397,30 @@ def measured_trade_off(context: DeploymentContext, qualified: list[Option]) -> T
 
 
 def _competitors(eager: Option | None, qualified: list[Option]) -> tuple[list[Option], list[Option]]:
-    """The options that compete, and the hopeful ones among them: the compiled options faster than eager beyond
-    the noise; else the unresolved ones whose estimate is faster (the ranking is open, not "eager"); else all."""
+    """The options that compete, and the hopeful ones among them. When some compiled options run faster than eager
+    beyond the noise, they compete with every compiled option whose estimate is better than eager's and that none of
+    them beats (its rivals: an option is ranked against the others by their pairwise ratios, not by its own test
+    against eager alone - 1.08x [0.99-1.13] is not set aside for 1.05x [1.00-1.14]). Else the unresolved ones whose
+    estimate is faster (the ranking is open, not "eager"); else all."""
     faster_than_eager = [o for o in qualified if eager is not None and o is not eager and beats(o, eager)]
+    if faster_than_eager:
+        rivals = [
+            o
+            for o in _better_estimates_than(eager, qualified, resolved_too=True)  # type: ignore[arg-type]
+            if o not in faster_than_eager and not any(beats(f, o) for f in faster_than_eager)
+        ]
+        return faster_than_eager + rivals, []
     # nothing resolved beats eager, but an unresolved option's estimate is faster: the ranking is open, not "eager"
-    hopeful = [] if faster_than_eager or eager is None else _better_estimates_than(eager, qualified)
-    return faster_than_eager or hopeful or qualified, hopeful  # no cycles in "beats": eager is unbeaten in `qualified`
+    hopeful = [] if eager is None else _better_estimates_than(eager, qualified)
+    return hopeful or qualified, hopeful  # no cycles in "beats": eager is unbeaten in `qualified`
+
+
+def _tie_candidates(unbeaten: list[Option], eager: Option | None) -> list[Option]:
+    """Of the options tied within the noise, those the tie rule picks from: the ones shown faster than eager beyond
+    the noise when any is (a rival within noise of eager is not preferred to one shown faster), else all of them;
+    `simplicity_key` (compile time, then the simpler backend) then picks."""
+    shown = [o for o in unbeaten if eager is None or o is eager or beats(o, eager)]
+    return shown or unbeaten
 
 
 def _ranking_steps(
@@ -421,7 +447,7 @@ def _ranking_steps(
     elif inconclusive is not None:
         steps.append(rule_leading_paired(*inconclusive, True))
     if len(resolved) > 1 and inconclusive is None:
-        steps.append(rule_noise_tie(resolved, fast_run, warm))
+        steps.append(rule_noise_tie(resolved, fast_run, warm, eager))
     return steps
 
 
@@ -449,14 +475,15 @@ def _compile_or_run(context: DeploymentContext, a: Option, b: Option) -> tuple[O
 PAIRED_TIE_MAX_RATIO = noise.HIGH_CONFIDENCE_MAX_CI_RATIO  # a paired interval around 1.0 this tight: equally fast
 
 
-def _better_estimates_than(eager: Option, qualified: list[Option]) -> list[Option]:
-    """Unresolved compiled options that eager does not beat and whose point estimate is faster than eager's."""
+def _better_estimates_than(eager: Option, qualified: list[Option], *, resolved_too: bool = False) -> list[Option]:
+    """Compiled options (unresolved ones, or any with `resolved_too`) that eager does not beat and whose point
+    estimate is faster than eager's."""
     ref = eager.latency_ms
     return [
         o
         for o in qualified
         if not o.is_baseline
-        and o.unresolved
+        and (o.unresolved or resolved_too)
         and not beats(eager, o)
         and ref is not None
         and o.latency_ms is not None
@@ -490,19 +517,9 @@ def _inconclusive(leader: Option, runner: Option) -> bool:
 
 
 def paired_phrase(slower: Option, faster: Option) -> str:
-    """`faster` against `slower` from their paired comparison (speedups side by side with eager, combined)."""
-    paired = paired_ratio(slower, faster)
-    if paired is None:
-        return f"{faster.label} vs {slower.label}: no paired comparison (not both timed side by side with eager)"
-    ratio, (low, high) = paired
-    return (
-        f"{faster.label} ran {ratio:.2f}x as fast as {slower.label} [95% CI {low:.2f}-{_g_inf(high)}x] (paired: its "
-        f"side-by-side speedup {faster.speedup:.2f}x over {slower.label}'s {slower.speedup:.2f}x)"
-    )
-
-
-def _g_inf(value: float) -> str:
-    return "inf" if not math.isfinite(value) else f"{value:.2f}"
+    """`faster` against `slower` with the interval of their ratio and the order it supports (advisor.core.claims):
+    paired where both were timed side by side with eager."""
+    return comparison_phrase(slower, faster)
 
 
 def rule_leading_paired(leader: Option, runner: Option, inconclusive: bool) -> dict[str, Any]:
@@ -600,13 +617,17 @@ def unresolved_phrase(option: Option) -> str:
     ratio = option.interval_ratio or math.inf
     if option.side_by_side:
         low, high = option.speedup_ci  # type: ignore[misc]
-        what = f"its side-by-side speedup {option.speedup:.2f}x has a 95% CI of {low:.3g}-{high:.3g}x"
+        what = (
+            f"its side-by-side speedup {option.speedup:.2f}x has a 95% CI of "
+            f"{claims.fmt_sig(low)}-{claims.fmt_sig(high)}x"
+        )
     else:
         low, high = option.ci_ms or (math.nan, math.nan)
         what = f"its median {option.median_ms:.3g} ms has a 95% CI of {low:.3g}-{high:.3g} ms"
+    against = "" if not option.side_by_side else f" ({claims.speedup_verdict(option.speedup_ci)}, by that interval)"
     return (
-        f"{what}, {ratio:.3g}x from end to end (more than {noise.SPEEDUP_CI_MAX_RATIO:g}x): too noisy to count as "
-        "faster"
+        f"{what}{against}, {ratio:.3g}x from end to end (more than {noise.SPEEDUP_CI_MAX_RATIO:g}x): too wide to rank "
+        "it against other options"
     )
 
 
@@ -616,16 +637,9 @@ def rule_compiled_vs_eager(eager: Option, compiled: list[Option]) -> dict[str, A
     texts = []
     for option in compiled:
         verdict = eager_verdict(option, eager)
-        word = {
-            "faster": "faster than",
-            "slower": "slower than",
-            "tie": "a tie with",
-            "unresolved": "unresolved against",
-        }[verdict]
         if option.side_by_side:
             low, high = option.speedup_ci  # type: ignore[misc]
             options[option.label] = {"speedup": option.speedup, "speedup_ci": [low, high], "verdict": verdict}
-            texts.append(f"{option.label} {option.speedup:.2f}x [{low:.2f}-{high:.2f}] ({word} eager)")
         else:
             options[option.label] = {
                 "basis": "raw medians from separate processes (the row has no side-by-side eager timing)",
@@ -633,7 +647,7 @@ def rule_compiled_vs_eager(eager: Option, compiled: list[Option]) -> dict[str, A
                 "eager_median_ms": eager.median_ms,
                 "verdict": verdict,
             }
-            texts.append(f"{option.label} {word} eager by raw medians from separate processes")
+        texts.append(comparison_phrase(eager, option))  # the ratio, its interval and the order it supports
     evidence = {
         "reference_eager_ms": eager.reference_ms,
         "reference": "median of the eager timings of every measured process",
@@ -650,7 +664,10 @@ def rule_compiled_vs_eager(eager: Option, compiled: list[Option]) -> dict[str, A
             "a tie or slower is not worth a compile."
         )
     if unresolved:
-        outcome += f" Unresolved (95% CI wider than {noise.SPEEDUP_CI_MAX_RATIO:g}x): {', '.join(unresolved)}."
+        outcome += (
+            f" Within noise of eager and too wide to rank (95% CI wider than {noise.SPEEDUP_CI_MAX_RATIO:g}x): "
+            f"{', '.join(unresolved)}."
+        )
     return step(
         "compiled_vs_eager_side_by_side",
         "Does each compiled option run faster than eager, timed side by side in the same process?",
@@ -666,7 +683,7 @@ def rule_unresolved(unresolved: list[Option]) -> dict[str, Any]:
         "options": {o.label: {"ci_ratio": o.interval_ratio, "basis": o.basis} for o in unresolved},
     }
     outcome = (
-        "Unresolved, so not counted as faster than anything: "
+        "Unresolved, so ranked against another option only where the interval of their ratio excludes 1: "
         + "; ".join(f"{o.label}: {unresolved_phrase(o)}" for o in unresolved)
         + ". Re-measure on a quiet machine to rank them."
     )
@@ -678,7 +695,9 @@ def rule_unresolved(unresolved: list[Option]) -> dict[str, Any]:
     )
 
 
-def rule_noise_tie(unbeaten: list[Option], winner: Option, warm: bool) -> dict[str, Any]:
+def rule_noise_tie(unbeaten: list[Option], winner: Option, warm: bool, eager: Option | None = None) -> dict[str, Any]:
+    """The fastest options run equally fast within the noise: the tie rules pick (shown faster than eager first, then
+    the faster compile, then the simpler backend)."""
     evidence: dict[str, Any] = {
         o.label: {
             "latency_ms": o.latency_ms,
@@ -688,10 +707,13 @@ def rule_noise_tie(unbeaten: list[Option], winner: Option, warm: bool) -> dict[s
         }
         for o in unbeaten
     }
-    others = ", ".join(o.label for o in unbeaten if o is not winner)
+    others = [o for o in unbeaten if o is not winner]
+    ratios = "; ".join(comparison_phrase(*sorted((o, winner), key=_slower_first)) for o in others)
+    shown = eager is not None and not winner.is_baseline and any(not beats(o, eager) for o in others)
+    why = "shown faster than eager beyond the noise, then " if shown else ""
     outcome = (
-        f"Tie: {winner.label} and {others} run equally fast within the measured noise (their confidence "
-        f"intervals overlap); preferring {winner.label}, the faster-compiling, simpler option."
+        f"Tie: {winner.label} and {', '.join(o.label for o in others)} run equally fast within the measured noise "
+        f"({ratios}); preferring {winner.label}, {why}the faster-compiling, simpler option (the tie rules)."
     )
     return step(
         "noise_is_a_tie",
@@ -699,6 +721,11 @@ def rule_noise_tie(unbeaten: list[Option], winner: Option, warm: bool) -> dict[s
         evidence,
         outcome,
     )
+
+
+def _slower_first(option: Option) -> tuple[float, str]:
+    """Sort key: the worse estimate first, so a ratio reads "the better one ran r x as fast as the other"."""
+    return (-(option.latency_ms or 0.0), option.label)
 
 
 def rule_break_even(

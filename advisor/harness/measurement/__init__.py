@@ -7,6 +7,7 @@
 - `timing`: side-by-side timing; `training`: training steps; `dynamic`: extra input sizes and recompiles.
 """
 
+from advisor.core.quantized import quantizes_by_default
 from advisor.harness.measurement.plan import (
     DEFAULT_MEMORY_LIMIT_MB,
     DEFAULT_TIMEOUT_S,
@@ -27,4 +28,5 @@ __all__ = [
     "measure_model",
     "measurement_zygote",
     "plan_variants",
+    "quantizes_by_default",
 ]

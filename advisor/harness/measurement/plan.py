@@ -14,9 +14,11 @@ class MeasureError(RuntimeError):
     """The measurement could not start (bad model file, unknown backend, ...); `str()` is the user message."""
 
 
-def plan_variants(backends: list[str] | None, device: str) -> list[tuple[str, str]]:
+def plan_variants(backends: list[str] | None, device: str, *, quantize: bool = False) -> list[tuple[str, str]]:
     """(backend spec, mode) pairs to measure, eager first. "name" means all its modes on `device` but the quantized
-    ones, which are measured only when named with their mode ("onnxruntime:int8")."""
+    ones, which are measured only when named with their mode ("onnxruntime:int8") - or, with `quantize`
+    (quantizes_by_default: the edge stage), also the backend's exported int8 modes (catalogue.EXPORTED_INT8)."""
+    from advisor.core import catalogue
     from advisor.harness.backends import UnknownBackend, all_backends, get_backend, split_backend_spec
 
     try:
@@ -31,6 +33,9 @@ def plan_variants(backends: list[str] | None, device: str) -> list[tuple[str, st
                 raise MeasureError(f"{backend.name} has no mode '{mode}'; modes: {', '.join(backend.modes)}")
             # quantized modes (catalogue `quantized_modes`) only when named: `-b onnxruntime:int8`
             unnamed = backend.info.unnamed_modes_for(device) if backend.info is not None else backend.modes_for(device)
+            if quantize and backend.info is not None:
+                int8 = [m for m in backend.info.modes_for(device) if (backend.name, m) in catalogue.EXPORTED_INT8]
+                unnamed = (*unnamed, *int8)
             modes = [mode] if mode else list(unnamed or backend.modes[:1])
             variants.extend((name, m) for m in modes if (name, m) not in variants)
         return variants

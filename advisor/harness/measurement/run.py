@@ -15,6 +15,7 @@ from typing import Any
 from advisor.core import noise, snippets
 from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD, DeploymentContext
 from advisor.core.decision.plan_pruning import detailed_options
+from advisor.core.quantized import quantizes_by_default
 from advisor.harness.measurement.details import (
     details_to_come,
     first_pass_policy,
@@ -127,7 +128,7 @@ def measure_model(
     """
     load_start = noise.read_load()  # before any child of this run adds to it
     check_model_file(path, inputs_file)
-    variants = plan_variants(backends, device)
+    variants = plan_variants(backends, device, quantize=quantizes_by_default(plan_context, workload))
     check_workload(workload, optimizer)
     policy = asdict(timing or default_timing())
     call = snippets.call_for(keyword_inputs)  # how each row's snippet calls the model
