@@ -1,12 +1,15 @@
 """Saturation answers: 503 / 429 with Retry-After instead of a 500 or a hang.
 
-`AdmissionLimiter` (ASGI middleware) lets at most `max_concurrent` uploads be received at once, and at
-most `per_client` of them from one client (its bearer token, else its address); beyond that the request
-is refused before a byte of its body is read: 503 when the server is full, 429 when this client holds its
-share. Every refused client reads that answer and its Retry-After, also one still sending its body: a small body
-(declared, up to DRAIN_BYTES) is read and dropped first and the answer keeps the connection; any other body is
-answered at once (`Connection: close`) and then read and dropped while the client keeps sending by
-`app.lingering.LingeringClose` (nginx's lingering close, bounded in bytes and time), as every other refusal is.
+`AdmissionLimiter` (ASGI middleware, before any other work: no thread, no database) lets at most `max_concurrent`
+uploads be received at once; beyond that the request is refused with 503 before a byte of its body is read.
+`ClientShareLimiter` sits just after `app.authorization.AuthorizeBeforeBody` and lets at most `per_client` uploads of
+one client be received at once, 429 beyond: a client is the principal authorization decided - its token's id, however
+the `Authorization` header spells the token, and the same id for the dashboard's sign-in cookie - and only an
+anonymous caller (an open server) is counted by its address. Every refused client reads that answer and its
+Retry-After, also one still sending its body: a small body (declared, up to DRAIN_BYTES) is read and dropped first and
+the answer keeps the connection; any other body is answered at once (`Connection: close`) and then read and dropped
+while the client keeps sending by `app.lingering.LingeringClose` (nginx's lingering close, bounded in bytes and time),
+as every other refusal is.
 
 The exception handlers map a database that is busy (`app.db.DatabaseBusy`: the SQLite write gate could not be had
 in time; sqlalchemy's OperationalError, e.g. "database is locked"; the pool's
@@ -16,7 +19,6 @@ TimeoutError) to 503 with Retry-After. The CLI, the SDK (advisor.cli.client) and
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 from collections import Counter
@@ -27,7 +29,10 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.auth import Principal
+from app.authorization import VIEWER_SCOPE_KEY
 from app.db import DatabaseBusy
+from app.deps import PRINCIPAL_SCOPE_KEY
 from app.lingering import drain
 from app.service_errors import ErrorCode, http_status
 
@@ -37,83 +42,103 @@ DRAIN_TIMEOUT_S = 10.0
 
 
 class AdmissionLimiter:
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        paths: tuple[str, ...],
-        max_concurrent: int,
-        per_client: int,
-        retry_after_s: int,
-    ) -> None:
+    """At most `max_concurrent` uploads (POST to `paths`) received at once; more: 503 before the body."""
+
+    def __init__(self, app: ASGIApp, *, paths: tuple[str, ...], max_concurrent: int, retry_after_s: int) -> None:
         self.app = app
         self.paths = frozenset(paths)
         self.max_concurrent = max_concurrent
-        self.per_client = per_client
         self.retry_after_s = retry_after_s
         self.active = 0  # one event loop: no lock needed
-        self.by_client: Counter[str] = Counter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not (scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self.paths):
+        if not _is_upload(scope, self.paths):
             await self.app(scope, receive, send)
             return
-        client = _client_key(scope)
         if self.active >= self.max_concurrent:
             why = f"the server is receiving {self.active} uploads, its limit (ADVISOR_MAX_CONCURRENT_UPLOADS)"
-            await self._refuse(scope, receive, send, 503, why)
-            return
-        if self.per_client and self.by_client[client] >= self.per_client:
-            why = (
-                f"this client already has {self.by_client[client]} uploads in progress, its limit "
-                "(ADVISOR_MAX_UPLOADS_PER_CLIENT)"
-            )
-            await self._refuse(scope, receive, send, 429, why)
+            await refuse(scope, receive, send, 503, why, self.retry_after_s)
             return
         self.active += 1
-        self.by_client[client] += 1
         try:
             await self.app(scope, receive, send)
         finally:
             self.active -= 1
+
+
+class ClientShareLimiter:
+    """At most `per_client` uploads of one client (`client_key`) received at once; more: 429 before the body.
+
+    Runs after authorization, which left the caller's principal in the scope (0: no per-client cap)."""
+
+    def __init__(self, app: ASGIApp, *, paths: tuple[str, ...], per_client: int, retry_after_s: int) -> None:
+        self.app = app
+        self.paths = frozenset(paths)
+        self.per_client = per_client
+        self.retry_after_s = retry_after_s
+        self.by_client: Counter[str] = Counter()  # one event loop: no lock needed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not (self.per_client and _is_upload(scope, self.paths)):
+            await self.app(scope, receive, send)
+            return
+        client = client_key(scope)
+        if self.by_client[client] >= self.per_client:
+            why = (
+                f"this client already has {self.by_client[client]} uploads in progress, its limit "
+                "(ADVISOR_MAX_UPLOADS_PER_CLIENT)"
+            )
+            await refuse(scope, receive, send, 429, why, self.retry_after_s)
+            return
+        self.by_client[client] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
             self.by_client[client] -= 1
             if self.by_client[client] <= 0:
                 del self.by_client[client]
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, status: int, why: str) -> None:
-        """The refusal, read by the client whatever it is still sending (see the module docstring).
 
-        Closing a connection with unread bytes resets it, and a client still sending then gets `Broken pipe`
-        (or `Connection reset`) instead of this answer. So: a small declared body is drained first and the
-        connection kept; any other body gets the answer at once, drained (bounded) by `LingeringClose` before the
-        close."""
-        body = json.dumps({"detail": f"{why}; retry after {self.retry_after_s} s"}).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"retry-after", str(self.retry_after_s).encode()),
-            (b"content-length", str(len(body)).encode()),
-        ]
-        declared = dict(scope["headers"]).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) <= DRAIN_BYTES:
-            try:
-                await asyncio.wait_for(drain(receive, DRAIN_BYTES), DRAIN_TIMEOUT_S)
-                await send({"type": "http.response.start", "status": status, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
-                return
-            except TimeoutError:
-                pass  # a client that stopped sending: answer now and close (below)
-        headers.append((b"connection", b"close"))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+def _is_upload(scope: Scope, paths: frozenset[str]) -> bool:
+    return scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in paths
 
 
-def _client_key(scope: Scope) -> str:
-    """The client an upload counts against: its bearer token (hashed), else its address."""
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            return "token:" + hashlib.sha256(value).hexdigest()[:16]
+def client_key(scope: Scope) -> str:
+    """The client an upload counts against: the authenticated token's id (API bearer token or dashboard cookie, as
+    `app.authorization` decided it), else - anonymous - the caller's address."""
+    for key in (PRINCIPAL_SCOPE_KEY, VIEWER_SCOPE_KEY):
+        principal = scope.get(key)
+        if isinstance(principal, Principal) and principal.token_id is not None:
+            return f"token:{principal.token_id}"
     client = scope.get("client")
     return f"address:{client[0] if client else '?'}"
+
+
+async def refuse(scope: Scope, receive: Receive, send: Send, status: int, why: str, retry_after_s: int) -> None:
+    """The refusal, read by the client whatever it is still sending (see the module docstring).
+
+    Closing a connection with unread bytes resets it, and a client still sending then gets `Broken pipe`
+    (or `Connection reset`) instead of this answer. So: a small declared body is drained first and the
+    connection kept; any other body gets the answer at once, drained (bounded) by `LingeringClose` before the
+    close."""
+    body = json.dumps({"detail": f"{why}; retry after {retry_after_s} s"}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"retry-after", str(retry_after_s).encode()),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    declared = dict(scope["headers"]).get(b"content-length", b"")
+    if declared.isdigit() and int(declared) <= DRAIN_BYTES:
+        try:
+            await asyncio.wait_for(drain(receive, DRAIN_BYTES), DRAIN_TIMEOUT_S)
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        except TimeoutError:
+            pass  # a client that stopped sending: answer now and close (below)
+    headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def install_busy_handlers(app: FastAPI, retry_after_s: int) -> None:

@@ -19,7 +19,7 @@ from fastapi_offline import FastAPIOffline
 from sqlmodel import Session
 
 from advisor.core.calibration import MAX_CALIBRATION_BYTES
-from app.admission import AdmissionLimiter, install_busy_handlers
+from app.admission import AdmissionLimiter, ClientShareLimiter, install_busy_handlers
 from app.analyses import collect_orphans
 from app.authorization import AuthorizeBeforeBody
 from app.body_limits import BodySizeLimit
@@ -103,11 +103,18 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
     app.add_exception_handler(RequestValidationError, _validation_error)
     install_busy_handlers(app, settings.retry_after_s)
     upload_paths = (f"{API_PREFIX}/analyze", "/analyze", "/upload")
-    # before the body, innermost first: every body capped; the caller decided; an open loopback server's Host checked
+    # before the body, innermost first: every body capped; a client's share; the caller decided; an open
+    # loopback server's Host checked
     app.add_middleware(
         BodySizeLimit,
         paths=upload_paths,
         limit_bytes=settings.max_upload_bytes + settings.max_inputs_bytes + MAX_CALIBRATION_BYTES + (1 << 20),
+    )
+    app.add_middleware(  # one principal one client: after authorization named it (token id; address if anonymous)
+        ClientShareLimiter,
+        paths=upload_paths,
+        per_client=settings.max_uploads_per_client,
+        retry_after_s=settings.retry_after_s,
     )
     app.add_middleware(AuthorizeBeforeBody)
     app.add_middleware(LoopbackHostCheck)
@@ -116,7 +123,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
         AdmissionLimiter,
         paths=upload_paths,
         max_concurrent=settings.max_concurrent_uploads,
-        per_client=settings.max_uploads_per_client,
         retry_after_s=settings.retry_after_s,
     )
     app.add_middleware(  # around everything: a refusal sent before the body was read is read by its client
