@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from sqlmodel import Session
 
 from app.db import database_ready
-from app.deps import QueueDep, SessionDep, UserDep
+from app.deps import QueueDep, SessionDep, UserDep, identify
 
 router = APIRouter(tags=["operations"])  # /api/v1/queue
 root_router = APIRouter(tags=["operations"])  # /healthz, /readyz, /metrics
@@ -26,16 +27,35 @@ async def healthz() -> dict:
 
 @root_router.get("/readyz", summary="The database answers and is migrated; the artifact store is reachable")
 async def readyz(request: Request) -> JSONResponse:
-    """`database` and `store` each say what was checked; `reason` is the first problem (or the database's state)."""
+    """Anyone: `status` ready or not (200 / 503) and which of `database` and `store` is. An admin (an admin token, or
+    the anonymous admin of an open server) also reads what was checked - the store's location, the database's
+    revision - and `reason`, the first problem; nobody else learns the deployment's layout from a probe."""
     ready, reason = await run_in_threadpool(database_ready, request.app.state.engine)
     store_ready, store_reason = await run_in_threadpool(store_ready_check, request.app.state.store)
-    body = {
+    status = 200 if ready and store_ready else 503
+    body: dict = {
         "status": "ready" if ready and store_ready else "not ready",
-        "reason": reason if not ready or store_ready else store_reason,
-        "database": {"ready": ready, "detail": reason},
-        "store": {"ready": store_ready, "kind": request.app.state.store.kind, "detail": store_reason},
+        "database": {"ready": ready},
+        "store": {"ready": store_ready},
     }
-    return JSONResponse(body, status_code=200 if ready and store_ready else 503)
+    if await run_in_threadpool(_is_admin, request):
+        body["reason"] = reason if not ready or store_ready else store_reason
+        body["database"]["detail"] = reason
+        body["store"] |= {"kind": request.app.state.store.kind, "detail": store_reason}
+    return JSONResponse(body, status_code=status)
+
+
+def _is_admin(request: Request) -> bool:
+    """The caller is an admin (`app.deps.identify`); a missing, unknown or refused credential, or a database that
+    cannot look it up, is simply not one: a probe is never refused."""
+    state = request.app.state
+    try:
+        with Session(state.read_engine, expire_on_commit=False) as session:
+            return identify(request, session, now=state.queue.clock()).role == "admin"
+    except HTTPException:
+        return False
+    except Exception:  # noqa: BLE001 - the database is down: /readyz says so, to anyone
+        return False
 
 
 def store_ready_check(store) -> tuple[bool, str]:  # noqa: ANN001
