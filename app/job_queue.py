@@ -19,6 +19,7 @@ analysis' status, never overwrites a measurement, and ends (cancelled) when its 
 from __future__ import annotations
 
 import hmac
+import logging
 import random
 import secrets
 from collections.abc import Callable, Iterable, Iterator
@@ -59,6 +60,7 @@ from app.results import (
 )
 from app.service_errors import ErrorCode, ServiceError
 
+log = logging.getLogger("npu_advisor.server")
 Clock = Callable[[], datetime]
 OutcomeRecorder = Callable[[Session, Job], None]
 INSPECT_PRIORITY = 10  # an inspection takes seconds: it goes before the measurements queued on the same workers
@@ -479,13 +481,11 @@ class JobQueue:
         try:
             decided = decide_upload(upload, inspection, measurements, ranking=ranking)
         except ResultsInvalid as exc:
-            return Completion(upload.job, newly_completed=False, problems=exc.problems)
+            return self._refused(session, upload.job, "ranked" if ranking else "complete", exc.problems)
         except DecisionFailed as exc:
             reason = truncate_text(str(exc), ERROR_CHARS, keep="both")
             if ranking:  # the completion will fail the job for it
-                return Completion(
-                    upload.job, newly_completed=False, problems=[{"field": "measurements", "message": reason}]
-                )
+                return self._refused(session, upload.job, "ranked", [{"field": "measurements", "message": reason}])
             failed = self.fail(session, job_id=job_id, lease_token=lease_token, error=reason, retryable=False)
             return Completion(failed, newly_completed=False)
         return self._fenced_write(session, job_id, lease_token, ranking=ranking, store=self._storer(upload, decided))
@@ -573,6 +573,33 @@ class JobQueue:
         if ranking and self._ranked_already(session, job):
             return Completion(job, newly_completed=False, problems=[ALREADY_RANKED])
         return None
+
+    def _refused(self, session: Session, job: Job, route: str, problems: list[dict]) -> Completion:
+        """Refused results change nothing of the job (its state, lease, error), but the job names the worker that
+        sent them: a `results_refused` event on the job (that worker's id, the attempt, the route, the problems), and
+        a warning in the server's log."""
+        sender, attempt = job.worker_id, job.attempts  # as the fence saw them: the worker that sent these
+        first = problems[0] if problems else {"field": "results", "message": "refused"}
+        log.warning(
+            "job %s: worker %s sent results the server refused (%s): %s: %s",
+            job.id,
+            sender,
+            route,
+            first["field"],
+            first["message"],
+        )
+        with _transaction(session):
+            session.add(
+                JobEvent(
+                    job_id=job.id,
+                    attempt=attempt,
+                    worker_id=sender,
+                    type="results_refused",
+                    at=self.clock(),
+                    detail={"route": route, "problems": problems},
+                )
+            )
+        return Completion(job, newly_completed=False, problems=problems)
 
     @staticmethod
     def _ranked_already(session: Session, job: Job) -> bool:

@@ -6,9 +6,9 @@ be stored, or raises ResultsInvalid naming the field:
 - a row's status must agree with its accuracy check (`_status_contradictions`): `ok` while `accuracy.passed` is
   false (or `fail_accuracy` while it is true) is refused, naming the row;
 - the numbers a recommendation is made of must be possible (`_impossible_numbers`): a row's latency statistics
-  (finite, positive, median <= p90 <= p99, the median inside its CI), its speedup (finite, positive, and eager's
-  median over its own), its compile times and peak memory (finite, >= 0); anything else is refused, naming the
-  field;
+  (finite, at least a nanosecond - MIN_CALL_MS -, median <= p90 <= p99, the median inside its CI), its speedup
+  (finite, positive, at most MAX_SPEEDUP, and eager's median over its own), its compile times and peak memory
+  (finite, >= 0); anything else is refused, naming the field;
 - every other non-finite number (NaN, Infinity; Python's json accepts them) becomes null, so no report or page
   fails on it later (JSON responses refuse NaN); one in a speedup interval makes the interval null (the harness
   sends an infinite upper bound when a CI reaches zero);
@@ -205,6 +205,12 @@ NON_NEGATIVE_STATISTICS = ("stdev_ms", "iqr_ms", "ci_low_ms", "ci_high_ms")
 NON_NEGATIVE_ROW_NUMBERS = ("compile_s_cold", "compile_s_warm", "peak_memory_mb")
 SEEDED_COMPILE_NUMBERS = ("measured_s", "floor_cold_s")  # a bounded cold compile's parts (core.results.SeededCompile)
 SPEEDUP_RELATIVE_TOLERANCE = 1e-6  # the harness computes speedup_vs_eager as eager's median over the row's
+# Physical bounds. No model call completes in under a nanosecond (a kernel launch alone takes microseconds), so a
+# time statistic below MIN_CALL_MS is a timing fault, not a measurement. No graph mode runs the same computation
+# more than MAX_SPEEDUP times faster than eager on the same device: compilation removes Python and launch overhead
+# and fuses kernels, which is worth tens, at the extreme thousands of times, never 100,000.
+MIN_CALL_MS = 1e-6
+MAX_SPEEDUP = 1e5
 
 
 def _status_contradictions(run: Any) -> list[tuple[str, str]]:
@@ -256,6 +262,14 @@ def _impossible_numbers(run: Any) -> list[tuple[str, str]]:
         speedup = row.get("speedup_vs_eager")
         if (problem := _number_problem(speedup, positive=True)) is not None:
             problems.append((f"{path}.speedup_vs_eager", problem))
+        elif _is_number(speedup) and speedup > MAX_SPEEDUP:
+            problems.append(
+                (
+                    f"{path}.speedup_vs_eager",
+                    f"{speedup:.6g}× is beyond {MAX_SPEEDUP:.0f}×, more than any graph mode gains over eager on one "
+                    "device: a timing fault",
+                )
+            )
         elif _is_number(speedup) and medians.get("latency") and medians.get("eager_latency"):
             ratio = medians["eager_latency"] / medians["latency"]
             if not math.isclose(speedup, ratio, rel_tol=SPEEDUP_RELATIVE_TOLERANCE):
@@ -295,6 +309,8 @@ def _latency_problems(stats: dict, path: str, problems: list[tuple[str, str]]) -
         for name in names:
             if (problem := _number_problem(stats.get(name), positive=positive)) is not None:
                 problems.append((f"{path}.{name}", problem))
+            elif positive and _is_number(value := stats.get(name)) and value < MIN_CALL_MS:
+                problems.append((f"{path}.{name}", f"{value:.6g} ms is under a nanosecond: no model call is that fast"))
     if len(problems) > found:
         return None
     median = stats.get("median_ms")
