@@ -30,6 +30,7 @@ from app.lingering import LingeringClose
 from app.metrics import ServiceMetrics
 from app.path_ids import PathIdRangeMiddleware
 from app.routes import analyses, artifacts, jobs, limits, ops, suites, workers
+from app.security_headers import SecurityHeaders
 from app.service_errors import ServiceError, service_error_response
 from app.settings import Settings, auth_mode, check_replica_settings, get_settings
 from app.storage import ArtifactStorage, open_store
@@ -130,6 +131,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
         linger_bytes=int(settings.refused_upload_linger_mb * 1024 * 1024),
         linger_s=settings.refused_upload_linger_s,
     )
+    app.add_middleware(SecurityHeaders)  # CSP, framing refused, nosniff, referrer policy on every answer
     return app
 
 
