@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.core import catalogue, claims, noise, quantized
+from advisor.core import markdown_text as md
 from advisor.core.common_scale import eager_scale
 from advisor.core.context import ContextError, parse_context
 from advisor.core.decision import format_calls
@@ -524,7 +525,7 @@ _TEXT_SECTIONS: tuple[Callable[[Console, _Parts], None], ...] = (
 
 # ------------------------------------------------------------------------------------------- markdown
 def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return md.inline(value, table=True)
 
 
 def render_markdown(analysis: dict[str, Any]) -> str:
@@ -532,14 +533,14 @@ def render_markdown(analysis: dict[str, Any]) -> str:
     parts = _Parts.of(analysis)
     rec, run = parts.rec, parts.run
     lines = [
-        f"# npu-advisor report: {analysis.get('model_name', 'model')}",
+        f"# npu-advisor report: {md.inline(analysis.get('model_name', 'model'))}",
         "",
-        f"**{headline(parts.raw_rec, parts.context)}**",
+        f"**{md.inline(headline(parts.raw_rec, parts.context))}**",
         "",
-        f"_{status_line(rec, run.environment if run else None, run_quality(run))}_",
+        f"_{md.inline(status_line(rec, run.environment if run else None, run_quality(run)))}_",
         "",
-        *([f"> {ranked}", ""] if (ranked := pending_note(run)) is not None else []),
-        rec.summary or "",
+        *([f"> {md.inline(ranked)}", ""] if (ranked := pending_note(run)) is not None else []),
+        md.line(rec.summary or ""),
         "",
     ]
     for section in _MARKDOWN_SECTIONS:
@@ -566,9 +567,9 @@ def _md_measurements(parts: _Parts) -> list[str]:
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
     lines.append("")
     if (note := comparable_note(run)) is not None:
-        lines += [note, ""]
+        lines += [md.line(note), ""]
     breakdown = compile_breakdown_lines(run)
-    return lines + [f"Compile time of {line}  " for line in breakdown] + ([""] if breakdown else [])
+    return lines + [f"Compile time of {md.inline(text)}  " for text in breakdown] + ([""] if breakdown else [])
 
 
 def _md_generation(parts: _Parts) -> list[str]:
@@ -584,7 +585,8 @@ def _md_sweep(parts: _Parts) -> list[str]:
     sweep = sweep_lines(parts.run)
     if not sweep:
         return []
-    return _md_section("Speedup by input shape", [sweep[0].strip(), "", *(f"- {_cell(line)}" for line in sweep[1:])])
+    body = [md.line(sweep[0].strip()), "", *(f"- {_cell(text)}" for text in sweep[1:])]
+    return _md_section("Speedup by input shape", body)
 
 
 def _md_breakdowns(parts: _Parts) -> list[str]:
@@ -592,31 +594,30 @@ def _md_breakdowns(parts: _Parts) -> list[str]:
     if not breakdowns:
         return []
     body = [
-        f"- {_cell(breakdown_line(f'`{label}`', breakdown, top=15, backend=label.split(':', 1)[0]))}"
+        f"- {md.code(label)}: "
+        f"{_cell(breakdown_line('', breakdown, top=15, backend=label.split(':', 1)[0]).removeprefix(': '))}"
         for label, breakdown in breakdowns
     ]
-    return _md_section("Where the time goes", [breakdown_heading(breakdowns[0][1]), "", *body])
+    return _md_section("Where the time goes", [md.line(breakdown_heading(breakdowns[0][1])), "", *body])
 
 
 def _md_break_even(parts: _Parts) -> list[str]:
     sentence = break_even_sentence(parts.rec.break_even)
-    return _md_section("Break-even", [sentence]) if sentence else []
+    return _md_section("Break-even", [md.line(sentence)]) if sentence else []
 
 
 def _md_why_not(parts: _Parts) -> list[str]:
     why_not = parts.rec.why_not
-    return (
-        _md_section("Why not the others", [f"- `{label}`: {reason}" for label, reason in why_not.items()])
-        if why_not
-        else []
-    )
+    body = [f"- {md.code(label)}: {md.inline(reason)}" for label, reason in (why_not or {}).items()]
+    return _md_section("Why not the others", body) if why_not else []
 
 
 def _md_layered(parts: _Parts) -> list[str]:
     if not parts.rec.layered:
         return []
     body = [
-        f"- **{role}** ({', '.join(part.devices or ())}): `{part.backend}:{part.mode}` - {part.why}"
+        f"- **{md.inline(role)}** ({md.inline(', '.join(part.devices or ()))}): "
+        f"{md.code(f'{part.backend}:{part.mode}')} - {md.inline(part.why)}"
         for role, part in parts.rec.layered.items()
     ]
     return _md_section("Layered deployment", body)
@@ -624,32 +625,36 @@ def _md_layered(parts: _Parts) -> list[str]:
 
 def _md_path(parts: _Parts) -> list[str]:
     steps = enumerate(parts.rec.path or [], 1)
-    return _md_section("How it was decided", [f"{n}. **{s.question}** {s.outcome} (rule `{s.rule}`)" for n, s in steps])
+    body = [f"{n}. **{md.inline(s.question)}** {md.inline(s.outcome)} (rule {md.code(s.rule)})" for n, s in steps]
+    return _md_section("How it was decided", body)
 
 
 def _md_caveats(parts: _Parts) -> list[str]:
     caveats = parts.rec.caveats
-    return _md_section("Caveats and fixes", [f"- {c.issue}  \n  **Fix:** {c.fix}" for c in caveats]) if caveats else []
+    body = [f"- {md.inline(c.issue)}  \n  **Fix:** {md.inline(c.fix)}" for c in caveats or ()]
+    return _md_section("Caveats and fixes", body) if caveats else []
 
 
 def _md_model(parts: _Parts) -> list[str]:
-    return _md_section("Model", [f"- {line}" for line in inspection_lines(parts.inspection)])
+    # one flat list: a line's own indentation would make it a code block or a nested list in Markdown
+    return _md_section("Model", [f"- {md.line(text.strip())}" for text in inspection_lines(parts.inspection)])
 
 
 def _md_environment(parts: _Parts) -> list[str]:
     env = environment_line(parts.run)
-    return _md_section("Environment", [env]) if env else []
+    return _md_section("Environment", [md.line(env)]) if env else []
 
 
 def _md_context(parts: _Parts) -> list[str]:
     if not parts.context:
         return []
     settings = ", ".join(f"{k}={v}" for k, v in parts.context.items() if v not in (None, [], False))
-    return _md_section("Deployment context", [settings or "defaults"])
+    return _md_section("Deployment context", [md.line(settings or "defaults")])
 
 
 def _md_snippet(parts: _Parts) -> list[str]:
-    return _md_section("Config to paste", ["```python", (parts.rec.snippet or "").rstrip(), "```"])
+    snippet = (parts.rec.snippet or "").rstrip()
+    return _md_section("Config to paste", [md.fence(snippet) + "python", snippet, md.fence(snippet)])
 
 
 # the markdown report's sections after the summary, in order

@@ -155,7 +155,8 @@ def test_the_server_decides_with_the_report_and_shows_it_escaped(client, model_f
 
     markdown = client.get(f"/api/v1/analyses/{analysis_id}/report.md").text
     assert f"({SOURCE_LABEL}; torch 2.13.0):" in markdown
-    assert "1. model.py:41 in forward: Data-dependent branching (x2)" in markdown
+    assert "1\\. model.py:41 in forward: Data-dependent branching (x2)" in markdown  # no nested list
+    assert HOSTILE not in markdown and "&lt;script&gt;alert(1)&lt;/script&gt;" in markdown  # not HTML in report.md
 
     redecided = client.post(f"/api/v1/analyses/{analysis_id}/redecide").json()
     assert any("graph break" in issue for issue in caveat_issues(redecided))  # re-deciding keeps reading it

@@ -66,7 +66,7 @@ def test_markdown_report_and_api_carry_the_breakdowns(client: TestClient, seeded
     done = with_breakdowns(seeded)
     markdown = client.get(f"/api/v1/analyses/{done.id}/report.md").text
     where = markdown[markdown.index("## Where the time goes") :]
-    assert "- `eager:default`: npu::<script>alert(7)</script> 60%, aten::addmm 30%, other 10%" in where
+    assert "- `eager:default`: npu::&lt;script&gt;alert(7)&lt;/script&gt; 60%, aten::addmm 30%, other 10%" in where
     assert "- `inductor:max-autotune`: graph_0_cpp_fused_relu_0 60% (kernel)" in where and "never_shown" not in where
     rows = client.get(f"/api/v1/analyses/{done.id}").json()["measurements"]["measurements"]
     assert {
