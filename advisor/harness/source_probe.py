@@ -17,7 +17,8 @@ status, never the CLI's end. `probe_source` builds the model with the factory, t
 - export: `torch.export.export` non-strict (torch's default), then strict where non-strict failed or its program
   could not be saved (always with `strict_export`); when both fail, `torch.export.draft_export`'s report of every
   problem with its location. A program that exported is written with `torch.export.save` to a temporary file next
-  to `export_to` and renamed onto it only once complete, so a failed save never leaves a partial file.
+  to `export_to` and renamed onto it only once complete, so a failed save never leaves a partial file; its nodes'
+  stack traces keep only the frames of the user's project, paths relative (advisor.harness.portable_program).
 
 The report is plain JSON, validated against advisor.core.source_report.SourceReport before it is returned.
 """
@@ -49,6 +50,7 @@ from advisor.core.source_report import (
     clip,
     parse_source_report,
 )
+from advisor.harness.portable_program import make_portable, portable_spec, project_root
 from advisor.harness.sandbox import StageError
 
 FACTORY_FORM = (
@@ -170,6 +172,7 @@ def probe_source(
     (`{"points": [...]}` or `{"ranges": [...]}`), None for a second batch size. `strict_export`: export strict as well
     when non-strict succeeded (otherwise strict is tried only where non-strict failed)."""
     model, args, kwargs, dynamic_shapes = build(spec)
+    project = project_root(spec)
     import torch
 
     names = input_names(model, args, kwargs)
@@ -177,11 +180,13 @@ def probe_source(
     logged = logged_break_reasons(break_messages)
     report: dict[str, Any] = {
         "version": 1,
-        "factory": clip(spec, MAX_SHORT),
+        "factory": clip(portable_spec(spec, project), MAX_SHORT),
         "torch_version": torch.__version__[:64],
         "recompiles": recompile_report,
         "graph_breaks": breaks_of(first_call, logged) if first_call else graph_breaks(model, args, kwargs, logged),
-        "export": export_report(model, args, kwargs, dynamic_shapes, export_to, temp_tag, strict_too=strict_export)
+        "export": export_report(
+            model, args, kwargs, dynamic_shapes, export_to, temp_tag, strict_too=strict_export, project=project
+        )
         if export
         else {"attempts": []},
     }
@@ -711,10 +716,12 @@ def export_report(
     temp_tag: str = "npu-advisor",
     *,
     strict_too: bool = False,
+    project: str | None = None,
 ) -> dict[str, Any]:
     """torch.export non-strict (its default) and, where that fails or its program cannot be saved, strict; both
     always with `strict_too` (`--strict-export`). When neither exports, draft_export's report. The first program that
-    saves is written to `export_to` (completely or not at all)."""
+    saves is written to `export_to` (completely or not at all), its stack traces reduced to the files of the user's
+    `project` (default: the current directory), relative to it (advisor.harness.portable_program)."""
     import torch
 
     attempts: list[dict[str, Any]] = []
@@ -738,6 +745,7 @@ def export_report(
         exported = True
         if export_to and not report.get("written"):
             try:
+                make_portable(program, project or os.getcwd())
                 save_atomically(program, export_to, temp_tag)
             except Exception as exc:  # noqa: BLE001 - e.g. SerializeError: Failed serializing node flat_apply
                 save_errors.append(f"{'strict' if strict else 'non-strict'}: {_first_lines(exc, 4)}")
