@@ -30,9 +30,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.auth import Principal
-from app.authorization import VIEWER_SCOPE_KEY
+from app.authorization import PRINCIPAL_SCOPE_KEY, VIEWER_SCOPE_KEY
 from app.db import DatabaseBusy
-from app.deps import PRINCIPAL_SCOPE_KEY
 from app.lingering import drain
 from app.service_errors import ErrorCode, http_status
 

@@ -8,7 +8,8 @@ from fastapi.responses import JSONResponse
 from sqlmodel import Session
 
 from app.db import database_ready
-from app.deps import QueueDep, SessionDep, UserDep, identify
+from app.deps import QueueDep, SessionDep, UserDep
+from app.identity import identify
 
 router = APIRouter(tags=["operations"])  # /api/v1/queue
 root_router = APIRouter(tags=["operations"])  # /healthz, /readyz, /metrics

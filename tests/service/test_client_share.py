@@ -10,7 +10,7 @@ import json
 from sqlmodel import Session
 
 from app.auth import create_token
-from app.web.cookie_auth import COOKIE_NAME
+from app.cookie_auth import COOKIE_NAME
 from tests.service.test_saturation import Answer, run_in_thread, scope_for, upload_request
 
 SPELLINGS = ("Bearer {}", "bearer {}", "BEARER {}", "Bearer    {}", "bEaReR {}  ")

@@ -7,8 +7,8 @@ from fastapi.testclient import TestClient
 from sqlmodel import Session
 
 from app.auth import create_token
+from app.cookie_auth import COOKIE_NAME
 from app.db import head_revision
-from app.web.cookie_auth import COOKIE_NAME
 
 PLAIN_KEYS = {"status", "database", "store"}
 
