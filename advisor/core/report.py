@@ -165,38 +165,51 @@ def measurement_rows(run: MeasurementRun | None) -> list[tuple[str, ...]]:
     rows = []
     for m in (run.measurements if run else None) or []:
         lat = m.latency or LatencyStats()
-        if m.latency:
-            median = f"{_num(lat.median_ms, ' ms')} [{_num(lat.ci_low_ms)}-{_num(lat.ci_high_ms)}]"
-            if m.label in noisy_rows:
-                median += " noisy"
-            if (window := noise.latency_window(m)) != noise.FIRST_WINDOW:
-                median += f" ({window})"
-        else:
-            median = "-"
         speedup_text = _speedup_text(m.speedup_vs_eager, m.speedup_ci)
         if m.label in unresolved and m.speedup_vs_eager is not None:
             speedup_text += ", unresolved"
-        acc_text = "-" if not m.accuracy else ("pass" if m.accuracy.passed else "FAIL")
-        if m.accuracy and (drift := quantized.drift_text(m.accuracy.quantized, None)) is not None:
-            acc_text += f" ({drift})"  # an int8 row is judged by its drift, not by allclose
-        status = m.status or "?"
-        if status == "skipped":
-            status = "skipped (see why not)"  # the reason is long and repeated under "Why not the others"
-        elif status != "ok" and m.reason:
-            status = f"{status}: {m.reason}"
         rows.append(
             (
                 m.label,
-                status,
+                _status_cell(m),
                 f"{'≤ ' if _seeded_note(m) else ''}{_num(m.compile_s_cold, ' s')} / {_num(m.compile_s_warm, ' s')}",
-                median,
+                _median_cell(m, noisy=m.label in noisy_rows),
                 _num(lat.p99_ms, " ms"),
                 speedup_text,
                 _num(m.peak_memory_mb, " MiB", 4),
-                acc_text,
+                _accuracy_cell(m),
             )
         )
     return rows
+
+
+def _median_cell(m: MeasurementRow, *, noisy: bool) -> str:
+    """ "12.3 ms [12.1-12.6]", marked noisy and with the window it came from when that is not the first."""
+    if not m.latency:
+        return "-"
+    lat = m.latency
+    median = f"{_num(lat.median_ms, ' ms')} [{_num(lat.ci_low_ms)}-{_num(lat.ci_high_ms)}]"
+    if noisy:
+        median += " noisy"
+    if (window := noise.latency_window(m)) != noise.FIRST_WINDOW:
+        median += f" ({window})"
+    return median
+
+
+def _accuracy_cell(m: MeasurementRow) -> str:
+    acc_text = "-" if not m.accuracy else ("pass" if m.accuracy.passed else "FAIL")
+    if m.accuracy and (drift := quantized.drift_text(m.accuracy.quantized, None)) is not None:
+        acc_text += f" ({drift})"  # an int8 row is judged by its drift, not by allclose
+    return acc_text
+
+
+def _status_cell(m: MeasurementRow) -> str:
+    status = m.status or "?"
+    if status == "skipped":
+        return "skipped (see why not)"  # the reason is long and repeated under "Why not the others"
+    if status != "ok" and m.reason:
+        return f"{status}: {m.reason}"
+    return status
 
 
 def comparable_note(run: MeasurementRun | None) -> str | None:
