@@ -96,7 +96,7 @@ fi
 munge -n | unmunge >/dev/null || { echo "slurm_single_node: munged does not answer" >&2; exit 1; }
 
 running() { [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2>/dev/null; }
-running slurmctld || slurmctld
+running slurmctld || slurmctld -c  # -c: no jobs recovered from an earlier run's saved state
 for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.2; done
 running slurmd || slurmd
 # the node reaches `idle` once slurmd registered; a node left `down` by an earlier run is resumed
