@@ -36,6 +36,9 @@ MAX_SHAPE_RANGES = 64
 MAX_SWEEP_POINTS = 8  # each point costs a timed window per option, and a static compile per compiled option
 MAX_SWEEP_INPUTS = 64
 MAX_DECODE_TOKENS = 4096
+MAX_TRAFFIC_SHAPES = 256  # distinct shapes of a deployment's traffic (advisor.core.shape_traffic)
+MAX_TRAFFIC_WEIGHT = 10**15
+MAX_GRAPHS = 1024
 MAX_INPUT_NAME = 200
 MAX_CONTEXT_JSON_CHARS = 64 * 1024
 MAX_CONTEXT_DEPTH = 8
@@ -67,6 +70,15 @@ class ShapeRange(BaseModel):
 InputName = Annotated[str, Field(min_length=1, max_length=MAX_INPUT_NAME)]
 Shape = Annotated[list[Annotated[int, Field(ge=1, le=MAX_DIM_SIZE)]], Field(max_length=MAX_DIM_INDEX + 1)]
 SweepPoint = Annotated[dict[InputName, Shape], Field(min_length=1, max_length=MAX_SWEEP_INPUTS)]
+
+
+class TrafficShape(BaseModel):
+    """One distinct shape of the traffic a deployment serves, and how many calls had it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    shapes: SweepPoint = Field(description="Input name (or path, e.g. batch.input_ids) -> shape.")
+    weight: int = Field(default=1, ge=1, le=MAX_TRAFFIC_WEIGHT, description="Calls with these shapes.")
 
 
 DEFAULT_MIN_COSINE = 0.99  # an int8 model whose outputs point elsewhere than the float model's is not the model
@@ -214,6 +226,30 @@ class DeploymentContext(BaseModel):
     accuracy_tolerance: AccuracyTolerance | None = Field(
         default=None, description="Override of the accuracy check's tolerances; empty = dtype-aware defaults."
     )
+    shape_traffic: list[TrafficShape] = Field(
+        default_factory=list,
+        max_length=MAX_TRAFFIC_SHAPES,
+        description="The distinct shapes production serves, each with its call count: "
+        '[{"shapes": {"ids": [1, 61]}, "weight": 120}]; from --shape-traffic FILE (JSON Lines of observed '
+        "calls). Given, the analysis plans dynamic vs static vs bucketed graphs for this traffic.",
+    )
+    max_graphs: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_GRAPHS,
+        description="The graph budget of a shape plan: how many compiled or captured graphs the target mode may "
+        "hold. Empty = the target's default (npu: npugraph_ex's capture_limit, 64; cpu/cuda: Dynamo's "
+        "recompile_limit, 8).",
+    )
+
+    @model_validator(mode="after")
+    def _one_traffic(self) -> DeploymentContext:
+        from advisor.core.shape_traffic import entries_problem
+
+        problem = entries_problem([entry.model_dump() for entry in self.shape_traffic])
+        if problem:
+            raise ValueError(f"shape_traffic: {problem}")
+        return self
 
     @property
     def call_unit(self) -> str:

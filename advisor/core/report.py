@@ -37,6 +37,7 @@ from advisor.core.results import (
     read,
 )
 from advisor.core.results.measurement import compile_is_bound
+from advisor.core.shape_plan_text import plan_config, plan_lines
 from advisor.core.shape_sweep import speedups_by_shape
 from advisor.core.source_report import SOURCE_LABEL, inspection_source_lines
 from advisor.core.time_breakdown import breakdown_heading, breakdown_line, shown_breakdowns
@@ -464,6 +465,19 @@ def _text_sweep(console: Console, parts: _Parts) -> None:
         console.print(Text(line))  # input names come from the user's context: never read as rich markup
 
 
+def _text_shape_plan(console: Console, parts: _Parts) -> None:
+    lines = plan_lines(parts.rec.shape_plan)
+    if lines:
+        console.print(Text("\nShape plan for the traffic:"))
+        for line in lines:
+            _indented(console, Text(f"- {line}"), 2)
+        console.print(Text("Config for this plan:\n" + plan_config(parts.rec.shape_plan, _target(parts))))
+
+
+def _target(parts: _Parts) -> str:
+    return str(parts.context.get("target") or "npu")
+
+
 def _text_breakdowns(console: Console, parts: _Parts) -> None:
     breakdowns = shown_breakdowns(parts.run, parts.rec)
     if breakdowns:
@@ -525,6 +539,7 @@ _TEXT_SECTIONS: tuple[Callable[[Console, _Parts], None], ...] = (
     _text_measurements,
     _text_generation,
     _text_sweep,
+    _text_shape_plan,
     _text_breakdowns,
     _text_break_even,
     _text_why_not,
@@ -602,6 +617,15 @@ def _md_sweep(parts: _Parts) -> list[str]:
     return _md_section("Speedup by input shape", body)
 
 
+def _md_shape_plan(parts: _Parts) -> list[str]:
+    lines = plan_lines(parts.rec.shape_plan)
+    if not lines:
+        return []
+    config = plan_config(parts.rec.shape_plan, _target(parts)).rstrip()
+    body = [*(f"- {_cell(line)}" for line in lines), "", md.fence(config) + "python", config, md.fence(config)]
+    return _md_section("Shape plan for the traffic", body)
+
+
 def _md_breakdowns(parts: _Parts) -> list[str]:
     breakdowns = shown_breakdowns(parts.run, parts.rec)
     if not breakdowns:
@@ -661,7 +685,11 @@ def _md_environment(parts: _Parts) -> list[str]:
 def _md_context(parts: _Parts) -> list[str]:
     if not parts.context:
         return []
-    settings = ", ".join(f"{k}={v}" for k, v in parts.context.items() if v not in (None, [], False))
+    settings = ", ".join(
+        f"{k}={len(v)} distinct shapes" if k == "shape_traffic" else f"{k}={v}"
+        for k, v in parts.context.items()
+        if v not in (None, [], False)
+    )
     return _md_section("Deployment context", [md.line(settings or "defaults")])
 
 
@@ -675,6 +703,7 @@ _MARKDOWN_SECTIONS: tuple[Callable[[_Parts], list[str]], ...] = (
     _md_measurements,
     _md_generation,
     _md_sweep,
+    _md_shape_plan,
     _md_breakdowns,
     _md_break_even,
     _md_why_not,

@@ -11,14 +11,16 @@ import math
 from typing import Any, NamedTuple
 
 from advisor.core.catalogue import EAGER_LABEL
-from advisor.core.context import ContextError, DeploymentContext, parse_context
+from advisor.core.context import MAX_SWEEP_POINTS, ContextError, DeploymentContext, parse_context
 from advisor.core.results import MeasurementRun, read
+from advisor.core.shape_plan import default_max_graphs, traffic_sweep
 
 STATIC_GAIN = 1.10  # a static compile this much faster than automatic dynamic shapes at every point is worth saying
 
 
 def sweep_spec(context: DeploymentContext | dict | None) -> dict[str, Any] | None:
-    """What the child sweeps: the context's explicit points, else its shape ranges (min, middle, max), else None
+    """What the child sweeps: the context's explicit points, else the sizes its traffic's shape plan needs, else its
+    shape ranges (min, middle, max), else None
     (also for a context dict that does not validate: the server validated it, a sweep is not worth failing for)."""
     if context is None:
         return None
@@ -29,6 +31,10 @@ def sweep_spec(context: DeploymentContext | dict | None) -> dict[str, Any] | Non
             return None
     if context.shape_sweep:
         return {"points": [dict(point) for point in context.shape_sweep]}
+    if context.shape_traffic:  # the sizes a shape plan needs (advisor.core.shape_plan)
+        entries = [entry.model_dump() for entry in context.shape_traffic]
+        max_graphs = context.max_graphs or default_max_graphs(context.target)
+        return {"points": traffic_sweep(entries, max_graphs, MAX_SWEEP_POINTS)}
     if context.shape_ranges:
         return {"ranges": [r.model_dump() for r in context.shape_ranges]}
     return None

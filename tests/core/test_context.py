@@ -40,6 +40,8 @@ def test_full_context_round_trips() -> None:
         "shape_ranges": [{"input": "x", "dim": 0, "min": 1, "max": 64}],
         "shape_sweep": [{"x": [1, 64]}, {"x": [64, 64]}],
         "decode_tokens": 64,
+        "shape_traffic": [{"shapes": {"x": [1, 64]}, "weight": 7}, {"shapes": {"x": [3, 64]}, "weight": 1}],
+        "max_graphs": 4,
         "accuracy_tolerance": {
             "atol": 1e-3,
             "rtol": 1e-3,

@@ -6,6 +6,7 @@ for the target; hard filters; the selection tree (decision_rules); caveats and s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,7 @@ from advisor.core.decision.rules import (
     rule_shape_sweep,
     short_list,
 )
+from advisor.core.decision.shape_rules import plan_step, shape_plan
 from advisor.core.decision.source_rules import source_caveats
 
 # 1.4: one rule for "faster" (advisor.core.claims), options ranked against each other, not only against eager;
@@ -95,10 +97,14 @@ def decide(
     if prov.usable and (sweep_step := rule_shape_sweep(run, chosen, qualified)) is not None:
         path.append(sweep_step)
 
+    plan = _shape_plan(context, run, chosen, qualified) if prov.usable else None
+    if plan is not None:
+        path.append(plan_step(plan))
+
     if skipped and restate_skips and chosen is not None and prov.usable and run:
         excluded = _restate_skips(context, inspection, run, options, skipped, excluded, chosen)
         path[skips_at] = rule_plan_skips(skipped)
-    outcome = _Outcome(chosen, trade, edge, exported, export_blockers, layered)
+    outcome = _Outcome(chosen, trade, edge, exported, export_blockers, layered, plan)
     return _recommendation(context, inspection, facts, prov, quality, options, excluded, outcome, path)
 
 
@@ -125,6 +131,17 @@ class _Outcome:
     exported: bool
     export_blockers: list[str]
     layered: dict[str, Any] | None
+    shape_plan: dict[str, Any] | None = None
+
+
+def _shape_plan(
+    context: DeploymentContext, run: dict[str, Any] | None, chosen: Option | None, qualified: list[Option]
+) -> dict[str, Any] | None:
+    """The chosen option's plan for the context's traffic, the fastest other qualified options as its rivals."""
+    if chosen is None or not context.shape_traffic:
+        return None
+    by_speed = sorted(qualified, key=lambda o: ((o.row or {}).get("latency") or {}).get("median_ms") or math.inf)
+    return shape_plan(context, run, chosen.label, [o.label for o in by_speed])
 
 
 def _recommendation(
@@ -160,6 +177,8 @@ def _recommendation(
         "snippet": snippet_for(chosen, context, layered, facts.keyword_inputs),
         "engine_version": ENGINE_VERSION,
     }
+    if outcome.shape_plan is not None:
+        recommendation["shape_plan"] = outcome.shape_plan
     recommendation["summary"] = _summary(recommendation, chosen, prov, trade, context, why_not, quality)
     return recommendation
 

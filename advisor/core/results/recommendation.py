@@ -66,4 +66,5 @@ class Recommendation(_Decided):
     break_even: BreakEven | None = None
     caveats: list[Caveat] | None = None
     snippet: str | None = None
+    shape_plan: dict[str, Any] | None = None  # advisor.core.decision.shape_rules: a plan for the context's traffic
     engine_version: str | None = None

@@ -15,6 +15,7 @@ from typing import Any
 
 from advisor.core.context import MAX_SWEEP_POINTS
 from advisor.core.shape_sweep import range_sizes
+from advisor.core.shape_traffic import input_name
 from advisor.harness import devices
 from advisor.harness.measurement.dynamic import dynamo_counter, dynamo_counters
 from advisor.harness.measurement.errors import error_text
@@ -30,7 +31,10 @@ def sweep_points(spec: dict, names: list[str], inputs: tuple) -> list[tuple[str,
     points: list[dict[str, list[int]]] = []
     if spec.get("points"):
         # a name the model does not have is kept: measure_sweep records that point's error
-        points = [{**example, **{k: list(v) for k, v in point.items()}} for point in spec["points"]]
+        # a traffic path (batch.input_ids) names the flat input torch.export made of it (batch_input_ids)
+        points = [
+            {**example, **{input_name(k, names) or k: list(v) for k, v in point.items()}} for point in spec["points"]
+        ]
     elif spec.get("ranges"):
         ranges = [r for r in spec["ranges"] if r["input"] in example and r["dim"] < len(example[r["input"]])]
         for which in range(3):  # every range at its min, then its middle, then its max: together, as they vary
