@@ -37,6 +37,8 @@ _FLAG_FIELDS = {
     "offline_export": "needs_offline_export",
     "resource_constrained": "resource_constrained",
     "ships_cache": "ships_compile_cache",
+    "max_graphs": "max_graphs",
+    "shape_traffic": "shape_traffic",
 }
 
 
@@ -86,6 +88,15 @@ def analyze(
     ships_cache: bool | None = typer.Option(
         None, "--ships-cache/--no-ships-cache", help="the deployment ships a warm compile cache"
     ),
+    shape_traffic: Path | None = typer.Option(
+        None,
+        "--shape-traffic",
+        help='JSON Lines of observed calls ({"ids": [1, 61], "count": 3} per line): plan dynamic vs static vs '
+        "bucketed graphs for them",
+    ),
+    max_graphs: int | None = typer.Option(
+        None, "--max-graphs", help="graph budget of the shape plan (default: the target's: npu 64, cpu/cuda 8)"
+    ),
     backends: list[str] | None = typer.Option(
         None, "--backends", help="backends to measure, e.g. inductor,torchair:npugraph_ex"
     ),
@@ -124,6 +135,8 @@ def analyze(
         "offline_export": offline_export,
         "resource_constrained": resource_constrained,
         "ships_cache": ships_cache,
+        "max_graphs": max_graphs,
+        "shape_traffic": read_traffic(shape_traffic),
     }
     if fmt not in FORMATS:
         _fail(f"unknown --format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -332,6 +345,22 @@ def _context(context_file: Path | None, flags: dict[str, Any]) -> Any:
     except ContextError as exc:
         lines = "\n".join(f"  {e['field'] or 'context'}: {e['message']}" for e in exc.errors)
         _fail(f"invalid deployment context:\n{lines}")
+
+
+def read_traffic(path: Path | None) -> list[dict[str, Any]] | None:
+    """The --shape-traffic file aggregated (advisor.core.shape_traffic); a bad file fails here, nothing submitted."""
+    if path is None:
+        return None
+    from advisor.core.shape_traffic import MAX_TRAFFIC_BYTES, TrafficError, parse_traffic_text
+
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_TRAFFIC_BYTES + 1)
+        return parse_traffic_text(data)
+    except OSError as exc:
+        return _fail(f"cannot read the shape traffic {path}: {exc.strerror or exc}")
+    except TrafficError as exc:
+        return _fail(f"--shape-traffic {path}: {exc}")
 
 
 def _analyze_on_server(**remote: Any) -> int:

@@ -122,6 +122,9 @@ def run_analysis(
         run = None
         if request.measure and (refused := _calibration_refused(request, inspection)) is not None:
             return AnalysisOutcome(inspection=inspection, failure=StepFailure("measure", "not_started", refused))
+        traffic = context if context is not None else request.plan_context
+        if request.measure and (refused := _traffic_refused(traffic, inspection)) is not None:
+            return AnalysisOutcome(inspection=inspection, failure=StepFailure("measure", "not_started", refused))
         if request.measure:
             if before_measure is not None:
                 before_measure()
@@ -163,6 +166,26 @@ def _calibration_refused(request: AnalysisRequest, inspection: dict) -> str | No
     except CalibrationRefused as exc:
         return str(exc)
     return None
+
+
+def _traffic_refused(context: Any, inspection: dict) -> str | None:
+    """Why the context's shape traffic does not fit the inspected model's inputs (an unknown input, a wrong rank,
+    a size its dynamic dims forbid), before any child measures; None when it fits or there is none."""
+    from advisor.core.context import ContextError, DeploymentContext, parse_context
+    from advisor.core.shape_traffic import traffic_problems
+
+    try:
+        parsed = context if isinstance(context, DeploymentContext) else parse_context(context)
+    except ContextError:
+        return None  # validated where it came in; a sweep is not worth failing for
+    if not parsed.shape_traffic:
+        return None
+    entries = [entry.model_dump() for entry in parsed.shape_traffic]
+    exported = inspection.get("format") == "exported_program"
+    problems = traffic_problems(
+        entries, inspection.get("inputs") or [], inspection.get("dynamic_dims") or [], exported=exported
+    )
+    return "the shape traffic does not fit the model: " + "; ".join(problems[:5]) if problems else None
 
 
 def _builds_inductor_cpp(request: AnalysisRequest, context: Any = None) -> bool:

@@ -1,0 +1,86 @@
+"""`analyze --shape-traffic FILE --max-graphs N` (issue 43): the traffic reaches the context (local and --server),
+bad traffic is an error naming the line with nothing submitted, and traffic the model cannot take is refused
+after inspection, before anything is measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from advisor.cli import app
+
+runner = CliRunner()
+
+
+def server_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> tuple[Any, dict[str, Any]]:
+    model = tmp_path / "m.pt2"
+    model.write_bytes(b"x")
+    seen: dict[str, Any] = {}
+
+    def fake_remote(**kwargs: Any) -> int:
+        seen.update(kwargs)
+        return 0
+
+    import advisor.cli.remote
+
+    monkeypatch.setattr(advisor.cli.remote, "analyze_remote", fake_remote)
+    token_file = tmp_path / "token"
+    token_file.write_text("t0k\n")
+    token_file.chmod(0o600)
+    args = ["analyze", str(model), "--server", "http://advisor.example:8000", "--token-file", str(token_file)]
+    return runner.invoke(app, [*args, *extra]), seen
+
+
+def test_the_traffic_is_aggregated_into_the_submitted_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    traffic = tmp_path / "calls.jsonl"
+    traffic.write_text('{"ids": [1, 61]}\n{"ids": [1, 9], "count": 4}\n{"ids": [1, 61]}\n')
+    result, seen = server_call(tmp_path, monkeypatch, "--shape-traffic", str(traffic), "--max-graphs", "3")
+    assert result.exit_code == 0, result.output
+    assert seen["context"]["shape_traffic"] == [
+        {"shapes": {"ids": [1, 9]}, "weight": 4},
+        {"shapes": {"ids": [1, 61]}, "weight": 2},
+    ]
+    assert seen["context"]["max_graphs"] == 3
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ('{"ids": [1, 61]}\n{"ids": [1, 0]}\n', "line 2: ids: every size must be an integer from 1"),
+        ('{"ids": [1, 61], "count": -1}\n', "line 1: count must be a positive integer"),
+        ('{"ids": [1, 61]}\n\n{"ids": [1, 61, 3]}\n', "line 3: ids has rank 3, earlier lines 2"),
+        ("garbage\n", "line 1: not valid JSON"),
+    ],
+)
+def test_bad_traffic_is_an_error_naming_the_line_and_nothing_is_submitted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str, words: str
+) -> None:
+    traffic = tmp_path / "calls.jsonl"
+    traffic.write_text(content)
+    result, seen = server_call(tmp_path, monkeypatch, "--shape-traffic", str(traffic))
+    assert result.exit_code == 2
+    assert words in result.output and "Traceback" not in result.output
+    assert seen == {}
+
+
+def test_a_missing_traffic_file_and_a_bad_budget_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result, seen = server_call(tmp_path, monkeypatch, "--shape-traffic", str(tmp_path / "absent.jsonl"))
+    assert result.exit_code == 2 and "cannot read the shape traffic" in result.output and seen == {}
+    result, seen = server_call(tmp_path, monkeypatch, "--max-graphs", "0")
+    assert result.exit_code == 2 and "max_graphs" in result.output and seen == {}
+
+
+def test_traffic_the_model_cannot_take_is_refused_before_measuring(example_mlp_file: Path, tmp_path: Path) -> None:
+    traffic = tmp_path / "calls.jsonl"
+    traffic.write_text('{"pixels": [1, 784]}\n')
+    result = runner.invoke(
+        app,
+        ["analyze", str(example_mlp_file), "--target", "cpu", "--shape-traffic", str(traffic), "--format", "json"],
+    )
+    assert "the shape traffic does not fit the model: shape_traffic entry 1: pixels: the model has no input" in (
+        result.output
+    )
+    assert "Traceback" not in result.output
