@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Stage = Literal["prototype", "production", "edge"]
 ModelChanges = Literal["frequent", "occasional", "frozen"]
@@ -241,6 +241,19 @@ class DeploymentContext(BaseModel):
         "hold. Empty = the target's default (npu: npugraph_ex's capture_limit, 64; cpu/cuda: Dynamo's "
         "recompile_limit, 8).",
     )
+
+    @field_validator("shape_traffic", mode="before")
+    @classmethod
+    def _traffic_lines(cls, value: Any) -> Any:
+        """JSON Lines text of observed calls (the upload form's) is aggregated here (advisor.core.shape_traffic)."""
+        if not isinstance(value, str):
+            return value
+        from advisor.core.shape_traffic import TrafficError, parse_traffic_text
+
+        try:
+            return parse_traffic_text(value)
+        except TrafficError as exc:
+            raise ValueError(str(exc)) from None
 
     @model_validator(mode="after")
     def _one_traffic(self) -> DeploymentContext:

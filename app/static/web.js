@@ -102,7 +102,8 @@ function contextFromForm(form) {
     const raw = el.value.trim();
     if (raw === "") continue;
     if (kind === "integer" || kind === "number") context[name] = Number(raw);
-    else if (kind === "json") {
+    else if (kind === "jsonl" && !raw.startsWith("[")) context[name] = raw;  // JSON Lines: the API parses them
+    else if (kind === "json" || kind === "jsonl") {
       try { context[name] = JSON.parse(raw); } catch (error) { throw new FieldError(name, "not valid JSON"); }
     } else context[name] = raw;
   }

@@ -438,7 +438,9 @@ def fold_context(values: dict[str, str], fields: list) -> dict[str, Any]:
                 problems.append({"field": f.name, "message": "not a number"})
             else:
                 context[f.name] = int(number) if number.is_integer() and f.kind == "integer" else number
-        elif f.kind == "json":
+        elif f.kind == "jsonl" and not raw.startswith("["):
+            context[f.name] = raw  # JSON Lines of calls: the context's validator aggregates them
+        elif f.kind in ("json", "jsonl"):
             try:
                 context[f.name] = decode_json_value(raw, field=f.name)
             except ContextError as exc:

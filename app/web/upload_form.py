@@ -17,12 +17,13 @@ from typing import Any
 from advisor.core.context import DeploymentContext
 
 FIELD_PREFIX = "ctx."
+JSON_LINES_FIELDS = {"shape_traffic"}  # also take JSON Lines text (advisor.core.shape_traffic), as users have it
 
 
 @dataclass(frozen=True)
 class ContextField:
     name: str
-    kind: str  # "choice" | "number" | "integer" | "checkbox" | "json" | "text"
+    kind: str  # "choice" | "number" | "integer" | "checkbox" | "json" | "jsonl" | "text"
     help: str
     default: Any
     choices: tuple[str, ...] = ()
@@ -66,6 +67,7 @@ def context_form_fields() -> list[ContextField]:
     fields = []
     for name, info in DeploymentContext.model_fields.items():
         kind, choices, optional = _kind(info.annotation)
+        kind = "jsonl" if name in JSON_LINES_FIELDS else kind
         default = info.get_default(call_default_factory=True)
         fields.append(ContextField(name, kind, info.description or "", default, choices, optional))
     return fields
