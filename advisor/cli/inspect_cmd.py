@@ -57,6 +57,13 @@ def inspect(
         "--export-to",
         help="for a file.py:factory model, write the ExportedProgram here when torch.export succeeds",
     ),
+    shape_traffic: Path | None = typer.Option(
+        None,
+        "--shape-traffic",
+        help="with file.py:factory: JSON Lines of observed calls; the recompile check replays their shapes",
+    ),
+    max_graphs: int | None = typer.Option(None, "--max-graphs", help="with --shape-traffic: the graph budget"),
+    target: str = typer.Option("npu", "--target", help="with --shape-traffic: npu | cuda | cpu (the budget's default)"),
     strict_export: bool = typer.Option(
         False,
         "--strict-export",
@@ -76,8 +83,12 @@ def inspect(
             timeout_s=timeout_s,
             memory_limit_mb=memory_limit_mb,
             strict_export=strict_export,
+            sweep=traffic_sweep_spec(shape_traffic, max_graphs, target),
         )
         return
+    if shape_traffic is not None:
+        typer.echo("error: --shape-traffic applies to path/to/file.py:factory only", err=True)
+        raise typer.Exit(2)
     if export_to is not None or strict_export:
         typer.echo("error: --export-to and --strict-export apply to path/to/file.py:factory only", err=True)
         raise typer.Exit(2)
@@ -106,6 +117,23 @@ def inspect(
         typer.echo(json.dumps(result, indent=2))
     else:
         print_inspection(result, Console())
+
+
+def traffic_sweep_spec(path: Path | None, max_graphs: int | None, target: str) -> dict | None:
+    """The shapes the recompile check calls the model at for --shape-traffic (those an analysis would time);
+    None without it. A bad file or budget fails here, naming the line or the field."""
+    if path is None:
+        return None
+    from advisor.cli.analyze_cmd import read_traffic
+    from advisor.core.context import ContextError, parse_context
+    from advisor.core.shape_sweep import sweep_spec
+
+    try:
+        context = parse_context({"shape_traffic": read_traffic(path), "max_graphs": max_graphs, "target": target})
+    except ContextError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    return sweep_spec(context)
 
 
 def print_inspection(result: dict, console: Console) -> None:

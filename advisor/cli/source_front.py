@@ -125,12 +125,15 @@ def inspect_source(
     timeout_s: float,
     memory_limit_mb: int | None,
     strict_export: bool = False,
+    sweep: dict[str, Any] | None = None,
 ) -> None:
-    """`npu-advisor inspect file.py:factory`: the source-side report (and the ExportedProgram with --export-to)."""
+    """`npu-advisor inspect file.py:factory`: the source-side report (and the ExportedProgram with --export-to);
+    `sweep`: the shapes to call it at (advisor.core.shape_sweep.sweep_spec, e.g. of --shape-traffic)."""
     import json
 
     report = probe(
         spec,
+        sweep=sweep,
         export_to=export_to,
         timeout_s=timeout_s,
         memory_limit_mb=memory_limit_mb,

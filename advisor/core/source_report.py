@@ -103,12 +103,28 @@ class MarkedDynamic(_Strict):
     error: Text | None = None
 
 
+class StaticReplay(_Strict):
+    """The example's and the swept shapes called twice each with Dynamo's automatic dynamic shapes off: the graphs a
+    static (one graph per shape) or bucket plan (one per bucket) compiles, and the shapes that compiled again on
+    their second call (a guard on data, not on shapes: such a plan recompiles anyway)."""
+
+    shapes: Count = 0
+    graphs_per_shape: Annotated[list[Count], Field(max_length=MAX_POINTS + 1)] = []
+    compiled_again: Annotated[list[Shapes], Field(max_length=MAX_POINTS + 1)] = []
+    error: Text | None = None
+
+    @property
+    def graphs(self) -> int:
+        return sum(self.graphs_per_shape)
+
+
 class RecompileReport(_Strict):
     analysed: bool
     note: Text | None = None
     base_shapes: Shapes = {}
     points: Annotated[list[RecompilePoint], Field(max_length=MAX_POINTS)] = []
     marked_dynamic: MarkedDynamic | None = None
+    static: StaticReplay | None = None  # only for a sweep's shapes (the context's sweep, ranges or traffic)
 
     @property
     def recompiles(self) -> int:
@@ -325,6 +341,21 @@ def _recompile_lines(recompiles: RecompileReport) -> list[str]:
         lines += [f"       guard failed: {guard}" for guard in point.guard_failures]
     if recompiles.marked_dynamic is not None:
         lines += _marked_lines(recompiles.marked_dynamic)
+    if recompiles.static is not None:
+        lines += _static_lines(recompiles.static)
+    return lines
+
+
+def _static_lines(static: StaticReplay) -> list[str]:
+    """What a static or bucket plan compiles: graphs per shape (more than one: graph breaks), shapes compiled again."""
+    if static.error:
+        return [f"  static shapes (automatic dynamic off): could not run - {static.error}"]
+    per_shape = max(static.graphs_per_shape, default=0)
+    lines = [
+        f"  static shapes (automatic dynamic off): {static.graphs} graph(s) for {static.shapes} shape(s); a bucket "
+        f"plan compiles {per_shape} graph(s) per bucket" + (" (graph breaks split each shape)" if per_shape > 1 else "")
+    ]
+    lines += [f"       compiled again on a second call at {shapes_text(s)}" for s in static.compiled_again]
     return lines
 
 

@@ -500,15 +500,17 @@ def recompiles(
     import torch._dynamo
 
     named = {**dict(zip(names, args, strict=True)), **kwargs}
-    base = {name: list(value.shape) for name, value in named.items() if isinstance(value, torch.Tensor)}
+    # every tensor, at the top level or nested in dicts, lists and tuples, by its path ("batch.input_ids")
+    base = {path: list(value.shape) for path, value in tensor_leaves(named).items()}
     if not base:
-        return {"analysed": False, "note": "the example inputs hold no tensor at the top level"}, [], None
+        return {"analysed": False, "note": "the example inputs hold no tensor"}, [], None
     shapes = sweep_shapes(base, names, sweep)
 
     def inputs_at(point: dict[str, list[int]], dims: list[tuple[str, int]] = ()) -> tuple[tuple, dict]:
-        values = {name: resized(value, point[name]) if name in point else value for name, value in named.items()}
+        values = resized_leaves(named, point)
+        leaves = tensor_leaves(values)
         for name, dim in dims:
-            torch._dynamo.mark_dynamic(values[name], dim)
+            torch._dynamo.mark_dynamic(leaves[name], dim)
         return tuple(values[n] for n in names), {k: values[k] for k in kwargs}
 
     first = FirstCall()
@@ -537,7 +539,58 @@ def recompiles(
         if marked is None:  # the calls do not tell: make them again with the dims marked
             marked = _marked_by_calling(model, [base, *shapes], inputs_at, varying)
         marked = {"dims": [{"input": name, "dim": dim} for name, dim in varying], **marked}
-    return {"analysed": True, "base_shapes": base, "points": points, "marked_dynamic": marked}, break_messages, first
+    report = {"analysed": True, "base_shapes": base, "points": points, "marked_dynamic": marked}
+    if sweep:  # the shapes a plan serves: what a static or bucket plan compiles at them
+        report["static"] = static_replay(model, [base, *shapes], inputs_at)
+    return report, break_messages, first
+
+
+def static_replay(model: Any, shapes: list[dict[str, list[int]]], inputs_at: Callable) -> dict[str, Any]:
+    """Each shape called twice on a fresh compiled model with automatic dynamic shapes off (what `dynamic=False`
+    gives): the graphs each shape compiled, and the shapes whose second call compiled again."""
+    import torch._dynamo
+
+    with torch._dynamo.config.patch(automatic_dynamic_shapes=False, assume_static_by_default=True):
+        calls, _ = _calls(model, [*shapes, *shapes], inputs_at, [])
+    first, second = calls[: len(shapes)], calls[len(shapes) :]
+    return {
+        "shapes": len(shapes),
+        "graphs_per_shape": [call.compiled for call in first],
+        "compiled_again": [shape for shape, call in zip(shapes, second, strict=True) if call.compiled > 0],
+        "error": next((call.error for call in calls if call.error), None),
+    }
+
+
+def _path_text(path: tuple) -> str:
+    """A pytree key path as the traffic names it: `batch.input_ids`, `inputs.0`."""
+    parts = []
+    for entry in path:
+        for attribute in ("key", "idx", "name"):
+            if hasattr(entry, attribute):
+                parts.append(str(getattr(entry, attribute)))
+                break
+    return ".".join(parts)
+
+
+def tensor_leaves(named: dict[str, Any]) -> dict[str, Any]:
+    """Every tensor in `named` (input name -> value), nested ones too, by path."""
+    import torch
+    from torch.utils._pytree import tree_flatten_with_path
+
+    leaves, _ = tree_flatten_with_path(named)
+    return {_path_text(path): leaf for path, leaf in leaves if isinstance(leaf, torch.Tensor)}
+
+
+def resized_leaves(named: dict[str, Any], point: dict[str, list[int]]) -> dict[str, Any]:
+    """`named` with each tensor whose path `point` names resized to its shape (nested ones in place)."""
+    import torch
+    from torch.utils._pytree import tree_map_with_path
+
+    def at(path: tuple, leaf: Any) -> Any:
+        where = _path_text(path)
+        return resized(leaf, point[where]) if isinstance(leaf, torch.Tensor) and where in point else leaf
+
+    return tree_map_with_path(at, named)
 
 
 def _varying_dims(base: dict[str, list[int]], shapes: list[dict[str, list[int]]]) -> list[tuple[str, int]]:
