@@ -20,6 +20,7 @@ from advisor.core.decision import torchair_status_unknown
 from advisor.core.early_answer import pending_note
 from advisor.core.report import generation_lines, seeded_compile_note
 from advisor.core.results import MeasurementRun, Recommendation, read
+from advisor.core.shape_plan_text import plan_config, plan_lines
 from advisor.core.shape_sweep import speedups_by_shape
 from advisor.core.source_report import SOURCE_LABEL, report_lines, source_report_or_none
 from advisor.core.status import TERMINAL_ANALYSIS_STATUSES
@@ -38,6 +39,7 @@ from app.web.charts import (
     latency_chart,
     speedup_series_chart,
 )
+from app.web.shape_plan_chart import shape_plan_chart
 from app.web.status_strip import StatusStrip, status_strip
 from app.web.tree import backend_label, tree_svg
 
@@ -175,6 +177,8 @@ class DetailView:
     # a ranking published before the recommended option's details (advisor.core.early_answer); None when complete
     ranked_note: str | None = None
     strip: StatusStrip | None = None  # status, stage and queue position that agree (app.web.status_strip)
+    shape_plan_lines: list[str] = field(default_factory=list)  # the traffic's plan (advisor.core.shape_plan_text)
+    shape_plan_config: str | None = None
 
     @property
     def unit(self) -> str:
@@ -378,6 +382,11 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
     shapes, series = speedups_by_shape(run)
     if shapes and series:
         view.charts["sweep"] = speedup_series_chart(shapes, series, "Speedup vs eager at each swept input shape")
+    plan = (recommendation or {}).get("shape_plan")
+    if isinstance(plan, Mapping) and plan.get("kind"):
+        view.charts["shape_plan"] = shape_plan_chart(plan)
+        view.shape_plan_lines = plan_lines(dict(plan))
+        view.shape_plan_config = plan_config(dict(plan), str(context.get("target") or "npu"))
     if recommendation:
         # the tree shows the path; the summary is in the answer card and the reasons in the why-not table
         why_not = dict.fromkeys(recommendation.get("why_not") or {}, "")
