@@ -1,0 +1,90 @@
+"""A shape plan measured on small real models (issue 43): a tiny text encoder with a dynamic sequence dim is timed at
+the sizes its traffic's plan needs (static and dynamic, side by side with eager) and the plan is chosen from those
+timings; a small CNN with a dynamic batch has traffic its export forbids refused before anything is measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from advisor.core.context import parse_context  # noqa: E402
+from advisor.core.decision.engine import decide  # noqa: E402
+from advisor.core.decision.shape_rules import shape_plan  # noqa: E402
+from advisor.core.shape_sweep import sweep_spec  # noqa: E402
+from advisor.harness.inspection import inspect_model  # noqa: E402
+from advisor.harness.measurement import TimingPolicy, measure_model  # noqa: E402
+from advisor.harness.pipeline import _traffic_refused  # noqa: E402
+from tests.support.models import cnn, export_dynamic_batch, export_to  # noqa: E402
+
+FAST = TimingPolicy(
+    min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, warm_cache=False, dynamic_sizes=0, profile=False
+)
+
+
+class TextEncoder(torch.nn.Module):
+    """Token ids [1, S] -> a pooled embedding: an embedding and one transformer layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(64, 16)
+        self.layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, dropout=0.0)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.layer(self.embed(ids)).mean(1)
+
+
+@pytest.fixture(scope="module")
+def encoder_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    torch.manual_seed(0)
+    ids = torch.randint(0, 64, (1, 8))
+    seq = torch.export.Dim("seq", min=2, max=64)
+    path = tmp_path_factory.mktemp("encoder") / "encoder.pt2"
+    return export_to(path, TextEncoder().eval(), (ids,), dynamic_shapes={"ids": {1: seq}})
+
+
+TRAFFIC = [{"shapes": {"ids": [1, n]}, "weight": w} for n, w in [(4, 50), (16, 10), (40, 2)]]
+
+
+@pytest.mark.slow
+def test_the_text_encoders_plan_is_chosen_from_its_own_timings(encoder_file: str) -> None:
+    context = parse_context({"target": "cpu", "max_graphs": 2, "shape_traffic": TRAFFIC})
+    spec = sweep_spec(context)
+    sizes = [point["ids"][1] for point in spec["points"]]
+    assert {4, 40} <= set(sizes) and len(sizes) <= 8  # the ends, bounded
+    run = measure_model(
+        encoder_file, backends=["eager", "inductor:default"], timing=FAST, shape_sweep=spec, remeasure=False
+    )
+    row = next(r for r in run["measurements"] if r["backend"] == "inductor")
+    assert row["status"] == "ok", row.get("reason")
+    swept = {p["shape"]["ids"][1]: p for p in row["sweep"]}
+    assert set(swept) == set(sizes)
+    for point in swept.values():  # dynamic and static, each side by side with eager, with the static compile time
+        assert point.get("error") is None and point["median_ms"] > 0 and point["eager_median_ms"] > 0
+        assert point["static"]["median_ms"] > 0 and point["static"]["compile_s"] >= 0
+    rec = decide(context, inspect_model(encoder_file), run)
+    assert rec["shape_plan"]["option"] == f"{rec['backend']}:{rec['mode']}"  # the plan is the recommendation's
+    plan = shape_plan(context, run, "inductor:default", [])  # inductor's, whichever option won on this machine
+    assert plan["within_budget"] and plan["graphs"] <= 2
+    kinds = {plan["kind"], *(o["kind"] for o in plan["alternatives"] if o["option"] == plan["option"])}
+    assert kinds == {"dynamic", "static", "buckets"}
+    static = next(o for o in [plan, *plan["alternatives"]] if o["kind"] == "static")
+    assert static["graphs"] == 3 and static["within_budget"] is False  # three sizes, a budget of two
+    assert [r["size"] for r in plan["sizes"]] == sorted(set(sizes) | {4, 16, 40})
+
+
+def test_the_cnns_traffic_past_its_dynamic_batch_is_refused(tmp_path: Path) -> None:
+    model, inputs = cnn()
+    path = export_dynamic_batch(tmp_path / "cnn.pt2", model, inputs, max_batch=32)
+    inspection = inspect_model(path)
+    fits = {"shape_traffic": [{"shapes": {"x": [b, 3, 16, 16]}, "weight": 1} for b in (1, 8, 32)]}
+    assert _traffic_refused(fits, inspection) is None
+    too_big = {"shape_traffic": [{"shapes": {"x": [8, 3, 16, 16]}}, {"shapes": {"x": [33, 3, 16, 16]}}]}
+    refused = _traffic_refused(too_big, inspection)
+    assert refused is not None and "shape_traffic entry 2: x: dim 0 is 33, outside the range" in refused
+    wrong_rank = {"shape_traffic": [{"shapes": {"x": [8, 3, 16]}}]}
+    assert "rank 3, the model's input has rank 4" in _traffic_refused(wrong_rank, inspection)
+    static_dim = {"shape_traffic": [{"shapes": {"x": [8, 3, 32, 32]}}]}
+    assert "dim 2 is 32, but the model's input is static there (16)" in _traffic_refused(static_dim, inspection)
