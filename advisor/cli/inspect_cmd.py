@@ -60,7 +60,7 @@ def inspect(
     shape_traffic: Path | None = typer.Option(
         None,
         "--shape-traffic",
-        help="with file.py:factory: JSON Lines of observed calls; the recompile check replays their shapes",
+        help="JSON Lines of observed calls (with file.py:factory only): the recompile check replays their shapes",
     ),
     max_graphs: int | None = typer.Option(None, "--max-graphs", help="with --shape-traffic: the graph budget"),
     target: str = typer.Option("npu", "--target", help="with --shape-traffic: npu | cuda | cpu (the budget's default)"),

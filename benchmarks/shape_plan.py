@@ -1,0 +1,200 @@
+"""The shape planner against exhaustive timing (issue 43).
+
+`.venv/bin/python benchmarks/shape_plan.py [--models encoder,gpt2] [--max-graphs 4] [--calls 3000]` builds a small
+text encoder (2 transformer layers, d=64) and a GPT-2 with GPT-2 small's widths (`transformers.GPT2Config()`:
+n_embd 768, 12 heads) cut to 2 layers, draws a skewed sequence-length traffic (log-normal, most calls short, a
+long tail; rounded up to multiples of 16, as a tokenizer padding to a multiple gives), and in one process per model:
+
+- exhaustive: every distinct size timed under `torch.compile(dynamic=False)` (one static graph each, compile
+  time per graph) and under one `torch.compile(dynamic=True)` graph; the best plan is the best of dynamic, static
+  per size (if within the budget) and the brute-force best bucket set over every size, each scored on these
+  timings;
+- planned: only the sizes `advisor.core.shape_plan.sizes_to_time` picks (at most 8) are used, as an analysis
+  does; its chosen plan is then scored on the exhaustive timings (its true expected latency per call).
+
+Every latency is the median of 5 blocks of 5 calls, static graphs first, then the dynamic one (Dynamo reset
+between: the two would share its cache), all in one process.
+Prints a Markdown table for benchmarks/RESULTS.md: distinct sizes, sizes timed by the plan, the chosen and the
+exhaustive best plan with their expected latencies, the regret, and the compile+timing seconds each approach
+spent (the analysis time the plan adds is its sizes' share).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+ROOT = _HERE.parent
+sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
+
+import torch  # noqa: E402
+
+from advisor.core.shape_plan import (  # noqa: E402
+    Axis,
+    SizeTiming,
+    Timings,
+    choose,
+    optimal_buckets,
+    plan_options,
+    sizes_to_time,
+)
+
+ROUNDS = 5  # interleaved blocks per size
+BLOCK = 5  # calls per block
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(1000, 64)
+        layer = torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True, dropout=0.0)
+        self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.encoder(self.embed(ids)).mean(1)
+
+
+class Gpt2(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        from transformers import GPT2Config, GPT2Model
+
+        self.model = GPT2Model(GPT2Config(n_layer=2))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids, use_cache=False).last_hidden_state
+
+
+MODELS = {"encoder": (Encoder, 192), "gpt2": (Gpt2, 192)}
+ROUND_TO = 16  # tokenizers padding to a multiple
+
+
+def traffic(calls: int, longest: int, seed: int = 0) -> list[tuple[int, int]]:
+    """(size, calls) of a skewed length distribution: log-normal around 24 tokens, rounded up to ROUND_TO."""
+    rng = random.Random(seed)
+    counts: dict[int, int] = {}
+    for _ in range(calls):
+        length = min(longest, max(ROUND_TO, int(rng.lognormvariate(3.2, 0.8))))
+        size = -(-length // ROUND_TO) * ROUND_TO
+        counts[size] = counts.get(size, 0) + 1
+    return sorted(counts.items())
+
+
+def time_sizes(model: torch.nn.Module, sizes: list[int]) -> tuple[dict[int, SizeTiming], float, float]:
+    """Static (one graph per size) and dynamic (one graph) timings at `sizes`; the dynamic compile's seconds and
+    the wall seconds all of it took. Two phases, Dynamo reset before each (a static and a dynamic graph of the same
+    forward would share Dynamo's cache)."""
+    started = time.perf_counter()
+    static_ms, compiles = {}, {}
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(automatic_dynamic_shapes=False, assume_static_by_default=True, recompile_limit=64):
+        static = torch.compile(model, dynamic=False)
+        for size in sizes:
+            compiles[size], static_ms[size] = _timed(static, size)
+    torch._dynamo.reset()
+    dynamic = torch.compile(model, dynamic=True)
+    dynamic_compile, _ = _timed(dynamic, sizes[0])
+    timings = {}
+    for size in sizes:
+        _, dynamic_ms = _timed(dynamic, size)
+        timings[size] = SizeTiming(dynamic_ms, static_ms[size], compiles[size])
+    torch._dynamo.reset()
+    return timings, dynamic_compile, time.perf_counter() - started
+
+
+def _timed(fn: torch.nn.Module, size: int) -> tuple[float, float]:
+    """(the first call's seconds less the steady median, the median ms of ROUNDS blocks of BLOCK calls)."""
+    ids = torch.randint(0, 1000, (1, size))
+    with torch.no_grad():
+        begin = time.perf_counter()
+        fn(ids)
+        first = time.perf_counter() - begin
+        samples = []
+        for _ in range(ROUNDS):
+            begin = time.perf_counter()
+            for _ in range(BLOCK):
+                fn(ids)
+            samples.append((time.perf_counter() - begin) / BLOCK * 1000)
+    median = statistics.median(samples)
+    return max(0.0, first - median / 1000), median
+
+
+def true_cost(option: dict, axis: Axis, exact: dict[int, SizeTiming]) -> float:
+    """A plan's expected latency per call on the exhaustive timings."""
+    total = sum(w for _, w in axis.sizes)
+    if option["kind"] == "dynamic":
+        return sum(exact[s].dynamic_ms * w for s, w in axis.sizes) / total
+    sizes = next(iter(next(iter(option["buckets"].values())).values()))
+    return sum(exact[next(b for b in sizes if b >= s)].static_ms * w for s, w in axis.sizes) / total
+
+
+def brute_force(axis: Axis, exact: dict[int, SizeTiming], max_graphs: int) -> tuple[list[int], float]:
+    total = sum(w for _, w in axis.sizes)
+    sizes = sorted(exact)
+    best: tuple[list[int], float] | None = None
+    for k in range(1, max_graphs + 1):
+        for chosen in itertools.combinations(sizes, k):
+            if chosen[-1] < axis.sizes[-1][0]:
+                continue
+            cost = sum(exact[next(b for b in chosen if b >= s)].static_ms * w for s, w in axis.sizes) / total
+            if best is None or cost < best[1]:
+                best = (list(chosen), cost)
+    assert best is not None
+    return best
+
+
+def run(name: str, max_graphs: int, calls: int) -> str:
+    factory, longest = MODELS[name]
+    torch.manual_seed(0)
+    model = factory().eval()
+    axis = Axis([("ids", 1)], traffic(calls, longest))
+    every = [s for s, _ in axis.sizes]
+    exact, dyn_compile, exhaustive_s = time_sizes(model, every)
+    total = sum(w for _, w in axis.sizes)
+    best = {"dynamic": sum(exact[s].dynamic_ms * w for s, w in axis.sizes) / total}
+    if len(every) <= max_graphs:
+        best["static"] = sum(exact[s].static_ms * w for s, w in axis.sizes) / total
+    buckets, cost = brute_force(axis, exact, max_graphs)
+    best[f"buckets {buckets}"] = cost
+    best_kind = min(best, key=best.__getitem__)
+    picked = sizes_to_time(axis.sizes, max_graphs, 8)
+    measured, _, planned_s = time_sizes(model, picked)
+    plan, _ = choose(plan_options(axis, Timings(measured, dyn_compile, 2), max_graphs, None), None)
+    chosen = plan["kind"] + (f" {plan['buckets']['ids']['1']}" if plan["kind"] != "dynamic" else "")
+    true = true_cost(plan, axis, exact)
+    dp = optimal_buckets(axis.sizes, every, lambda s: exact[s].static_ms, max_graphs)
+    assert dp is not None and abs(dp[1] - cost) < 1e-9, "the DP's optimum is brute force's"
+    return (
+        f"| {name} | {len(every)} ({every[0]}..{every[-1]}) | {picked} | {chosen}: {true:.3f} ms "
+        f"(predicted {plan['expected_latency_ms']:.3f}) | {best_kind}: {best[best_kind]:.3f} ms | "
+        f"{true / best[best_kind] - 1:+.1%} | {planned_s:.0f} s vs {exhaustive_s:.0f} s |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="encoder,gpt2")
+    parser.add_argument("--max-graphs", type=int, default=4)
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: leave the other cores alone)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, budget {args.max_graphs} graphs")
+    print()
+    print(
+        "| model | distinct sizes | sizes the plan timed | plan chosen: true expected latency | exhaustive best "
+        "| regret | compile + timing: plan vs exhaustive |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name in args.models.split(","):
+        print(run(name, args.max_graphs, args.calls), flush=True)
+
+
+if __name__ == "__main__":
+    main()
