@@ -62,8 +62,10 @@ def optimal_buckets(
     `graph_cost_ms` (its compile amortised per call). Returns (buckets ascending, cost per call) or None when no
     candidate holds the largest size. O(candidates² x max_graphs)."""
     total = sum(weight for _, weight in sizes)
+    if not sizes or total <= 0:
+        return None
     buckets = sorted({c for c in candidates if c >= sizes[0][0]})
-    if not sizes or not buckets or buckets[-1] < sizes[-1][0] or total <= 0:
+    if not buckets or buckets[-1] < sizes[-1][0]:
         return None
 
     def served(low: int, high: int) -> float:  # share of calls with low < size <= high

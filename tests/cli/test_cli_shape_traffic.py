@@ -84,3 +84,12 @@ def test_traffic_the_model_cannot_take_is_refused_before_measuring(example_mlp_f
         result.output
     )
     assert "Traceback" not in result.output
+
+
+def test_inspect_takes_traffic_only_for_the_users_code(tmp_path: Path) -> None:
+    traffic = tmp_path / "calls.jsonl"
+    traffic.write_text('{"x": [1, 8]}\n')
+    model = tmp_path / "m.pt2"
+    model.write_bytes(b"x")
+    result = runner.invoke(app, ["inspect", str(model), "--shape-traffic", str(traffic)])
+    assert result.exit_code == 2 and "applies to path/to/file.py:factory only" in result.output

@@ -59,6 +59,7 @@ def test_the_dp_optimum_equals_brute_force_on_recorded_latencies(seed: int, max_
 
 def test_no_bucket_set_exists_when_no_candidate_holds_the_largest_call() -> None:
     assert optimal_buckets([(10, 1), (300, 1)], [16, 256], float, 4) is None
+    assert optimal_buckets([], [16, 256], float, 4) is None
 
 
 def skewed_axis() -> Axis:
