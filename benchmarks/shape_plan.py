@@ -9,10 +9,13 @@ long tail; rounded up to multiples of 16, as a tokenizer padding to a multiple g
   time per graph) and under one `torch.compile(dynamic=True)` graph; the best plan is the best of dynamic, static
   per size (if within the budget) and the brute-force best bucket set over every size, each scored on these
   timings;
-- planned: only the sizes `advisor.core.shape_plan.sizes_to_time` picks (at most 8) are used, as an analysis
-  does; its chosen plan is then scored on the exhaustive timings (its true expected latency per call).
+- planned: only the sizes `advisor.core.shape_plan.sizes_to_time` picks (at most 8) are given to the planner
+  (their timings from the same exhaustive table, so noise between runs is not counted as the planner's), as an
+  analysis does; its chosen plan is then scored on every size's timings (its true expected latency per call).
+  Timing only those sizes is run again on its own for its cost. Each timing runs in a fresh process with an empty
+  Inductor cache directory, so every compile starts from scratch.
 
-Every latency is the median of 5 blocks of 5 calls, static graphs first, then the dynamic one (Dynamo reset
+Every latency is the median of 7 blocks of 5 calls, static graphs first, then the dynamic one (Dynamo reset
 between: the two would share its cache), all in one process.
 Prints a Markdown table for benchmarks/RESULTS.md: distinct sizes, sizes timed by the plan, the chosen and the
 exhaustive best plan with their expected latencies, the regret, and the compile+timing seconds each approach
@@ -23,15 +26,22 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
 ROOT = _HERE.parent
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
+
+os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"  # every compile from scratch: the plan's cost is not a cache hit
+os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"
 
 import torch  # noqa: E402
 
@@ -45,7 +55,7 @@ from advisor.core.shape_plan import (  # noqa: E402
     sizes_to_time,
 )
 
-ROUNDS = 5  # interleaved blocks per size
+ROUNDS = 7  # blocks per size
 BLOCK = 5  # calls per block
 
 
@@ -125,6 +135,25 @@ def _timed(fn: torch.nn.Module, size: int) -> tuple[float, float]:
     return max(0.0, first - median / 1000), median
 
 
+def time_in_child(name: str, sizes: list[int], threads: int) -> tuple[dict[int, SizeTiming], float, float]:
+    """`time_sizes` in a fresh process with an empty Inductor cache directory: every compile from scratch."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
+        command = [sys.executable, __file__, "--child", name, "--sizes", ",".join(map(str, sizes))]
+        command += ["--threads", str(threads)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    timings = {int(size): SizeTiming(*values) for size, values in data["timings"].items()}
+    return timings, data["dynamic_compile_s"], data["seconds"]
+
+
+def child(name: str, sizes: list[int]) -> None:
+    torch.manual_seed(0)
+    timings, dynamic_compile, seconds = time_sizes(MODELS[name][0]().eval(), sizes)
+    data = {"timings": {s: list(t) for s, t in timings.items()}, "dynamic_compile_s": dynamic_compile}
+    print(json.dumps({**data, "seconds": seconds}))
+
+
 def true_cost(option: dict, axis: Axis, exact: dict[int, SizeTiming]) -> float:
     """A plan's expected latency per call on the exhaustive timings."""
     total = sum(w for _, w in axis.sizes)
@@ -149,13 +178,10 @@ def brute_force(axis: Axis, exact: dict[int, SizeTiming], max_graphs: int) -> tu
     return best
 
 
-def run(name: str, max_graphs: int, calls: int) -> str:
-    factory, longest = MODELS[name]
-    torch.manual_seed(0)
-    model = factory().eval()
-    axis = Axis([("ids", 1)], traffic(calls, longest))
+def run(name: str, max_graphs: int, calls: int, threads: int) -> str:
+    axis = Axis([("ids", 1)], traffic(calls, MODELS[name][1]))
     every = [s for s, _ in axis.sizes]
-    exact, dyn_compile, exhaustive_s = time_sizes(model, every)
+    exact, dyn_compile, exhaustive_s = time_in_child(name, every, threads)
     total = sum(w for _, w in axis.sizes)
     best = {"dynamic": sum(exact[s].dynamic_ms * w for s, w in axis.sizes) / total}
     if len(every) <= max_graphs:
@@ -164,7 +190,10 @@ def run(name: str, max_graphs: int, calls: int) -> str:
     best[f"buckets {buckets}"] = cost
     best_kind = min(best, key=best.__getitem__)
     picked = sizes_to_time(axis.sizes, max_graphs, 8)
-    measured, _, planned_s = time_sizes(model, picked)
+    # the plan sees only its sizes' timings, taken from the same table it is scored on (timing noise between two
+    # runs is not the planner's); what timing only those sizes costs is measured on its own
+    measured = {size: exact[size] for size in picked}
+    _, _, planned_s = time_in_child(name, picked, threads)
     plan, _ = choose(plan_options(axis, Timings(measured, dyn_compile, 2), max_graphs, None), None)
     chosen = plan["kind"] + (f" {plan['buckets']['ids']['1']}" if plan["kind"] != "dynamic" else "")
     true = true_cost(plan, axis, exact)
@@ -183,8 +212,13 @@ def main() -> None:
     parser.add_argument("--max-graphs", type=int, default=4)
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: leave the other cores alone)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--sizes", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.child:
+        child(args.child, [int(s) for s in args.sizes.split(",")])
+        return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, budget {args.max_graphs} graphs")
     print()
     print(
@@ -193,7 +227,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
-        print(run(name, args.max_graphs, args.calls), flush=True)
+        print(run(name, args.max_graphs, args.calls, args.threads), flush=True)
 
 
 if __name__ == "__main__":
