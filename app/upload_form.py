@@ -56,6 +56,91 @@ class _Part:
         self.incoming: Incoming | None = None
 
 
+class _FormReader:
+    """The multipart parser's callbacks: each part's headers and data, routed into `form` as they arrive.
+
+    File data is queued in `ready` in WRITE_BYTES batches for the caller to write off the event loop."""
+
+    def __init__(self, store: ArtifactStorage, limits: dict[str, FileLimit], max_parts: int) -> None:
+        self.store = store
+        self.limits = limits
+        self.max_parts = max_parts
+        self.form = ReceivedForm()
+        self.parts: list[_Part] = []
+        self.ready: list[tuple[Incoming, bytes]] = []
+
+    def callbacks(self) -> dict[str, object]:
+        return {
+            "on_part_begin": self.on_part_begin,
+            "on_header_field": self.on_header_field,
+            "on_header_value": self.on_header_value,
+            "on_header_end": self.on_header_end,
+            "on_headers_finished": self.on_headers_finished,
+            "on_part_data": self.on_part_data,
+            "on_part_end": self.on_part_end,
+        }
+
+    def take_ready(self) -> list[tuple[Incoming, bytes]]:
+        batch = self.ready[:]
+        self.ready.clear()
+        return batch
+
+    def on_part_begin(self) -> None:
+        if len(self.parts) >= self.max_parts:
+            hint = (
+                "; send only the fields model, inputs, calibration, context, model_name, tag, backends, force and "
+                "source_report (the deployment context as one `context` JSON field)"
+                if self.max_parts == MAX_PARTS
+                else ""
+            )
+            raise _invalid("request", f"the form has more than {self.max_parts} parts{hint}")
+        self.parts.append(_Part())
+
+    def on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self.parts[-1].header_name += data[start:end]
+
+    def on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self.parts[-1].header_value += data[start:end]
+
+    def on_header_end(self) -> None:
+        part = self.parts[-1]
+        if part.header_name.lower() == b"content-disposition":
+            part.disposition = part.header_value
+        part.header_name, part.header_value = b"", b""
+
+    def on_headers_finished(self) -> None:
+        part = self.parts[-1]
+        _, disposition = parse_options_header(part.disposition)
+        part.name = disposition.get(b"name", b"").decode("utf-8", "replace")
+        if b"filename" in disposition:
+            part.filename = disposition[b"filename"].decode("utf-8", "replace")
+            limit = self.limits.get(part.name)
+            if limit is None:
+                raise _invalid(part.name or "request", f"unexpected file field; send only {', '.join(self.limits)}")
+            if part.name in self.form.files:
+                raise _invalid(part.name, "sent twice")
+            part.incoming = self.store.receive(max_bytes=limit.max_bytes, what=limit.what)
+            self.form.files[part.name] = part.incoming
+            self.form.filenames[part.name] = part.filename
+
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        part = self.parts[-1]
+        part.data += data[start:end]
+        if part.incoming is None and len(part.data) > MAX_FIELD_BYTES:
+            raise _invalid(part.name, f"longer than {MAX_FIELD_BYTES // 1024} KiB")
+        if part.incoming is not None and len(part.data) >= WRITE_BYTES:
+            self.ready.append((part.incoming, bytes(part.data)))
+            part.data.clear()
+
+    def on_part_end(self) -> None:
+        part = self.parts[-1]
+        if part.incoming is not None:
+            self.ready.append((part.incoming, bytes(part.data)))
+        else:
+            self.form.fields[part.name] = part.data.decode("utf-8", "replace")
+        part.data = bytearray()
+
+
 async def receive_form(
     request: Request, store: ArtifactStorage, limits: dict[str, FileLimit], *, max_parts: int = MAX_PARTS
 ) -> ReceivedForm:
@@ -66,96 +151,25 @@ async def receive_form(
     content_type, options = parse_options_header(request.headers.get("content-type", ""))
     if content_type != b"multipart/form-data" or b"boundary" not in options:
         raise _invalid("model", "no model file: send multipart/form-data with a `model` file and a `context` field")
-    form = ReceivedForm()
-    parts: list[_Part] = []
-    ready: list[tuple[Incoming, bytes]] = []
-
-    def on_part_begin() -> None:
-        if len(parts) >= max_parts:
-            hint = (
-                "; send only the fields model, inputs, calibration, context, model_name, tag, backends, force and "
-                "source_report (the deployment context as one `context` JSON field)"
-                if max_parts == MAX_PARTS
-                else ""
-            )
-            raise _invalid("request", f"the form has more than {max_parts} parts{hint}")
-        parts.append(_Part())
-
-    def on_header_field(data: bytes, start: int, end: int) -> None:
-        parts[-1].header_name += data[start:end]
-
-    def on_header_value(data: bytes, start: int, end: int) -> None:
-        parts[-1].header_value += data[start:end]
-
-    def on_header_end() -> None:
-        part = parts[-1]
-        if part.header_name.lower() == b"content-disposition":
-            part.disposition = part.header_value
-        part.header_name, part.header_value = b"", b""
-
-    def on_headers_finished() -> None:
-        part = parts[-1]
-        _, disposition = parse_options_header(part.disposition)
-        part.name = disposition.get(b"name", b"").decode("utf-8", "replace")
-        if b"filename" in disposition:
-            part.filename = disposition[b"filename"].decode("utf-8", "replace")
-            limit = limits.get(part.name)
-            if limit is None:
-                raise _invalid(part.name or "request", f"unexpected file field; send only {', '.join(limits)}")
-            if part.name in form.files:
-                raise _invalid(part.name, "sent twice")
-            part.incoming = store.receive(max_bytes=limit.max_bytes, what=limit.what)
-            form.files[part.name] = part.incoming
-            form.filenames[part.name] = part.filename
-
-    def on_part_data(data: bytes, start: int, end: int) -> None:
-        part = parts[-1]
-        part.data += data[start:end]
-        if part.incoming is None and len(part.data) > MAX_FIELD_BYTES:
-            raise _invalid(part.name, f"longer than {MAX_FIELD_BYTES // 1024} KiB")
-        if part.incoming is not None and len(part.data) >= WRITE_BYTES:
-            ready.append((part.incoming, bytes(part.data)))
-            part.data.clear()
-
-    def on_part_end() -> None:
-        part = parts[-1]
-        if part.incoming is not None:
-            ready.append((part.incoming, bytes(part.data)))
-        else:
-            form.fields[part.name] = part.data.decode("utf-8", "replace")
-        part.data = bytearray()
-
-    parser = MultipartParser(
-        options[b"boundary"],
-        {
-            "on_part_begin": on_part_begin,
-            "on_header_field": on_header_field,
-            "on_header_value": on_header_value,
-            "on_header_end": on_header_end,
-            "on_headers_finished": on_headers_finished,
-            "on_part_data": on_part_data,
-            "on_part_end": on_part_end,
-        },
-    )
+    reader = _FormReader(store, limits, max_parts)
+    parser = MultipartParser(options[b"boundary"], reader.callbacks())
     try:
         async for chunk in request.stream():
             parser.write(chunk)
-            if ready:
-                batch = ready[:]
-                ready.clear()
-                await run_in_threadpool(_write_all, batch)
+            if reader.ready:
+                await run_in_threadpool(_write_all, reader.take_ready())
         parser.finalize()
-        await run_in_threadpool(_write_all, ready)
+        await run_in_threadpool(_write_all, reader.take_ready())
     except FormParserError as exc:
-        form.discard()
+        reader.form.discard()
         raise _invalid("request", f"malformed multipart body: {exc}") from None
     except ClientDisconnect:
-        form.discard()
+        reader.form.discard()
         raise HTTPException(400, detail="the upload was interrupted: the client disconnected") from None
     except BaseException:
-        form.discard()
+        reader.form.discard()
         raise
-    return form
+    return reader.form
 
 
 def _write_all(batch: list[tuple[Incoming, bytes]]) -> None:
