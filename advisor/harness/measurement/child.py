@@ -106,13 +106,7 @@ def measure_variant(
     from advisor.harness.backends import get_backend
 
     backend = get_backend(backend_spec)
-    label = {"backend": backend.name, "mode": mode}
-
-    prefix = ("details: " if details_median_ms is not None else "warm cache: ") if warm_run else ""
-
-    def progress(stage: str, iterations: int = 0) -> None:
-        report_progress({**label, "stage": prefix + stage, "iterations": iterations})
-
+    progress = _progress_reporter(backend.name, mode, warm_run, details=details_median_ms is not None)
     progress("loading")
     opened = _open(backend, mode, device, workload, options, calibration_file)
     if isinstance(opened, dict):
@@ -152,6 +146,17 @@ def measure_variant(
             sweep,
             details_median_ms,
         )
+
+
+def _progress_reporter(backend: str, mode: str, warm_run: bool, *, details: bool) -> Callable[..., None]:
+    """The child's progress lines, each stage named with the kind of child it is (a details or warm-cache child)."""
+    label = {"backend": backend, "mode": mode}
+    prefix = ("details: " if details else "warm cache: ") if warm_run else ""
+
+    def progress(stage: str, iterations: int = 0) -> None:
+        report_progress({**label, "stage": prefix + stage, "iterations": iterations})
+
+    return progress
 
 
 def _open(
