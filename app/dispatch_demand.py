@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import select
 from sqlmodel import Session
 
 from app.models import MEASURE, Job, JobRequirement, JobStatus, Worker
+from app.queue_order import claim_order, claimable
 
 # an idle worker polls for work every second or so while it waits: one silent longer than this (killed while idle,
 # say) is not counted as about to claim, even before the reaper marks it lost
@@ -64,19 +65,10 @@ def dispatch_demand(
 
 def _claimable_jobs(session: Session, device_kind: str, now: datetime) -> list[int]:
     """The ids of the measure jobs of `device_kind` a claim would take now, in claim order."""
-    claimable = or_(
-        and_(Job.status == JobStatus.QUEUED, Job.available_at <= now),
-        and_(
-            Job.status == JobStatus.RUNNING,
-            Job.lease_expires_at < now,
-            Job.attempts < Job.max_attempts,
-            Job.cancel_requested.is_(False),
-        ),
-    )
     query = (
         select(Job.id)
-        .where(claimable, Job.device_kind == device_kind, Job.purpose == MEASURE)
-        .order_by(Job.priority.desc(), Job.id)
+        .where(claimable(Job, now), Job.device_kind == device_kind, Job.purpose == MEASURE)
+        .order_by(*claim_order(Job))
         .limit(DEMAND_LIMIT)
     )
     return [int(job_id) for job_id in session.scalars(query)]

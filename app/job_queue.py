@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, func, or_, select, update
+from sqlalchemy import bindparam, exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlmodel import Session
@@ -48,7 +48,7 @@ from app.models import (
     Worker,
 )
 from app.outcomes import DecisionFailed, clear_recommendation, decide_recommendation, store_outcome
-from app.queue_order import claim_order, goes_before
+from app.queue_order import claim_order, claimable, goes_before
 from app.results import (
     ERROR_CHARS,
     JobBinding,
@@ -968,19 +968,10 @@ def _claim_statement():  # noqa: ANN202 - an ORM UPDATE ... RETURNING Job, built
         )
         .correlate(candidate)
     )
-    claimable = or_(
-        and_(candidate.status == JobStatus.QUEUED, candidate.available_at <= now),
-        and_(
-            candidate.status == JobStatus.RUNNING,
-            candidate.lease_expires_at < now,
-            candidate.attempts < candidate.max_attempts,
-            candidate.cancel_requested.is_(False),
-        ),
-    )
     next_job_id = (
         select(candidate.id)
         .where(
-            claimable,
+            claimable(candidate, now),
             candidate.device_kind.in_((bindparam("wanted_device_kind"), ANY_DEVICE)),
             ~exists(unmet_requirement),
         )
