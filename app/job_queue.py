@@ -49,6 +49,7 @@ from app.models import (
 )
 from app.outcomes import DecisionFailed, clear_recommendation, decide_recommendation, store_outcome
 from app.queue_order import claim_order, claimable, goes_before
+from app.queue_policy import QueuePolicy
 from app.results import (
     ERROR_CHARS,
     JobBinding,
@@ -115,17 +116,6 @@ class Actor:
 
 
 SERVER = Actor()
-
-
-@dataclass(frozen=True)
-class QueuePolicy:
-    lease_ttl_s: float = 60
-    max_attempts: int = 3
-    backoff_base_s: float = 15
-    backoff_cap_s: float = 600
-    backoff_jitter: float = 0.1
-    worker_lost_after_s: float = 90
-    max_releases: int = 5  # the max_releases-th graceful release of one job sends it to the dead letter
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.queue_policy import QueuePolicy
 from app.service_errors import ErrorCode, ServiceError
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -48,16 +49,17 @@ class Settings(BaseSettings):
     cache_window_s: float = 7 * 24 * 3600  # identical submissions inside it are deduplicated
 
     heartbeat_interval_s: float = 10
-    lease_ttl_s: float = 60
     poll_timeout_s: float = 25
     claim_poll_interval_s: float = 0.5
-    max_attempts: int = 3
-    backoff_base_s: float = 15
-    backoff_cap_s: float = 600
-    backoff_jitter: float = 0.1
     reaper_interval_s: float = 15
-    worker_lost_after_s: float = 90
-    max_releases: int = 5  # the 5th graceful release of one job (its workers left) dead-letters it
+    # the queue's policy (app.queue_policy, where the defaults are): QueuePolicy.of(settings) reads these
+    lease_ttl_s: float = QueuePolicy.lease_ttl_s
+    max_attempts: int = QueuePolicy.max_attempts
+    backoff_base_s: float = QueuePolicy.backoff_base_s
+    backoff_cap_s: float = QueuePolicy.backoff_cap_s
+    backoff_jitter: float = QueuePolicy.backoff_jitter
+    worker_lost_after_s: float = QueuePolicy.worker_lost_after_s
+    max_releases: int = QueuePolicy.max_releases  # that many graceful releases of one job dead-letter it
 
     # saturation (app.admission, app.db): beyond these the server answers 503/429 with Retry-After
     max_concurrent_uploads: int = 8  # uploads received at once; more: 503
