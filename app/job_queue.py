@@ -88,7 +88,7 @@ class StaleLease(QueueError):
 
 
 class InvalidTransition(QueueError):
-    code = ErrorCode.CONFLICT
+    """The job's status does not allow the transition asked for (a conflict, like every QueueError)."""
 
 
 class NotYourWorker(QueueError):
