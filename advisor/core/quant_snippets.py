@@ -29,50 +29,64 @@ def calibration_lines() -> list[str]:
     ]
 
 
+KEYWORD_NOTE = "# args: the positional inputs; kwargs: the keyword inputs"
+
+
+def _numpy_imports(positional: bool) -> list[str]:
+    """The imports the calibration block needs: only a positional call reads the user's .npz samples."""
+    return ["import os", "", "import numpy as np"] if positional else []
+
+
+def _batches(positional: bool, flat: str) -> list[str]:
+    """`batches` for a converter's calibration: the user's samples (positional inputs), else the example inputs."""
+    return [""] + calibration_lines() if positional else [f"batches = [{flat}]  # the example inputs"]
+
+
+def _script(lines: list[str]) -> str:
+    return "\n".join(lines) + "\n"
+
+
 def pt2e_int8_snippet(call: str = POSITIONAL_CALL) -> str:
     invocation = call.replace("model(", "quantized(", 1)
     positional = call == POSITIONAL_CALL
     export_args = "tuple(inputs)" if positional else "tuple(args), kwargs"
     calibrate = call.replace("model(", "prepared(", 1)
-    return (
-        "\n".join(
-            [
-                *([] if positional else ["# args: the positional inputs; kwargs: the keyword inputs"]),
-                *(["import os", "", "import numpy as np"] if positional else []),
-                "import torch",
-                "import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq",
-                "from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e",
-                "",
-                *(calibration_lines() + [""] if positional else []),
-                "# model in eval mode; torch 2.13 ships no torch.ao.quantization.quantize_pt2e: it is in torchao",
-                f"exported = torch.export.export(model, {export_args}).module()",
-                "quantizer = xiq.X86InductorQuantizer()",
-                "quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())  # int8 static",
-                "prepared = prepare_pt2e(exported, quantizer)",
-                "with torch.no_grad():",
-                *(
-                    [
-                        "    for batch in batches:  # calibration: the observers record each sample's ranges",
-                        "        prepared(*batch)",
-                    ]
-                    if positional
-                    else [f"    {calibrate}  # calibration: the example inputs (use a few hundred real samples)"]
-                ),
-                "quantized = convert_pt2e(prepared)",
-                "# freezing packs the int8 weights for oneDNN (the PT2E X86 Inductor recipe); with torch 2.13 and",
-                "# torchao 0.18 it fails on some graphs (onednn.qconv_prepack / qlinear_prepack have no fake kernel)",
-                "try:",
-                '    compiled = torch.compile(quantized, options={"freezing": True})',
-                "    with torch.no_grad():",
-                f"        outputs = {invocation.replace('quantized(', 'compiled(', 1)}  # first call compiles",
-                "except Exception:  # torch._inductor.exc.InductorError: UnsupportedOperatorException ... prepack",
-                "    torch._dynamo.reset()",
-                '    compiled = torch.compile(quantized, options={"freezing": False})',
-                "    with torch.no_grad():",
-                f"        outputs = {invocation.replace('quantized(', 'compiled(', 1)}",
-            ]
-        )
-        + "\n"
+    return _script(
+        [
+            *([] if positional else [KEYWORD_NOTE]),
+            *_numpy_imports(positional),
+            "import torch",
+            "import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq",
+            "from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e",
+            "",
+            *(calibration_lines() + [""] if positional else []),
+            "# model in eval mode; torch 2.13 ships no torch.ao.quantization.quantize_pt2e: it is in torchao",
+            f"exported = torch.export.export(model, {export_args}).module()",
+            "quantizer = xiq.X86InductorQuantizer()",
+            "quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())  # int8 static",
+            "prepared = prepare_pt2e(exported, quantizer)",
+            "with torch.no_grad():",
+            *(
+                [
+                    "    for batch in batches:  # calibration: the observers record each sample's ranges",
+                    "        prepared(*batch)",
+                ]
+                if positional
+                else [f"    {calibrate}  # calibration: the example inputs (use a few hundred real samples)"]
+            ),
+            "quantized = convert_pt2e(prepared)",
+            "# freezing packs the int8 weights for oneDNN (the PT2E X86 Inductor recipe); with torch 2.13 and",
+            "# torchao 0.18 it fails on some graphs (onednn.qconv_prepack / qlinear_prepack have no fake kernel)",
+            "try:",
+            '    compiled = torch.compile(quantized, options={"freezing": True})',
+            "    with torch.no_grad():",
+            f"        outputs = {invocation.replace('quantized(', 'compiled(', 1)}  # first call compiles",
+            "except Exception:  # torch._inductor.exc.InductorError: UnsupportedOperatorException ... prepack",
+            "    torch._dynamo.reset()",
+            '    compiled = torch.compile(quantized, options={"freezing": False})',
+            "    with torch.no_grad():",
+            f"        outputs = {invocation.replace('quantized(', 'compiled(', 1)}",
+        ]
     )
 
 
@@ -80,49 +94,46 @@ def ort_int8_snippet(call: str = POSITIONAL_CALL) -> str:
     positional = call == POSITIONAL_CALL
     export_args = "tuple(inputs)" if positional else "tuple(args), kwargs=kwargs"
     flat = "inputs" if positional else "[*args, *kwargs.values()]"
-    return (
-        "\n".join(
-            [
-                *(["import os", "", "import numpy as np"] if positional else []),
-                "import onnx",
-                "import torch",
-                "import onnxruntime as ort",
-                "from onnxruntime.quantization import (",
-                "    CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static,",
-                ")",
-                "",
-                *([] if positional else ["# args: the positional inputs; kwargs: the keyword inputs"]),
-                "with torch.no_grad():",
-                f"    onnx_program = torch.onnx.export(model, {export_args}, dynamo=True)",
-                'onnx_program.save("model.onnx")',
-                'names = [i.name for i in onnx.load("model.onnx").graph.input]',
-                *([""] + calibration_lines() if positional else ["batches = [" + flat + "]  # the example inputs"]),
-                "",
-                "",
-                "class Calibration(CalibrationDataReader):  # static QDQ's calibration samples",
-                "    def __init__(self, batches):",
-                "        self.batches = iter([{n: t.numpy() for n, t in zip(names, b)} for b in batches])",
-                "",
-                "    def get_next(self):",
-                "        return next(self.batches, None)",
-                "",
-                "",
-                'ops = {node.op_type for node in onnx.load("model.onnx").graph.node}',
-                'if ops & {"Conv", "ConvTranspose"}:  # convolutional: static QDQ, calibrated',
-                "    quantize_static(",
-                '        "model.onnx", "model.int8.onnx", Calibration(batches),',
-                "        quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,",
-                "    )",
-                "else:  # Linear / MatMul (transformer-style): dynamic, activations quantized at run time",
-                '    quantize_dynamic("model.onnx", "model.int8.onnx", weight_type=QuantType.QInt8)',
-                "",
-                "so = ort.SessionOptions()",
-                'so.add_session_config_entry("session.intra_op.allow_spinning", "0")',
-                'session = ort.InferenceSession("model.int8.onnx", so, providers=["CPUExecutionProvider"])',
-                f"outputs = session.run(None, {{n: t.numpy() for n, t in zip(names, {flat})}})",
-            ]
-        )
-        + "\n"
+    return _script(
+        [
+            *_numpy_imports(positional),
+            "import onnx",
+            "import torch",
+            "import onnxruntime as ort",
+            "from onnxruntime.quantization import (",
+            "    CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static,",
+            ")",
+            "",
+            *([] if positional else [KEYWORD_NOTE]),
+            "with torch.no_grad():",
+            f"    onnx_program = torch.onnx.export(model, {export_args}, dynamo=True)",
+            'onnx_program.save("model.onnx")',
+            'names = [i.name for i in onnx.load("model.onnx").graph.input]',
+            *_batches(positional, flat),
+            "",
+            "",
+            "class Calibration(CalibrationDataReader):  # static QDQ's calibration samples",
+            "    def __init__(self, batches):",
+            "        self.batches = iter([{n: t.numpy() for n, t in zip(names, b)} for b in batches])",
+            "",
+            "    def get_next(self):",
+            "        return next(self.batches, None)",
+            "",
+            "",
+            'ops = {node.op_type for node in onnx.load("model.onnx").graph.node}',
+            'if ops & {"Conv", "ConvTranspose"}:  # convolutional: static QDQ, calibrated',
+            "    quantize_static(",
+            '        "model.onnx", "model.int8.onnx", Calibration(batches),',
+            "        quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,",
+            "    )",
+            "else:  # Linear / MatMul (transformer-style): dynamic, activations quantized at run time",
+            '    quantize_dynamic("model.onnx", "model.int8.onnx", weight_type=QuantType.QInt8)',
+            "",
+            "so = ort.SessionOptions()",
+            'so.add_session_config_entry("session.intra_op.allow_spinning", "0")',
+            'session = ort.InferenceSession("model.int8.onnx", so, providers=["CPUExecutionProvider"])',
+            f"outputs = session.run(None, {{n: t.numpy() for n, t in zip(names, {flat})}})",
+        ]
     )
 
 
@@ -130,32 +141,28 @@ def openvino_int8_snippet(call: str = POSITIONAL_CALL) -> str:
     """openvino:int8: OpenVINO's conversion, NNCF post-training int8 (calibrated), the IR saved and compiled."""
     positional = call == POSITIONAL_CALL
     flat = "inputs" if positional else "[*args, *kwargs.values()]"
-    return (
-        "\n".join(
-            [
-                *(["import os", "", "import numpy as np"] if positional else []),
-                "import nncf",
-                "import openvino as ov",
-                "import torch",
-                "",
-                *([] if positional else ["# args: the positional inputs; kwargs: the keyword inputs"]),
-                "with torch.no_grad():  # model in eval mode; OpenVINO converts the ExportedProgram",
-                "    exported = torch.export.export(model, "
-                + ("tuple(inputs))" if positional else "tuple(args), kwargs)"),
-                "    ov_model = ov.convert_model(exported)",
-                *([""] + calibration_lines() if positional else [f"batches = [{flat}]  # the example inputs"]),
-                "",
-                "calibration = nncf.Dataset(batches, lambda batch: [t.numpy() for t in batch])",
-                "int8_model = nncf.quantize(ov_model, calibration, subset_size=len(batches))  # static int8",
-                'ov.save_model(int8_model, "model.int8.xml", compress_to_fp16=False)  # the IR: .xml + .bin',
-                "",
-                "core = ov.Core()",
-                'compiled = core.compile_model(core.read_model("model.int8.xml"), "CPU")',
-                f"results = compiled([t.numpy() for t in {flat}])",
-                "outputs = [results[port] for port in compiled.outputs]",
-            ]
-        )
-        + "\n"
+    return _script(
+        [
+            *_numpy_imports(positional),
+            "import nncf",
+            "import openvino as ov",
+            "import torch",
+            "",
+            *([] if positional else [KEYWORD_NOTE]),
+            "with torch.no_grad():  # model in eval mode; OpenVINO converts the ExportedProgram",
+            "    exported = torch.export.export(model, " + ("tuple(inputs))" if positional else "tuple(args), kwargs)"),
+            "    ov_model = ov.convert_model(exported)",
+            *_batches(positional, flat),
+            "",
+            "calibration = nncf.Dataset(batches, lambda batch: [t.numpy() for t in batch])",
+            "int8_model = nncf.quantize(ov_model, calibration, subset_size=len(batches))  # static int8",
+            'ov.save_model(int8_model, "model.int8.xml", compress_to_fp16=False)  # the IR: .xml + .bin',
+            "",
+            "core = ov.Core()",
+            'compiled = core.compile_model(core.read_model("model.int8.xml"), "CPU")',
+            f"results = compiled([t.numpy() for t in {flat}])",
+            "outputs = [results[port] for port in compiled.outputs]",
+        ]
     )
 
 
