@@ -226,17 +226,8 @@ def _submit_once(
 
 
 def _new_artifact_row(template: Artifact) -> Artifact:
-    """A fresh row from `template` (a template may be added again after a rolled-back attempt)."""
-    return Artifact(
-        sha256=template.sha256,
-        kind=template.kind,
-        format=template.format,
-        size_bytes=template.size_bytes,
-        entries=template.entries,
-        archive_name=template.archive_name,
-        custom_op_names=list(template.custom_op_names or []),
-        created_at=template.created_at,
-    )
+    """A fresh row from `template`, field by field (a template may be added again after a rolled-back attempt)."""
+    return Artifact.model_validate(template.model_dump())
 
 
 def collect_orphans(session: Session, store: ArtifactStorage, *, min_age_s: float) -> list[str]:
