@@ -32,6 +32,12 @@ def calibration_lines() -> list[str]:
 KEYWORD_NOTE = "# args: the positional inputs; kwargs: the keyword inputs"
 
 
+def _inputs_of(call: str) -> tuple[bool, str]:
+    """Whether `call` passes the inputs positionally, and the snippet's expression for them as one flat list."""
+    positional = call == POSITIONAL_CALL
+    return positional, "inputs" if positional else "[*args, *kwargs.values()]"
+
+
 def _numpy_imports(positional: bool) -> list[str]:
     """The imports the calibration block needs: only a positional call reads the user's .npz samples."""
     return ["import os", "", "import numpy as np"] if positional else []
@@ -91,9 +97,8 @@ def pt2e_int8_snippet(call: str = POSITIONAL_CALL) -> str:
 
 
 def ort_int8_snippet(call: str = POSITIONAL_CALL) -> str:
-    positional = call == POSITIONAL_CALL
+    positional, flat = _inputs_of(call)
     export_args = "tuple(inputs)" if positional else "tuple(args), kwargs=kwargs"
-    flat = "inputs" if positional else "[*args, *kwargs.values()]"
     return _script(
         [
             *_numpy_imports(positional),
@@ -139,8 +144,7 @@ def ort_int8_snippet(call: str = POSITIONAL_CALL) -> str:
 
 def openvino_int8_snippet(call: str = POSITIONAL_CALL) -> str:
     """openvino:int8: OpenVINO's conversion, NNCF post-training int8 (calibrated), the IR saved and compiled."""
-    positional = call == POSITIONAL_CALL
-    flat = "inputs" if positional else "[*args, *kwargs.values()]"
+    positional, flat = _inputs_of(call)
     return _script(
         [
             *_numpy_imports(positional),
