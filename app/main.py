@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
+from sqlalchemy import Engine
 from sqlmodel import Session
 
 from advisor.core.calibration import MAX_CALIBRATION_BYTES
@@ -43,42 +44,9 @@ log = logging.getLogger("npu_advisor.server")
 def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> FastAPI:
     """A ready app: migrations applied, leftovers of interrupted uploads removed, reaper started by lifespan."""
     settings = settings or get_settings()
-    check_replica_settings(settings)  # several replicas: PostgreSQL, or a clear refusal here
-    if settings.api_replicas > 1 and not settings.artifact_store:
-        log.warning(
-            "ADVISOR_API_REPLICAS=%s with the local artifact directory: every replica must see the same directory; "
-            "set ADVISOR_ARTIFACT_STORE=s3://bucket/prefix otherwise",
-            settings.api_replicas,
-        )
-    engine = create_db_engine(
-        settings.resolved_database_url,
-        pool_size=settings.db_pool_size,
-        max_overflow=settings.db_max_overflow,
-        pool_timeout_s=settings.db_pool_timeout_s,
-        write_wait_s=settings.db_write_wait_s,
-        max_write_waiting=settings.db_max_write_waiting,
-    )
-    upgrade_database(engine)
-    store = open_store(settings)
-    try:
-        store.discard_incomplete()
-        _collect_orphans(engine, store, settings)
-    except Exception:  # noqa: BLE001 - object storage unreachable at start: serve anyway, /readyz says why
-        if store.kind == "local":
-            raise
-        log.exception("artifact store %s: the start-up sweep failed; /readyz reports the store", store.describe())
-    queue = JobQueue(
-        QueuePolicy(
-            lease_ttl_s=settings.lease_ttl_s,
-            max_attempts=settings.max_attempts,
-            backoff_base_s=settings.backoff_base_s,
-            backoff_cap_s=settings.backoff_cap_s,
-            backoff_jitter=settings.backoff_jitter,
-            worker_lost_after_s=settings.worker_lost_after_s,
-            max_releases=settings.max_releases,
-        ),
-        clock=clock,
-    )
+    engine = _open_database(settings)
+    store = _open_swept_store(engine, settings)
+    queue = JobQueue(QueuePolicy.of(settings), clock=clock)
 
     app = FastAPIOffline(
         title="npu-advisor",
@@ -103,6 +71,47 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
     app.add_exception_handler(ServiceError, service_error_response)  # the one code -> status table (service_errors)
     app.add_exception_handler(RequestValidationError, _validation_error)
     install_busy_handlers(app, settings.retry_after_s)
+    _add_request_guards(app, settings)
+    return app
+
+
+def _open_database(settings: Settings) -> Engine:
+    """The database engine, its migrations applied; several replicas need PostgreSQL (refused here otherwise)."""
+    check_replica_settings(settings)  # several replicas: PostgreSQL, or a clear refusal here
+    if settings.api_replicas > 1 and not settings.artifact_store:
+        log.warning(
+            "ADVISOR_API_REPLICAS=%s with the local artifact directory: every replica must see the same directory; "
+            "set ADVISOR_ARTIFACT_STORE=s3://bucket/prefix otherwise",
+            settings.api_replicas,
+        )
+    engine = create_db_engine(
+        settings.resolved_database_url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        pool_timeout_s=settings.db_pool_timeout_s,
+        write_wait_s=settings.db_write_wait_s,
+        max_write_waiting=settings.db_max_write_waiting,
+    )
+    upgrade_database(engine)
+    return engine
+
+
+def _open_swept_store(engine: Engine, settings: Settings) -> ArtifactStorage:
+    """The artifact store, with what interrupted uploads and failed submissions left removed."""
+    store = open_store(settings)
+    try:
+        store.discard_incomplete()
+        _collect_orphans(engine, store, settings)
+    except Exception:  # noqa: BLE001 - object storage unreachable at start: serve anyway, /readyz says why
+        if store.kind == "local":
+            raise
+        log.exception("artifact store %s: the start-up sweep failed; /readyz reports the store", store.describe())
+    return store
+
+
+def _add_request_guards(app: FastAPI, settings: Settings) -> None:
+    """The middleware that answers before any handler: size, share and admission limits, authorization before the
+    body, Host and id checks, lingering close and the security headers."""
     upload_paths = (f"{API_PREFIX}/analyze", "/analyze", "/upload")
     # before the body, innermost first: every body capped; a client's share; the caller decided; an open
     # loopback server's Host checked
@@ -132,7 +141,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock = utcnow) -> Fa
         linger_s=settings.refused_upload_linger_s,
     )
     app.add_middleware(SecurityHeaders)  # CSP, framing refused, nosniff, referrer policy on every answer
-    return app
 
 
 def _include_dashboard(app: FastAPI) -> None:
