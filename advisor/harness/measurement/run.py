@@ -313,14 +313,11 @@ def _remeasure_noisy(
         quality["remeasured"], quality["rounds"], quality["remeasure_spent_s"] = [], 0, 0.0
         quality["not_remeasured"] = f"the machine is still busy ({busy}): timing again now would not help"
         return quality
-    rows = run["measurements"]
     remeasured: list[str] = []
     kept: dict[str, str] = {}
     spent, rounds, stopped = 0.0, 0, None
     ranking: dict = leading_ranking(dict(run), ranking_context)  # type: ignore[arg-type]
-    workload = common["workload"]
     while True:
-        middle = _middle_eager_ms(run)
         wanted = _rows_to_time_again(run, quality, ranking, rounds)
         if not wanted and ranking["resolved"]:
             stopped = (
@@ -328,34 +325,9 @@ def _remeasure_noisy(
                 "noise: timing them again could not change the choice"
             )
             break
-        round_s = 0.0
-        for index, (spec, mode) in enumerate(variants):
-            row = rows[index]
-            name = noise.label(row)
-            if name not in wanted or row["status"] not in ("ok", "fail_accuracy"):
-                continue
-            first = first_pass_policy(ranking_context, workload, policy, index == 0)
-            again, _ = measure_one(
-                spec,
-                mode,
-                index == 0,
-                {**common, "reference_exists": True},  # the baseline's first child wrote it: it is not computed again
-                sandbox,
-                workdir / f"cache-{index}",
-                {**first, "warm_cache": False, "dynamic_sizes": 0},
-                stage="re-measure",
-            )
-            if name not in remeasured:
-                remeasured.append(name)
-            row["wall_s"] += again["wall_s"]
-            round_s += again["wall_s"]
-            if again["status"] == row["status"] and _noise_score(again, middle) < _noise_score(row, middle):
-                for key in _TIMING_FIELDS:
-                    row[key] = again.get(key)  # type: ignore[literal-required]
-                row["latency_window"] = noise.REMEASURED_WINDOW
-                kept[name] = _ORDINALS[min(rounds + 1, len(_ORDINALS) - 1)]  # "second": the first re-measure
-            else:
-                kept.setdefault(name, "first")
+        round_s = _time_again(
+            run, wanted, variants, common, sandbox, workdir, policy, ranking_context, rounds, remeasured, kept
+        )
         rounds += 1
         spent += round_s
         _stamp_load(run, load_start)
@@ -373,6 +345,55 @@ def _remeasure_noisy(
         ranking={**ranking, "stopped": stopped},
     )
     return quality
+
+
+def _time_again(
+    run: dict[str, Any],
+    wanted: set[str],
+    variants: list[tuple[str, str]],
+    common: dict,
+    sandbox: dict,
+    workdir: Path,
+    policy: dict,
+    ranking_context: DeploymentContext | None,
+    rounds: int,
+    remeasured: list[str],
+    kept: dict[str, str],
+) -> float:
+    """One round of `_remeasure_noisy`: each `wanted` row timed once more in a fresh child, its quieter timing kept
+    (`remeasured` and `kept` updated); returns the round's wall time in seconds."""
+    rows = run["measurements"]
+    middle = _middle_eager_ms(run)
+    workload = common["workload"]
+    round_s = 0.0
+    for index, (spec, mode) in enumerate(variants):
+        row = rows[index]
+        name = noise.label(row)
+        if name not in wanted or row["status"] not in ("ok", "fail_accuracy"):
+            continue
+        first = first_pass_policy(ranking_context, workload, policy, index == 0)
+        again, _ = measure_one(
+            spec,
+            mode,
+            index == 0,
+            {**common, "reference_exists": True},  # the baseline's first child wrote it: it is not computed again
+            sandbox,
+            workdir / f"cache-{index}",
+            {**first, "warm_cache": False, "dynamic_sizes": 0},
+            stage="re-measure",
+        )
+        if name not in remeasured:
+            remeasured.append(name)
+        row["wall_s"] += again["wall_s"]
+        round_s += again["wall_s"]
+        if again["status"] == row["status"] and _noise_score(again, middle) < _noise_score(row, middle):
+            for key in _TIMING_FIELDS:
+                row[key] = again.get(key)  # type: ignore[literal-required]
+            row["latency_window"] = noise.REMEASURED_WINDOW
+            kept[name] = _ORDINALS[min(rounds + 1, len(_ORDINALS) - 1)]  # "second": the first re-measure
+        else:
+            kept.setdefault(name, "first")
+    return round_s
 
 
 def _rows_to_time_again(run: dict[str, Any], quality: dict, ranking: dict, rounds: int) -> set[str]:
