@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -94,14 +95,12 @@ def measure_model(
     calibration_file: str | None = None,
     on_ranked: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Measure `path` on `device`; returns a MeasurementRun (advisor.core.results' shape, as a plain dict) with one
-    row per (backend, mode), eager included.
+    """Measure `path` on `device`: a MeasurementRun (advisor.core.results' shape, a plain dict), a row per variant.
 
-    Raises MeasureError for a bad model file / inputs / backend name, MeasurementCancelled when
-    `cancel` fires. `timeout_s` and `memory_limit_mb` apply to each child separately.
-    `workload="training"` times a training step (advisor.harness.training_step) with `optimizer` ("sgd" or "adamw");
-    `workload="generation"` a causal LM's prefill and decode phases (advisor.harness.measurement.generation) over
-    `decode_tokens` greedy tokens.
+    Raises MeasureError for a bad model file / inputs / backend name, MeasurementCancelled when `cancel` fires.
+    `timeout_s` and `memory_limit_mb` apply to each child separately. `workload="training"` times a training step
+    (advisor.harness.training_step) with `optimizer` ("sgd" or "adamw"); `workload="generation"` a causal LM's prefill
+    and decode phases (advisor.harness.measurement.generation) over `decode_tokens` greedy tokens. Eager comes first.
     `zygote`: a `measurement_zygote(device)` already started for this job (the caller closes it); None starts one.
     `accuracy_tolerance`: {"atol", "rtol"} (either may be None) replacing the dtype defaults of the accuracy check.
     `keyword_inputs`: the names of the inputs the model takes by keyword (the inspection's): each row's snippet then
@@ -113,46 +112,114 @@ def measure_model(
     `shape_sweep`: advisor.core.shape_sweep.sweep_spec's points or ranges: each variant is also timed at those
     shapes (inference only; advisor.harness.measurement.sweep), its row's `sweep`.
     `calibration_file`: the user's calibration .npz (advisor.core.calibration), read by the int8 variants' children.
-    `on_ranked`: with a `plan_context` (inference), called with a copy of the run once its options are ranked and
-    before the leading options' details are measured (advisor.harness.measurement.details), when there are any: the
-    recommendation is known then, and the details do not change it, so a caller can publish it early. Its quality's
-    `details` says which options' details are still to come (`pending`). A callback that raises is logged and the
-    measurement goes on: publishing early is a courtesy, the run is the result.
+    `on_ranked`: with a `plan_context` (inference), called with a copy of the run once its options are ranked, before
+    the leading options' details are measured, so a caller can publish the recommendation early (`_with_details`).
 
-    The run carries its `quality` (advisor.core.noise): when its timings say the machine was unquiet (eager drifting
-    between processes, interleaved blocks disagreeing, a too-wide speedup CI), the noisy rows are timed again
-    (`remeasure`) in rounds until the leading options are ranked, REMEASURE_MAX_ROUNDS are done or another round
-    would exceed `remeasure_budget_s` (default REMEASURE_BUDGET_S; not while noise.still_busy says the machine is
-    still busy), keeping each row's quietest timing; what is still noisy then is reported, and the whole analysis is
-    marked `noisy`. The environment records the load before the run and during its timed windows.
+    The run carries its `quality` (advisor.core.noise): when its timings say the machine was unquiet, the noisy rows
+    are timed again (`remeasure`) in rounds within `remeasure_budget_s` (default REMEASURE_BUDGET_S; `_remeasure_noisy`)
+    keeping each row's quietest timing; what is still noisy then is reported, and the whole analysis is marked
+    `noisy`. The environment records the load before the run and during its timed windows.
     """
     load_start = noise.read_load()  # before any child of this run adds to it
+    variants = _checked_variants(path, inputs_file, backends, device, workload, optimizer, plan_context)
+    policy = asdict(timing or default_timing())
+    notify = progress or (lambda event: None)
+    files = [path, inputs_file, calibration_file]
+    children_sandbox = _children_sandbox(zygote, device, files, variants, timeout_s, memory_limit_mb, cancel, notify)
+    with children_sandbox as (sandbox, workdir):
+        common = {
+            "model_path": os.path.abspath(path),
+            "device": device,
+            "workload": workload,
+            "inputs_file": _absolute(inputs_file),
+            "input_shapes": input_shapes,
+            "reference_path": str(workdir / "reference.pt"),
+            "policy": policy,
+            "optimizer": optimizer,
+            "accuracy_tolerance": accuracy_tolerance,
+            "sweep": shape_sweep,
+            "decode_tokens": decode_tokens,
+            "calibration_file": _absolute(calibration_file),
+        }
+        call = snippets.call_for(keyword_inputs)  # how each row's snippet calls the model
+        plan = _Plan(variants, backends or (), plan_context, inspection, device, workload, call)
+        rows, environment, baseline_failed = _measure_variants(plan, common, sandbox, workdir, policy, notify)
+        run = {"environment": environment or _host_environment(device), "workload": workload, "measurements": rows}
+        budget = (REMEASURE_BUDGET_S if remeasure_budget_s is None else remeasure_budget_s) if remeasure else None
+        children = (common, sandbox, workdir, policy)
+        run["quality"] = _judged(run, load_start, baseline_failed, plan, budget, on_ranked, *children)
+        return run
+
+
+def _checked_variants(
+    path: str,
+    inputs_file: str | None,
+    backends: list[str] | None,
+    device: str,
+    workload: str,
+    optimizer: str,
+    plan_context: DeploymentContext | dict | None,
+) -> list[tuple[str, str]]:
+    """The (backend, mode) variants to measure, eager first, once the model file, inputs and workload are checked
+    (MeasureError otherwise)."""
     check_model_file(path, inputs_file)
     variants = plan_variants(backends, device, quantize=quantizes_by_default(plan_context, workload))
     check_workload(workload, optimizer)
-    policy = asdict(timing or default_timing())
-    call = snippets.call_for(keyword_inputs)  # how each row's snippet calls the model
-    notify = progress or (lambda event: None)
-    # the children fork from one interpreter that has imported torch once (each still gets its own process)
+    return variants
+
+
+def _judged(
+    run: dict[str, Any],
+    load_start: dict | None,
+    baseline_failed: str | None,
+    plan: _Plan,
+    remeasure_budget_s: float | None,
+    on_ranked: Callable[[dict[str, Any]], None] | None,
+    common: dict,
+    sandbox: dict,
+    workdir: Path,
+    policy: dict,
+) -> dict:
+    """The run's quality (MeasurementRun.quality: advisor.core.noise's verdict), after the rounds of re-measuring a
+    noisy run (`remeasure_budget_s`; None: none) and the leading options' details. A failed baseline: neither."""
+    quality = _assess(run, load_start)
+    if baseline_failed:
+        return quality
+    if remeasure_budget_s is not None and quality["noisy"]:
+        ranking_context = _ranking_context(plan.context)
+        quality = _remeasure_noisy(
+            run,
+            quality,
+            plan.variants,
+            common,
+            sandbox,
+            workdir,
+            policy,
+            load_start,
+            remeasure_budget_s,
+            ranking_context,
+        )
+    return _with_details(run, quality, plan, on_ranked, common, sandbox, workdir, policy)
+
+
+@contextmanager
+def _children_sandbox(
+    zygote: Zygote | None,
+    device: str,
+    files: list[str | None],
+    variants: list[tuple[str, str]],
+    timeout_s: float,
+    memory_limit_mb: int | None,
+    cancel: Cancel,
+    notify: Progress,
+) -> Iterator[tuple[dict[str, Any], Path]]:
+    """How each child of the run is sandboxed (its limits, what it may read: the run's files, and write), and the
+    run's work dir. The children fork from one zygote (one interpreter that has imported torch once; each child still
+    gets its own process): the caller's (the work dir discarded after) or one started here (closed after)."""
     owns_zygote = zygote is None
-    files = [path, inputs_file, calibration_file]
     zygote = zygote or measurement_zygote(device, files, inductor=builds_inductor_cpp(variants))
     # inside the zygote's sandbox (its size-capped /tmp) when isolated: the host never reads or writes there
     workdir = Path(zygote.new_path("measure"))
-    common = {
-        "model_path": os.path.abspath(path),
-        "device": device,
-        "workload": workload,
-        "inputs_file": _absolute(inputs_file),
-        "input_shapes": input_shapes,
-        "reference_path": str(workdir / "reference.pt"),
-        "policy": policy,
-        "optimizer": optimizer,
-        "accuracy_tolerance": accuracy_tolerance,
-        "sweep": shape_sweep,
-        "decode_tokens": decode_tokens,
-        "calibration_file": _absolute(calibration_file),
-    }
     sandbox = {
         "timeout_s": timeout_s,
         "memory_limit_mb": memory_limit_mb,
@@ -162,33 +229,47 @@ def measure_model(
         "readable": [os.path.abspath(p) for p in files if p],
         "writable": [str(workdir)],
     }
-    plan = _Plan(variants, backends or (), plan_context, inspection, device, workload, call)
     try:
-        rows, environment, baseline_failed = _measure_variants(plan, common, sandbox, workdir, policy, notify)
-        run = {"environment": environment or _host_environment(device), "workload": workload, "measurements": rows}
-        _stamp_load(run, load_start)
-        quality = noise.assess(run, load={"start": load_start, "end": noise.read_load(noise.RUNNABLE_SAMPLES)})
-        if remeasure and quality["noisy"] and not baseline_failed:
-            budget = REMEASURE_BUDGET_S if remeasure_budget_s is None else remeasure_budget_s
-            ranking_context = _ranking_context(plan_context)
-            quality = _remeasure_noisy(
-                run, quality, variants, common, sandbox, workdir, policy, load_start, budget, ranking_context
-            )
-        ranked_for = _ranking_context(plan_context)
-        if ranked_for is not None and workload == "inference" and not baseline_failed:
-            run["quality"] = quality  # the ranking reads it
-            wanted = detailed_options(ranked_for, inspection, run)
-            if on_ranked is not None and wanted:
-                publish_ranked(on_ranked, {**run, "quality": {**quality, "details": details_to_come(wanted)}})
-            details = measure_leading_details(wanted, run, variants, common, sandbox, workdir, policy)
-            quality = {**quality, "details": details}
-        run["quality"] = quality  # MeasurementRun.quality: advisor.core.noise's verdict
-        return run
+        yield sandbox, workdir
     finally:
         if owns_zygote:
             zygote.close()
         else:
             zygote.discard(str(workdir))
+
+
+def _assess(run: dict[str, Any], load_start: dict | None) -> dict:
+    """The run's load stamped on its environment, and advisor.core.noise's verdict on its timings."""
+    _stamp_load(run, load_start)
+    return noise.assess(run, load={"start": load_start, "end": noise.read_load(noise.RUNNABLE_SAMPLES)})
+
+
+def _with_details(
+    run: dict[str, Any],
+    quality: dict,
+    plan: _Plan,
+    on_ranked: Callable[[dict[str, Any]], None] | None,
+    common: dict,
+    sandbox: dict,
+    workdir: Path,
+    policy: dict,
+) -> dict:
+    """With a deployment context (inference): the ranked run published, then the leading options' details measured
+    (advisor.harness.measurement.details); the quality with what `details` says. Without one, the quality as it is.
+
+    `on_ranked` is called with a copy of the run once its options are ranked and before the details are measured,
+    when there are any: the recommendation is known then, and the details do not change it, so a caller can publish
+    it early. Its quality's `details` says which options' details are still to come (`pending`). A callback that
+    raises is logged and the measurement goes on: publishing early is a courtesy, the run is the result."""
+    ranked_for = _ranking_context(plan.context)
+    if ranked_for is None or plan.workload != "inference":
+        return quality
+    run["quality"] = quality  # the ranking reads it
+    wanted = detailed_options(ranked_for, plan.inspection, run)
+    if on_ranked is not None and wanted:
+        publish_ranked(on_ranked, {**run, "quality": {**quality, "details": details_to_come(wanted)}})
+    details = measure_leading_details(wanted, run, plan.variants, common, sandbox, workdir, policy)
+    return {**quality, "details": details}
 
 
 def _absolute(path: str | None) -> str | None:
@@ -330,8 +411,7 @@ def _remeasure_noisy(
         )
         rounds += 1
         spent += round_s
-        _stamp_load(run, load_start)
-        quality = noise.assess(run, load={"start": load_start, "end": noise.read_load(noise.RUNNABLE_SAMPLES)})
+        quality = _assess(run, load_start)
         ranking = leading_ranking(dict(run), ranking_context)  # type: ignore[arg-type]
         stopped = _why_rounds_stop(quality, ranking, rounds, spent + round_s > budget_s, budget_s, spent)
         if stopped:
