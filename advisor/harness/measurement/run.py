@@ -143,11 +143,11 @@ def measure_model(
         }
         call = snippets.call_for(keyword_inputs)  # how each row's snippet calls the model
         plan = _Plan(variants, backends or (), plan_context, inspection, device, workload, call)
-        rows, environment, baseline_failed = _measure_variants(plan, common, sandbox, workdir, policy, notify)
+        children = _Children(common, sandbox, workdir, policy)
+        rows, environment, baseline_failed = _measure_variants(plan, children, notify)
         run = {"environment": environment or _host_environment(device), "workload": workload, "measurements": rows}
         budget = (REMEASURE_BUDGET_S if remeasure_budget_s is None else remeasure_budget_s) if remeasure else None
-        children = (common, sandbox, workdir, policy)
-        run["quality"] = _judged(run, load_start, baseline_failed, plan, budget, on_ranked, *children)
+        run["quality"] = _judged(run, load_start, baseline_failed, plan, budget, on_ranked, children)
         return run
 
 
@@ -175,10 +175,7 @@ def _judged(
     plan: _Plan,
     remeasure_budget_s: float | None,
     on_ranked: Callable[[dict[str, Any]], None] | None,
-    common: dict,
-    sandbox: dict,
-    workdir: Path,
-    policy: dict,
+    children: _Children,
 ) -> dict:
     """The run's quality (MeasurementRun.quality: advisor.core.noise's verdict), after the rounds of re-measuring a
     noisy run (`remeasure_budget_s`; None: none) and the leading options' details. A failed baseline: neither."""
@@ -188,18 +185,9 @@ def _judged(
     if remeasure_budget_s is not None and quality["noisy"]:
         ranking_context = _ranking_context(plan.context)
         quality = _remeasure_noisy(
-            run,
-            quality,
-            plan.variants,
-            common,
-            sandbox,
-            workdir,
-            policy,
-            load_start,
-            remeasure_budget_s,
-            ranking_context,
+            run, quality, plan.variants, children, load_start, remeasure_budget_s, ranking_context
         )
-    return _with_details(run, quality, plan, on_ranked, common, sandbox, workdir, policy)
+    return _with_details(run, quality, plan, on_ranked, children)
 
 
 @contextmanager
@@ -249,10 +237,7 @@ def _with_details(
     quality: dict,
     plan: _Plan,
     on_ranked: Callable[[dict[str, Any]], None] | None,
-    common: dict,
-    sandbox: dict,
-    workdir: Path,
-    policy: dict,
+    children: _Children,
 ) -> dict:
     """With a deployment context (inference): the ranked run published, then the leading options' details measured
     (advisor.harness.measurement.details); the quality with what `details` says. Without one, the quality as it is.
@@ -268,12 +253,25 @@ def _with_details(
     wanted = detailed_options(ranked_for, plan.inspection, run)
     if on_ranked is not None and wanted:
         publish_ranked(on_ranked, {**run, "quality": {**quality, "details": details_to_come(wanted)}})
-    details = measure_leading_details(wanted, run, plan.variants, common, sandbox, workdir, policy)
+    details = measure_leading_details(
+        wanted, run, plan.variants, children.common, children.sandbox, children.workdir, children.policy
+    )
     return {**quality, "details": details}
 
 
 def _absolute(path: str | None) -> str | None:
     return os.path.abspath(path) if path else None
+
+
+@dataclass(frozen=True)
+class _Children:
+    """How the run starts each child: the arguments every child gets (`common`), their sandbox, the run's work dir
+    (the reference, each variant's compile cache) and the timing policy."""
+
+    common: dict
+    sandbox: dict
+    workdir: Path
+    policy: dict
 
 
 @dataclass(frozen=True)
@@ -290,7 +288,7 @@ class _Plan:
 
 
 def _measure_variants(
-    plan: _Plan, common: dict, sandbox: dict, workdir: Path, policy: dict, notify: Progress
+    plan: _Plan, children: _Children, notify: Progress
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str | None]:
     """Each variant's row in order, eager first: measured, skipped (pruned for the context) or, once the eager
     baseline failed, not measured; the first child's environment; why the baseline failed (None when it did not)."""
@@ -308,11 +306,13 @@ def _measure_variants(
             rows.append(skipped(spec, mode, device, workload, skip, call))
             notify({"backend": rows[-1]["backend"], "mode": mode, "stage": "skipped", "reason": skip})
             continue
-        cache_dir = workdir / f"cache-{index}"
-        first = first_pass_policy(_ranking_context(plan.context), workload, policy, index == 0)
+        cache_dir = children.workdir / f"cache-{index}"
+        first = first_pass_policy(_ranking_context(plan.context), workload, children.policy, index == 0)
         floor = floor_index(spec, mode, rows)  # its compile starts from the kernels its floor mode built (seeded_cache)
-        seed = None if floor is None else (workdir / f"cache-{floor}", rows[floor])
-        row, env = measure_one(spec, mode, index == 0, common, sandbox, cache_dir, first, call=call, seed=seed)
+        seed = None if floor is None else (children.workdir / f"cache-{floor}", rows[floor])
+        row, env = measure_one(
+            spec, mode, index == 0, children.common, children.sandbox, cache_dir, first, call=call, seed=seed
+        )
         environment = environment or env
         rows.append(row)
         if index == 0 and row["status"] != "ok":
@@ -369,10 +369,7 @@ def _remeasure_noisy(
     run: dict[str, Any],
     quality: dict,
     variants: list[tuple[str, str]],
-    common: dict,
-    sandbox: dict,
-    workdir: Path,
-    policy: dict,
+    children: _Children,
     load_start: dict | None,
     budget_s: float = REMEASURE_BUDGET_S,
     ranking_context: DeploymentContext | None = None,
@@ -406,9 +403,7 @@ def _remeasure_noisy(
                 "noise: timing them again could not change the choice"
             )
             break
-        round_s = _time_again(
-            run, wanted, variants, common, sandbox, workdir, policy, ranking_context, rounds, remeasured, kept
-        )
+        round_s = _time_again(run, wanted, variants, children, ranking_context, rounds, remeasured, kept)
         rounds += 1
         spent += round_s
         quality = _assess(run, load_start)
@@ -431,10 +426,7 @@ def _time_again(
     run: dict[str, Any],
     wanted: set[str],
     variants: list[tuple[str, str]],
-    common: dict,
-    sandbox: dict,
-    workdir: Path,
-    policy: dict,
+    children: _Children,
     ranking_context: DeploymentContext | None,
     rounds: int,
     remeasured: list[str],
@@ -444,21 +436,21 @@ def _time_again(
     (`remeasured` and `kept` updated); returns the round's wall time in seconds."""
     rows = run["measurements"]
     middle = _middle_eager_ms(run)
-    workload = common["workload"]
+    workload = children.common["workload"]
     round_s = 0.0
     for index, (spec, mode) in enumerate(variants):
         row = rows[index]
         name = noise.label(row)
         if name not in wanted or row["status"] not in ("ok", "fail_accuracy"):
             continue
-        first = first_pass_policy(ranking_context, workload, policy, index == 0)
+        first = first_pass_policy(ranking_context, workload, children.policy, index == 0)
         again, _ = measure_one(
             spec,
             mode,
             index == 0,
-            {**common, "reference_exists": True},  # the baseline's first child wrote it: it is not computed again
-            sandbox,
-            workdir / f"cache-{index}",
+            {**children.common, "reference_exists": True},  # the baseline's first child wrote it: not computed again
+            children.sandbox,
+            children.workdir / f"cache-{index}",
             {**first, "warm_cache": False, "dynamic_sizes": 0},
             stage="re-measure",
         )
