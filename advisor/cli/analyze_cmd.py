@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import typer
 
+from advisor.cli import analyze_options as opt
 from advisor.cli.token_file import read_token
-from advisor.core.context import Fleet, ModelChanges, Optimizer, Stage, Target, Workload
 from advisor.core.progress import ProgressEvent
 from advisor.core.report import FORMATS
 
@@ -42,105 +42,46 @@ _FLAG_FIELDS = {
 }
 
 
-def _choices(field_type: Any) -> str:
-    """`a | b | c`: every value a context field accepts, read from its Literal so --help lists each one."""
-    return " | ".join(get_args(field_type))
-
-
 def analyze(
-    model: Path = typer.Argument(
-        ...,
-        help="a TorchScript (.pt) or ExportedProgram (.pt2) file, or your code: path/to/file.py:factory or "
-        "package.module:factory (exported here, then analysed; graph breaks, recompiles and export problems too)",
-    ),
-    local: bool = typer.Option(True, "--local/--no-local", help="run everything on this machine (the default)"),
-    server: str | None = typer.Option(None, "--server", help="a team server URL: analyse there instead"),
-    token_file: Path | None = typer.Option(
-        None, "--token-file", help="file holding the API token for --server (mode 0600); default: $ADVISOR_TOKEN"
-    ),
-    wait: bool = typer.Option(True, "--wait/--no-wait", help="with --server: follow the analysis to the end"),
-    force: bool = typer.Option(
-        False, "--force", help="with --server: measure again even if an identical analysis exists"
-    ),
-    tag: str | None = typer.Option(
-        None, "--tag", help="with --server: the model suite this analysis belongs to (summarised at /suites/TAG)"
-    ),
-    context_file: Path | None = typer.Option(None, "--context", help="deployment context as a JSON file"),
-    stage: str | None = typer.Option(None, help=_choices(Stage)),
-    model_changes: str | None = typer.Option(None, "--model-changes", help=_choices(ModelChanges)),
-    workload: str | None = typer.Option(
-        None, help=f"{_choices(Workload)} (generation: a causal LM's prefill and decode)"
-    ),
-    optimizer: str | None = typer.Option(None, help=f"training only: {_choices(Optimizer)} (default sgd)"),
-    target: str | None = typer.Option(None, help=f"the production device: {_choices(Target)}"),
-    fleet: str | None = typer.Option(None, help=f"{_choices(Fleet)} (mixed: developed on CPU/GPU, served on NPU)"),
-    expected_calls: int | None = typer.Option(None, "--expected-calls", help="calls served per compile"),
-    latency_target_ms: float | None = typer.Option(None, "--latency-target-ms", help="p99 latency target"),
-    memory_budget_mb: float | None = typer.Option(None, "--memory-budget-mb", help="peak memory budget in MiB"),
-    offline_export: bool | None = typer.Option(
-        None, "--offline-export/--no-offline-export", help="the model must be exported to run without Python"
-    ),
-    resource_constrained: bool | None = typer.Option(
-        None,
-        "--resource-constrained/--not-resource-constrained",
-        help="the serving device is short of memory or compute",
-    ),
-    ships_cache: bool | None = typer.Option(
-        None, "--ships-cache/--no-ships-cache", help="the deployment ships a warm compile cache"
-    ),
-    shape_traffic: Path | None = typer.Option(
-        None,
-        "--shape-traffic",
-        help='JSON Lines of observed calls ({"ids": [1, 61], "count": 3} per line): plan dynamic vs static vs '
-        "bucketed graphs for them",
-    ),
-    max_graphs: int | None = typer.Option(
-        None, "--max-graphs", help="graph budget of the shape plan (default: the target's: npu 64, cpu/cuda 8)"
-    ),
-    backends: list[str] | None = typer.Option(
-        None, "--backends", help="backends to measure, e.g. inductor,torchair:npugraph_ex"
-    ),
-    device: str | None = typer.Option(None, "--device", help="where to measure here (default: the target)"),
-    skip_measure: bool = typer.Option(False, "--skip-measure", help="inspect only: an unmeasured recommendation"),
-    inputs: Path | None = typer.Option(None, "--inputs", help="example inputs saved with torch.save"),
-    calibration: Path | None = typer.Option(
-        None, "--calibration", help="int8 options: calibration samples, an .npz of input0, input1, ... (no pickle)"
-    ),
-    input_shape: list[str] | None = typer.Option(None, "--input-shape", help="NAME=1x3x224x224:float32, per input"),
-    fmt: str = typer.Option("text", "--format", help=f"report format: {' | '.join(FORMATS)}"),
-    out: Path | None = typer.Option(None, "--out", help="write the report to this file instead of stdout"),
-    export_to: Path | None = typer.Option(
-        None,
-        "--export-to",
-        help="for a file.py:factory model, where the ExportedProgram is written (default ./<file>-<factory>.pt2)",
-    ),
-    strict_export: bool = typer.Option(
-        False,
-        "--strict-export",
-        help="for a file.py:factory model, torch.export strict too when non-strict succeeds (default: strict "
-        "only where non-strict fails)",
-    ),
+    model: opt.Model,
+    local: opt.Local = True,
+    server: opt.Server = None,
+    token_file: opt.TokenFile = None,
+    wait: opt.Wait = True,
+    force: opt.Force = False,
+    tag: opt.Tag = None,
+    context_file: opt.ContextFile = None,
+    stage: opt.StageFlag = None,
+    model_changes: opt.ModelChangesFlag = None,
+    workload: opt.WorkloadFlag = None,
+    optimizer: opt.OptimizerFlag = None,
+    target: opt.TargetFlag = None,
+    fleet: opt.FleetFlag = None,
+    expected_calls: opt.ExpectedCalls = None,
+    latency_target_ms: opt.LatencyTarget = None,
+    memory_budget_mb: opt.MemoryBudget = None,
+    offline_export: opt.OfflineExport = None,
+    resource_constrained: opt.ResourceConstrained = None,
+    ships_cache: opt.ShipsCache = None,
+    shape_traffic: opt.ShapeTraffic = None,
+    max_graphs: opt.MaxGraphs = None,
+    backends: opt.Backends = None,
+    device: opt.Device = None,
+    skip_measure: opt.SkipMeasure = False,
+    inputs: opt.Inputs = None,
+    calibration: opt.Calibration = None,
+    input_shape: opt.InputShape = None,
+    fmt: opt.Format = "text",
+    out: opt.Out = None,
+    export_to: opt.ExportTo = None,
+    strict_export: opt.StrictExport = False,
 ) -> None:
     """Recommend Inductor or TorchAir (or another backend) for MODEL in your deployment, by measuring."""
-    flags = {
-        "stage": stage,
-        "model_changes": model_changes,
-        "workload": workload,
-        "optimizer": optimizer,
-        "target": target,
-        "fleet": fleet,
-        "expected_calls": expected_calls,
-        "latency_target_ms": latency_target_ms,
-        "memory_budget_mb": memory_budget_mb,
-        "offline_export": offline_export,
-        "resource_constrained": resource_constrained,
-        "ships_cache": ships_cache,
-        "max_graphs": max_graphs,
-        "shape_traffic": read_traffic(shape_traffic),
-    }
+    parameters = locals()  # the context flags, by the names _FLAG_FIELDS maps to context fields
+    flags = {flag: parameters[flag] for flag in _FLAG_FIELDS} | {"shape_traffic": read_traffic(shape_traffic)}
     if fmt not in FORMATS:
         _fail(f"unknown --format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    from advisor.cli.source_front import decide_with_source, export_for_analysis, is_source_spec, upload_ready
+    from advisor.cli.source_front import is_source_spec, upload_ready
 
     source = is_source_spec(model)
     _check_model_arguments(model, source, inputs, input_shape, export_to, strict_export)
@@ -149,31 +90,26 @@ def analyze(
     if server:
         _refuse_local_only(device, skip_measure, input_shape)
         token = read_token(token_file)
-        source_report = None
-        if source:  # exported here; the server measures the file and stores the source-side report with it
-            model, source_report = export_for_analysis(str(model), context, export_to, strict_export=strict_export)
-            source_report = upload_ready(source_report)
-        raise typer.Exit(
-            _analyze_on_server(
-                model=model,
-                context=context.model_dump(),
-                server=server,
-                token=token,
-                wait=wait,
-                fmt=fmt,
-                inputs=inputs,
-                backends=_split(backends),
-                force=force,
-                tag=tag,
-                out=out,
-                source_report=source_report,
-                calibration=calibration,
-            )
+    else:
+        _refuse_server_only(force, tag, local)
+    model, source_report = _exported(model, source, context, export_to, strict_export)
+    if server:
+        code = _analyze_on_server(
+            model=model,
+            context=context.model_dump(),
+            server=server,
+            token=token,
+            wait=wait,
+            fmt=fmt,
+            inputs=inputs,
+            backends=_split(backends),
+            force=force,
+            tag=tag,
+            out=out,
+            source_report=upload_ready(source_report) if source else None,
+            calibration=calibration,
         )
-    _refuse_server_only(force, tag, local)
-    source_report = None
-    if source:
-        model, source_report = export_for_analysis(str(model), context, export_to, strict_export=strict_export)
+        raise typer.Exit(code)
     analysis = analyze_locally(
         model,
         context,
@@ -184,11 +120,29 @@ def analyze(
         input_shapes=input_shape,
         calibration=calibration,
     )
-    if source_report is not None:
-        analysis = decide_with_source(analysis, source_report)
+    _write_report(_rendered(analysis, source_report, fmt), out)
+
+
+def _exported(
+    model: Path, source: bool, context: Any, export_to: Path | None, strict_export: bool
+) -> tuple[Path, dict | None]:
+    """For file.py:factory: the ExportedProgram written here and the source-side report (a server measures the file
+    and stores the report with it); for a model file: the file as it is, and no report."""
+    if not source:
+        return model, None
+    from advisor.cli.source_front import export_for_analysis
+
+    return export_for_analysis(str(model), context, export_to, strict_export=strict_export)
+
+
+def _rendered(analysis: Any, source_report: dict | None, fmt: str) -> str:
+    """The report in `fmt`; for file.py:factory, decided with what the source-side checks found too."""
+    from advisor.cli.source_front import decide_with_source
     from advisor.core.report import render
 
-    _write_report(render(analysis, fmt), out)  # type: ignore[arg-type]
+    if source_report is not None:
+        analysis = decide_with_source(analysis, source_report)
+    return render(analysis, fmt)  # type: ignore[arg-type]
 
 
 def _check_model_arguments(
