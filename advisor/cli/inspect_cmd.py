@@ -73,7 +73,6 @@ def inspect(
 ) -> None:
     """Show a model's ops with their Inductor/TorchAir coverage, graph breaks, inputs and size."""
     from advisor.cli.source_front import inspect_source, is_source_spec
-    from advisor.core.artifacts import ArtifactRejected, sniff
 
     if is_source_spec(model):
         inspect_source(
@@ -92,15 +91,28 @@ def inspect(
     if export_to is not None or strict_export:
         typer.echo("error: --export-to and --strict-export apply to path/to/file.py:factory only", err=True)
         raise typer.Exit(2)
+    result = _inspect_file(model, inputs, input_shape, timeout_s, memory_limit_mb)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        print_inspection(result, Console())
+
+
+def _inspect_file(
+    model: Path, inputs: Path | None, input_shape: list[str] | None, timeout_s: float, memory_limit_mb: int | None
+) -> dict:
+    """A model file's inspection: sniffed here first (torch-free: a file we refuse is refused before torch is even
+    imported), then inspected in a sandboxed, limited child (advisor.harness.isolation): the model is untrusted even
+    on your own machine. A refused or failed inspection exits with its reason."""
+    from advisor.core.artifacts import ArtifactRejected, sniff
 
     if not model.is_file():
         typer.echo(f"error: {model} does not exist or is not a file", err=True)
         raise typer.Exit(2)
     with one_line_errors("inspection", expected=(ArtifactRejected,)):
-        sniff(model)  # torch-free: a file we refuse is refused before torch is even imported
+        sniff(model)
     from advisor.harness.isolated_inspection import inspect_isolated
 
-    # in a sandboxed, limited child (advisor.harness.isolation): the model is untrusted even on your own machine
     with one_line_errors("inspection"):
         done = inspect_isolated(
             str(model),
@@ -112,11 +124,7 @@ def inspect(
     if done.status != "ok":
         typer.echo(f"error: {done.reason or f'inspection failed ({done.status})'}", err=True)
         raise typer.Exit(2 if done.status in ("rejected", "load_error") else 1)
-    result = done.value
-    if as_json:
-        typer.echo(json.dumps(result, indent=2))
-    else:
-        print_inspection(result, Console())
+    return done.value
 
 
 def traffic_sweep_spec(path: Path | None, max_graphs: int | None, target: str) -> dict | None:
