@@ -24,12 +24,12 @@ from app.analyses import Submission, submit_analysis
 from app.auth import Principal
 from app.job_queue import JobQueue
 from app.models import Artifact
+from app.multipart_form import MAX_PARTS, FileLimit, ReceivedForm, receive_form
 from app.service_errors import refusal_status
 from app.settings import Settings
 from app.storage import ArtifactStorage, Incoming, StoredFile, UploadTooLarge
 from app.suites import TAG_PATTERN, TAG_RULE
 from app.target_devices import off_target
-from app.upload_form import MAX_PARTS, FileLimit, ReceivedForm, receive_form
 from app.upload_names import upload_names
 
 CALIBRATION_FILE = "the calibration file"  # its FileLimit's `what`: an oversized one is the calibration's own 422

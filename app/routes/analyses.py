@@ -135,7 +135,7 @@ async def analyze(
     settings: SettingsDep,
     principal: UserDep,
 ) -> JSONResponse:
-    """The upload is streamed into the artifact store while it arrives (app.upload_form), then checked, stored and
+    """The upload is streamed into the artifact store while it arrives (app.multipart_form), then checked, stored and
     submitted by app.intake."""
     submission = await receive_and_submit(request, session, queue, store, settings, principal)
     return _accepted(request, submission)

@@ -47,10 +47,10 @@ from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep, is_owner_or_ad
 from app.intake import backend_choices, receive_and_submit
 from app.job_queue import QueueError
 from app.models import Analysis
+from app.multipart_form import ReceivedForm
 from app.path_ids import id_or_none
 from app.storage import UploadTooLarge
 from app.suites import suite_summary, suite_tags
-from app.upload_form import ReceivedForm
 from app.web import queries
 from app.web.charts import format_quantity
 from app.web.compare import compare_rows

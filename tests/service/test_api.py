@@ -399,7 +399,7 @@ def test_unknown_backend_names_are_422_not_a_job_that_waits_forever(client, mode
 
 
 def test_a_form_of_too_many_parts_is_refused_with_a_clear_422(client, model_file, settings):
-    from app.upload_form import MAX_PARTS
+    from app.multipart_form import MAX_PARTS
 
     fields = [("context", (None, json.dumps(CPU_CONTEXT)))] + [(f"ctx.f{i}", (None, "1")) for i in range(MAX_PARTS)]
     with open(model_file, "rb") as fh:

@@ -89,7 +89,7 @@ def test_a_plain_form_post_creates_the_analysis_and_redirects_to_it(client: Test
 
 
 def test_numbers_json_and_every_checkbox_are_folded_like_the_script_does(client: TestClient, db: Db):
-    from app.upload_form import MAX_PARTS
+    from app.multipart_form import MAX_PARTS
 
     ranges = [{"input": "x", "dim": 0, "min": 1, "max": 8}]
     checkboxes = {f.name: "on" for f in context_form_fields() if f.kind == "checkbox"}
