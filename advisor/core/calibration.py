@@ -10,7 +10,7 @@ Checked here from the zip's directory and each `.npy` header alone (no array is 
 (names, count, declared sizes, compression ratio: a zip bomb is refused before anything expands), each header's
 dtype (numeric only: an object array would need pickle) and shape, the sample count; and, once the model's inputs
 are known (the inspection's `inputs`), shapes and dtypes against them. The measuring child then loads it with
-`numpy.load(allow_pickle=False)` (advisor.harness.calibration).
+`numpy.load(allow_pickle=False)` (advisor.harness.calibration_samples).
 """
 
 from __future__ import annotations

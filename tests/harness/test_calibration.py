@@ -134,7 +134,7 @@ def _cnn():
 
 def test_the_harness_calibrates_on_the_files_samples_and_refuses_one_that_does_not_fit(tmp_path) -> None:
     torch = pytest.importorskip("torch")
-    from advisor.harness.calibration import calibration_samples
+    from advisor.harness.calibration_samples import calibration_samples
 
     _, inputs = _cnn()
     path = _npz(tmp_path / "c.npz", input0=np.random.default_rng(0).normal(size=(3, 4, 3, 16, 16)).astype("f4"))

@@ -55,7 +55,7 @@ def compile_int8(module: Any, example_inputs: Sequence[Any], request: CompileReq
     check(request)
     import openvino
 
-    from advisor.harness.calibration import calibration_samples
+    from advisor.harness.calibration_samples import calibration_samples
 
     samples, source = calibration_samples(request.calibration, example_inputs)  # refused before any conversion
     ir_dir = request.cache_dir or tempfile.mkdtemp(prefix="npu-advisor-openvino-")

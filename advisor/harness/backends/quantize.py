@@ -1,8 +1,8 @@
 """The int8 steps of the quantized modes (catalogue `quantized_modes`), run inside the measuring child.
 
 - `pt2e_int8`: PT2E static int8 with the X86 Inductor quantizer from `torchao` (torch 2.13 no longer ships
-  `torch.ao.quantization.quantize_pt2e`), calibrated on the user's calibration file (advisor.harness.calibration) or
-  the example inputs; Inductor compiles the result (`inductor:pt2e-int8`).
+  `torch.ao.quantization.quantize_pt2e`), calibrated on the user's calibration file
+  (advisor.harness.calibration_samples) or the example inputs; Inductor compiles the result (`inductor:pt2e-int8`).
 - `ort_int8`: `onnxruntime.quantization` on the exported `model.onnx`: static QDQ calibrated likewise
   when the graph has convolutions, dynamic (weights int8, activations quantized at run time) otherwise, i.e. for
   Linear/MatMul models such as transformers (`onnxruntime:int8`).
@@ -38,7 +38,7 @@ def pt2e_int8(module: Any, example_inputs: Sequence[Any], calibration: str | Non
     import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    from advisor.harness.calibration import calibration_samples
+    from advisor.harness.calibration_samples import calibration_samples
 
     samples, source = calibration_samples(calibration, example_inputs)  # refused before anything is compiled
     started = time.perf_counter()
@@ -164,7 +164,7 @@ def ort_int8(
     """Quantize `fp32_path` into `int8_path`; returns {"quantize_s", "quantization": "static QDQ" | "dynamic", ...}.
     Static QDQ calibrates on the user's `calibration` .npz, else on the example inputs; dynamic needs no calibration
     (its activations are quantized at run time), so a calibration file is checked but not used there."""
-    from advisor.harness.calibration import calibration_samples
+    from advisor.harness.calibration_samples import calibration_samples
 
     samples, source = calibration_samples(calibration, example_inputs)  # refused before anything is quantized
     from onnxruntime.quantization import (
