@@ -1,7 +1,7 @@
 """What the time-breakdown pass costs the timings it never touches (issue 16, item 3).
 
 The measuring child compiles with Inductor's `cpp.enable_kernel_profile` so its generated kernels show up in the
-profiler (advisor.harness.measurement.time_breakdown): each kernel call then passes a RECORD_FUNCTION, which is a
+profiler (advisor.harness.measurement.profiler_pass): each kernel call then passes a RECORD_FUNCTION, which is a
 thread-local check while no profiler runs. `.venv/bin/python benchmarks/kernel_markers.py [--model mlp|cnn]`
 compiles the same example model twice in one process, with and without the markers, and times the two compiled
 callables side by side (interleaved blocks, advisor.harness.measurement.timing) against each other, three windows.
@@ -35,7 +35,7 @@ def main() -> None:
     from advisor.core.stats import summarize
     from advisor.harness import devices
     from advisor.harness.examples import build_example
-    from advisor.harness.measurement.time_breakdown import time_breakdown
+    from advisor.harness.measurement.profiler_pass import time_breakdown
     from advisor.harness.measurement.timing import TimingPolicy, time_side_by_side
 
     model, inputs = build_example(args.model)

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from advisor.core import catalogue, claims, noise, quantized
 from advisor.core import markdown_text as md
+from advisor.core.breakdown_report import breakdown_heading, breakdown_line, shown_breakdowns
 from advisor.core.common_scale import eager_scale
 from advisor.core.context import ContextError, parse_context
 from advisor.core.decision import format_calls
@@ -40,7 +41,6 @@ from advisor.core.results.measurement import compile_is_bound
 from advisor.core.shape_plan_text import plan_config, plan_lines
 from advisor.core.shape_sweep import speedups_by_shape
 from advisor.core.source_report import SOURCE_LABEL, inspection_source_lines
-from advisor.core.time_breakdown import breakdown_heading, breakdown_line, shown_breakdowns
 
 Format = Literal["text", "markdown", "json"]
 FORMATS: tuple[str, ...] = ("text", "markdown", "json")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.core import catalogue, noise, reproduce
+from advisor.core.breakdown_report import breakdown_facts, breakdown_heading, outside_profiler_note, shown_breakdowns
 from advisor.core.catalogue import option_label
 from advisor.core.common_scale import eager_scale
 from advisor.core.decision import torchair_status_unknown
@@ -24,7 +25,6 @@ from advisor.core.shape_plan_text import plan_config, plan_lines
 from advisor.core.shape_sweep import speedups_by_shape
 from advisor.core.source_report import SOURCE_LABEL, report_lines, source_report_or_none
 from advisor.core.status import TERMINAL_ANALYSIS_STATUSES
-from advisor.core.time_breakdown import breakdown_facts, breakdown_heading, outside_profiler_note, shown_breakdowns
 from app.web.charts import (
     CompileBar,
     CostLine,

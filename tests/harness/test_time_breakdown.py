@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from advisor.harness.measurement import TimingPolicy, measure_model  # noqa: E402
-from advisor.harness.measurement.time_breakdown import TOP, profile_calls, summarise  # noqa: E402
+from advisor.harness.measurement.profiler_pass import TOP, profile_calls, summarise  # noqa: E402
 from tests.support.models import export_to, pairwise_distance  # noqa: E402
 
 FAST = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, warm_cache=False, dynamic_sizes=0)

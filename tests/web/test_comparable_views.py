@@ -9,12 +9,12 @@ import re
 from datetime import date, datetime
 from typing import Any
 
+from advisor.core.breakdown_report import breakdown_line
 from advisor.core.common_scale import eager_scale
 from advisor.core.decision.engine import decide
 from advisor.core.quantized import drift_text
 from advisor.core.report import render
 from advisor.core.suite_summary import ModelLine, OptionSummary, SuitePoint, SuiteSummary
-from advisor.core.time_breakdown import breakdown_line
 from app.web.compare import compare_rows
 from app.web.detail_view import detail_view
 from app.web.suite_view import suite_history_chart

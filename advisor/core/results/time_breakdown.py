@@ -1,4 +1,4 @@
-"""Where one variant's time goes (advisor.harness.measurement.time_breakdown's profiled pass), as stored."""
+"""Where one variant's time goes (advisor.harness.measurement.profiler_pass's profiled pass), as stored."""
 
 from __future__ import annotations
 

@@ -34,9 +34,9 @@ from advisor.harness.measurement.dynamic import (
 )
 from advisor.harness.measurement.errors import eager_failure, stage_error
 from advisor.harness.measurement.generation import measure_generation
+from advisor.harness.measurement.profiler_pass import enable_kernel_markers, profiled_breakdown
 from advisor.harness.measurement.seeded_cache import seed_compile_cache
 from advisor.harness.measurement.sweep import measure_sweep
-from advisor.harness.measurement.time_breakdown import enable_kernel_markers, profiled_breakdown
 from advisor.harness.measurement.timing import TimingPolicy, summaries, throughput, time_side_by_side
 from advisor.harness.measurement.training import reference_gradients, training_details, training_peak_mb, training_steps
 from advisor.harness.sandbox import report_progress

@@ -22,7 +22,7 @@ from advisor.harness import devices
 from advisor.harness.measurement.compiling import compile_variant
 from advisor.harness.measurement.dynamic import graph_stats, reset_dynamo_counters
 from advisor.harness.measurement.errors import stage_error
-from advisor.harness.measurement.time_breakdown import profiled_breakdown
+from advisor.harness.measurement.profiler_pass import profiled_breakdown
 from advisor.harness.measurement.timing import TimingPolicy, summaries, time_side_by_side
 
 

@@ -43,7 +43,7 @@ class TimingPolicy:
     sample_time_s: float = 0.001  # calls faster than this are timed k at a time (one sample = a block mean)
     dynamic_sizes: int = 2  # extra sizes measured when the model has dynamic dims
     warm_cache: bool = True  # measure the warm-cache compile in a second child
-    profile: bool = True  # after timing, a torch.profiler pass: where the time goes (measurement.time_breakdown)
+    profile: bool = True  # after timing, a torch.profiler pass: where the time goes (measurement.profiler_pass)
     # past the cap, short of `min_iters`: stop once every callable has this many samples (LOADED_SLOW_MIN_ITERS for
     # samples of 0.1 s or more) and one of them spreads beyond stats.NOISY_IQR_RATIO (the node is loaded: more of
     # its samples only take longer, the row is noisy either way). Busy DistilBERT: each window ran 24 s for 20

@@ -1,6 +1,6 @@
 """Which rows' time breakdowns a report shows (eager and the recommended option), and how they read as text.
 
-The breakdowns themselves are measured in the child (advisor.harness.measurement.time_breakdown); the report, the
+The breakdowns themselves are measured in the child (advisor.harness.measurement.profiler_pass); the report, the
 Markdown and the dashboard show eager's and the recommended option's, the JSON keeps every row's. Torch-free.
 """
 
