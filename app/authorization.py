@@ -3,13 +3,13 @@
 Each route declares its policy where FastAPI users look for it, in its signature: `UserDep` / `WorkerDep` /
 `AnyRoleDep` (`app.deps.require_role`) name the roles; a dashboard page's `PageViewer` asks for a signed-in viewer;
 a route under `/api/v1/jobs/{job_id}/` acts on a job, so a worker token may call it only for a job leased to a
-worker it registered. `route_policies(app)` is that table (README's token table and tests/service/test_authorization.py
-read it). FastAPI reads and parses a request's body before it solves the route's dependencies, so a check there
-alone lets anyone make the server read a body; this ASGI middleware therefore makes the decision (`decide`), from
-the headers alone: it finds the route the request will reach with starlette's own matching, looks the caller up in
-a thread (a token is a database read), and either refuses - 401 unknown or missing credential, 403 role or job,
-303 to /login for a dashboard page without sign-in - before a byte of the body is read, or leaves the principal in
-the scope, where the route's dependency hands it to the handler without deciding again.
+worker it registered. `route_policies(app)` is that table (docs/security.md "Tokens and roles" and
+tests/service/test_authorization.py read it). FastAPI reads and parses a request's body before it solves the route's
+dependencies, so a check there alone lets anyone make the server read a body; this ASGI middleware therefore makes
+the decision (`decide`), from the headers alone: it finds the route the request will reach with starlette's own
+matching, looks the caller up in a thread (a token is a database read), and either refuses - 401 unknown or missing
+credential, 403 role or job, 303 to /login for a dashboard page without sign-in - before a byte of the body is read,
+or leaves the principal in the scope, where the route's dependency hands it to the handler without deciding again.
 
 A state-changing request that reaches no route is still identified (an API path: 401 without a valid credential;
 a dashboard path: sign in first), as before. Ownership of an analysis (cancel, re-run) needs the analysis loaded,

@@ -9,7 +9,7 @@ Worker identity: a worker token acts (claims, deregisters) only for the workers 
 (and the anonymous admin of an open server) for any (NotYourWorker, HTTP 403). A graceful release does
 not spend an attempt, so it is counted instead: the `max_releases`-th release of a job dead-letters it.
 All state is in the database and the clock is injected, so a server restart needs no recovery step
-and tests can move time (the README's deployment section describes the protocol).
+and tests can move time (docs/deployment.md, "The worker protocol", describes the protocol).
 Purposes: an analysis has one "measure" job, on its target's device kind; its status is the analysis' status.
 When no worker can claim that job at submission, an "inspect" job (device kind "any": any worker claims it)
 gives the analysis its inspection and an unmeasured recommendation meanwhile. An inspect job never changes the

@@ -1,4 +1,4 @@
-"""The worker's side of the HTTP queue protocol (docs: the contract in the task brief / README).
+"""The worker's side of the HTTP queue protocol (docs/deployment.md, "The worker protocol").
 
 One method per endpoint. Calls that must eventually land (register, upload, acknowledgements) go
 through the bounded RetryPolicy; `claim` and `heartbeat` are tried once because their callers loop.
