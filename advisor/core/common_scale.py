@@ -29,12 +29,24 @@ def eager_scale(run: Mapping[str, Any] | None) -> tuple[float | None, dict[str, 
     if reference is None:
         return None, factors
     for row in rows:
-        is_eager = row.get("backend") == "eager" or row.get("family") == "baseline"
-        eager = row.get("eager_latency") or (row.get("latency") if is_eager else None)
-        median = (eager or {}).get("median_ms") if isinstance(eager, Mapping) else None
-        if isinstance(median, int | float) and not isinstance(median, bool) and median > 0:
-            factors.setdefault(option_label(row.get("backend"), row.get("mode")), reference / float(median))
+        factor = row_factor(row, reference)
+        if factor is not None:
+            factors.setdefault(option_label(row.get("backend"), row.get("mode")), factor)
     return reference, factors
+
+
+def row_factor(row: Mapping[str, Any], reference: float | None) -> float | None:
+    """The factor that puts one row's own times on the scale of `reference` (the run's reference eager median): the
+    reference over the eager median timed in that row's process; None without one. The engine's summary quotes the
+    chosen row's median through it, as every table does."""
+    if not isinstance(row, Mapping) or not isinstance(reference, int | float) or not reference > 0:
+        return None
+    is_eager = row.get("backend") == "eager" or row.get("family") == "baseline"
+    eager = row.get("eager_latency") or (row.get("latency") if is_eager else None)
+    median = (eager or {}).get("median_ms") if isinstance(eager, Mapping) else None
+    if isinstance(median, int | float) and not isinstance(median, bool) and median > 0:
+        return float(reference) / float(median)
+    return None
 
 
 # every view's header for the scaled time column, and its footnote's opening (tests read both back)

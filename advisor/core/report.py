@@ -63,7 +63,7 @@ def measurement_columns(run: MeasurementRun | None) -> tuple[str, ...]:
     step = "step " if run is not None and run.workload == "training" else ""
     relabel = {"peak mem": "training peak mem", "accuracy": "grad accuracy"} if step else {}
     if _run_times(run)[0] is not None:
-        relabel |= {"median [95% CI]": f"{step}median {SCALED_HEADER} [95% CI]", "p99": f"{step}p99 (same scale)"}
+        relabel |= {"median [95% CI]": f"{step}median [95% CI], {SCALED_HEADER}", "p99": f"{step}p99 (same scale)"}
     elif step:
         relabel |= {"median [95% CI]": "step median [95% CI]", "p99": "step p99"}
     return tuple(relabel.get(column, column) for column in MEASUREMENT_COLUMNS)
