@@ -204,3 +204,5 @@ def test_cli_table_report_md_and_dashboard_table_quote_the_same_number_per_optio
     for table in (cli, markdown, text):
         assert SCALED_HEADER in table and "reference eager 347 ms" in table
     assert view.scale_note is not None and "reference eager 347 ms" in view.scale_note
+    # the summary quotes the recommended option (eager here) by the same number
+    assert "Eager ran at 347 ms per call on the reference eager's scale" in analysis["recommendation"]["summary"]
