@@ -206,3 +206,16 @@ def test_cli_table_report_md_and_dashboard_table_quote_the_same_number_per_optio
     assert view.scale_note is not None and "reference eager 347 ms" in view.scale_note
     # the summary quotes the recommended option (eager here) by the same number
     assert "Eager ran at 347 ms per call on the reference eager's scale" in analysis["recommendation"]["summary"]
+
+
+def test_the_dashboard_page_table_shows_the_scaled_number_and_its_footnote(client, seeded) -> None:  # noqa: ANN001
+    from tests.web.test_tree_and_detail_view import page_of
+
+    html, _ = page_of(client, seeded, resnet18_on_a_busy_node())
+    section = html[html.index('id="measurements"') : html.index('id="accuracy"')]
+    eager_row = re.search(r'<tr data-backend="eager".*?</tr>', section, flags=re.S)
+    assert eager_row is not None
+    cell = re.search(r'data-testid="scaled-median">(.*?)</td>', eager_row[0], flags=re.S)
+    assert cell is not None and cell[1].startswith("347 ms") and "956" not in eager_row[0]
+    assert "ms (on eager&#39;s scale)" in section or "ms (on eager's scale)" in section
+    assert re.search(r'data-testid="scale-note">[^<]*reference eager 347 ms', section)
