@@ -18,7 +18,13 @@ from fastapi.concurrency import run_in_threadpool
 from sqlmodel import Session
 
 from advisor.core import catalogue
-from advisor.core.calibration import MAX_CALIBRATION_BYTES, CalibrationRefused, check_stream
+from advisor.core.calibration import (
+    MAX_CALIBRATION_BYTES,
+    CalibrationInfo,
+    CalibrationRefused,
+    check_against_inputs,
+    check_stream,
+)
 from advisor.core.source_report import SourceReportRefused, parse_uploaded_report
 from app.analyses import Submission, submit_analysis
 from app.auth import Principal
@@ -73,10 +79,12 @@ async def receive_and_submit(
         fields = _form_fields(form)
         if "model" not in form.files:
             raise HTTPException(422, detail=[{"field": "model", "message": "Field required: the model file"}])
-        calibration_row = None  # checked first: a refused one leaves nothing stored, not even the model
+        calibration_row = calibration = None  # checked first: a refused one leaves nothing stored, not even the model
         if "calibration" in form.files and form.files["calibration"].size > 0:
-            calibration_row = await run_in_threadpool(_store_calibration, form.files["calibration"], queue.clock())
-        artifact = await run_in_threadpool(_store_model, form.files["model"], queue.clock())
+            calibration_row, calibration = await run_in_threadpool(
+                _store_calibration, form.files["calibration"], queue.clock()
+            )
+        artifact = await run_in_threadpool(_store_model, form.files["model"], queue.clock(), calibration)
         inputs_row = None
         if "inputs" in form.files and form.files["inputs"].size > 0:
             inputs_row = await run_in_threadpool(_store_inputs, form.files["inputs"], queue.clock())
@@ -192,15 +200,40 @@ def _parse_context(raw: str) -> dict:
         raise HTTPException(422, detail=exc.errors) from None
 
 
-def _store_model(incoming: Incoming, now) -> Artifact:  # noqa: ANN001
-    """Check the model file (advisor.core.artifacts.sniff) and store it; its row (not yet added) for submit_analysis."""
+def _store_model(incoming: Incoming, now, calibration: CalibrationInfo | None = None) -> Artifact:  # noqa: ANN001
+    """Check the model file (advisor.core.artifacts.sniff) and store it; its row (not yet added) for submit_analysis.
+    With a calibration file, an ExportedProgram's input specs (from its JSON alone: advisor.core.archive_inputs) are
+    checked against it here, with the worker's message; where the JSON cannot tell (TorchScript) the worker checks."""
     from advisor.core.artifacts import ArtifactRejected, sniff
 
+    def check(source):  # noqa: ANN001, ANN202 - the local store's temp Path, or object storage's reader
+        info = sniff(source)
+        if calibration is not None and info.format == "exported_program":
+            _check_calibration_fits(source, info.archive_name, calibration)
+        return info
+
     try:
-        stored, info = incoming.commit(check=sniff)
+        stored, info = incoming.commit(check=check)
     except ArtifactRejected as exc:
         raise HTTPException(refusal_status(exc.code), detail=str(exc)) from None
+    except CalibrationRefused as exc:
+        raise _calibration_refused(str(exc)) from None
     return _artifact_row(stored, now, kind="model", info=info)
+
+
+def _check_calibration_fits(source, archive_name: str, calibration: CalibrationInfo) -> None:  # noqa: ANN001
+    """CalibrationRefused (advisor.core.calibration.check_against_inputs: the message the worker and `analyze --local`
+    give) when the archive's JSON names inputs the calibration arrays do not fit; nothing when it cannot tell."""
+    from advisor.core.archive_inputs import exported_inputs
+
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as handle:
+            inputs = exported_inputs(handle, archive_name)
+    else:
+        source.seek(0)
+        inputs = exported_inputs(source, archive_name)
+    if inputs is not None:
+        check_against_inputs(calibration, inputs)
 
 
 def _store_inputs(incoming: Incoming, now) -> Artifact:  # noqa: ANN001
@@ -208,24 +241,24 @@ def _store_inputs(incoming: Incoming, now) -> Artifact:  # noqa: ANN001
     return _artifact_row(stored, now, kind="inputs", info=None)
 
 
-def _store_calibration(incoming: Incoming, now) -> Artifact:  # noqa: ANN001
+def _store_calibration(incoming: Incoming, now) -> tuple[Artifact, CalibrationInfo]:  # noqa: ANN001
     """Check the calibration .npz from its zip directory and .npy headers (advisor.core.calibration: never unpickled,
-    never expanded) before it is stored; a refused one leaves nothing in the store. Its shapes against the model's
-    inputs are checked by the worker, after the inspection (as `analyze --local` does)."""
+    never expanded) before it is stored; a refused one leaves nothing in the store. Its arrays (CalibrationInfo) are
+    then checked against an ExportedProgram's inputs as the model is stored (`_store_model`); a TorchScript model's
+    are checked by the worker, after the inspection (as `analyze --local` does)."""
     size = incoming.size
 
-    def check(source) -> None:  # noqa: ANN001 - the local store's temp Path, or object storage's reader
+    def check(source) -> CalibrationInfo:  # noqa: ANN001 - the local store's temp Path, or object storage's reader
         if isinstance(source, (str, os.PathLike)):
             with open(source, "rb") as handle:
-                check_stream(handle, size)
-        else:
-            check_stream(source, size)
+                return check_stream(handle, size)
+        return check_stream(source, size)
 
     try:
-        stored, _ = incoming.commit(check=check)
+        stored, info = incoming.commit(check=check)
     except CalibrationRefused as exc:
         raise _calibration_refused(str(exc)) from None
-    return _artifact_row(stored, now, kind="calibration", info=None)
+    return _artifact_row(stored, now, kind="calibration", info=None), info
 
 
 def _calibration_refused(message: str) -> HTTPException:

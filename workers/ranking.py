@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from advisor.harness.bounded_json import loads
+from advisor.core.bounded_json import loads
 from workers.api import LeasedJob, WorkerApi
 from workers.retry import ApiError
 

@@ -4,7 +4,7 @@ The runner (``python -m workers.stages``) gets its own session, so it and every 
 spawns share one process group that `stop` signals as a whole: SIGTERM, a grace period, SIGKILL.
 Its environment is scrubbed of secrets: the worker token never reaches model code.
 
-What it sends back is parsed defensively (advisor.harness.bounded_json): a progress line is read at most
+What it sends back is parsed defensively (advisor.core.bounded_json): a progress line is read at most
 `PROGRESS_LINE_CHARS` at a time, and a progress line or result nested deeper than `bounded_json.MAX_DEPTH` is a
 `violation`: the runner and its children are killed at once and the job fails for good with that reason.
 """
@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from advisor.core.bounded_json import TooDeep, loads
 from advisor.core.job_wire import JobSpec
 from advisor.core.progress import ProgressEvent
-from advisor.harness.bounded_json import TooDeep, loads
 from advisor.harness.process_tree import descendant_pids, kill_groups
 from advisor.harness.sandbox import scrubbed_environment
 

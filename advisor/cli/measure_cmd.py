@@ -13,7 +13,7 @@ from rich.text import Text
 
 from advisor.cli.errors import one_line_errors
 from advisor.core import claims
-from advisor.core.common_scale import eager_scale
+from advisor.core.common_scale import SCALED_HEADER, ComparableTime, comparable_times, scale_footnote
 from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD, MAX_DECODE_TOKENS
 from advisor.core.report import seeded_compile_note
 
@@ -178,37 +178,34 @@ DRIFT_NOTE_ABOVE = 0.05
 
 
 def results_table(run: dict) -> Table:
+    """The measured rows, their times on one eager's scale (advisor.core.common_scale: the numbers report.md and the
+    dashboard quote); a row's own median is in the JSON only."""
+    reference, times = comparable_times(run)
+    unit = _UNIT.get(run["workload"], "call")
+    scale = SCALED_HEADER if reference is not None else "ms"
     table = Table(title=f"{run['workload']} on {run['environment'].get('device', '?')}", title_justify="left")
     for column, justify in (
         ("backend:mode", "left"),
         ("status", "left"),
         ("compile s cold/warm", "right"),
-        (f"{_UNIT.get(run['workload'], 'call')} median ms [95% CI]", "right"),
-        ("ms on one eager's scale", "right"),
-        ("p99 ms", "right"),
+        (f"{unit} median {scale} [95% CI]", "right"),
+        ("p99 (same scale)" if reference is not None else "p99 ms", "right"),
         ("speedup", "right"),
         ("peak MB", "right"),
         ("accuracy", "left"),
     ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    reference, factors = eager_scale(run)
-    if reference is not None:
-        table.caption = (
-            f"one eager's scale: each row's median x (the reference eager {_number(reference)} ms / the eager timed in "
-            "its own process) - comparable across rows on a loaded node, where the own medians are not"
-        )
+    table.caption = scale_footnote(reference, times)
     for row in run["measurements"]:
-        latency = row.get("latency")
-        factor = factors.get(f"{row['backend']}:{row['mode']}")
+        time = times.get(f"{row['backend']}:{row['mode']}") if row.get("latency") else None
         table.add_row(
             f"{row['backend']}:{row['mode']}",
             Text(row["status"], style=_STATUS_STYLE.get(row["status"], "")),
             f"{'≤' if seeded_compile_note(row.get('compile_s_cold'), row.get('compile_seeded')) else ''}"
             f"{_number(row.get('compile_s_cold'), '.2f')}"
             f"/{_number(row.get('compile_s_warm'), '.2f')}",
-            _latency(latency),
-            _number(latency["median_ms"] * factor) if latency and factor is not None else "-",
-            _number(latency["p99_ms"]) if latency else "-",
+            _latency(time),
+            _number(time.p99_ms) if time else "-",
             _speedup(row),
             _number(row.get("peak_memory_mb"), ".0f"),
             _accuracy(row.get("accuracy")),
@@ -216,10 +213,11 @@ def results_table(run: dict) -> Table:
     return table
 
 
-def _latency(latency: dict | None) -> str:
-    if not latency:
+def _latency(time: ComparableTime | None) -> str:
+    """On eager's scale; a row kept on its own times is named in the caption (common_scale.scale_footnote)."""
+    if time is None:
         return "-"
-    return f"{_number(latency['median_ms'])} [{_number(latency['ci_low_ms'])}-{_number(latency['ci_high_ms'])}]"
+    return f"{_number(time.median_ms)} [{_number(time.ci_low_ms)}-{_number(time.ci_high_ms)}]"
 
 
 def _number(value: float | None, fmt: str = ".3g") -> str:

@@ -91,3 +91,20 @@ def ratio_phrase(fast: str, slow: str, ratio: float, interval: Sequence[float], 
     verdict = VERDICT_WORDS[order(interval)]
     tail = f" ({basis})" if basis else ""
     return f"{fast} ran {ratio:.2f}x as fast as {slow} {interval_text(interval)}: {verdict}{tail}"
+
+
+# a point estimate alone (a swept shape's speedup has no interval) supports no order: what the text says instead
+NO_INTERVAL = "single estimates without an interval, so no order beyond the noise"
+
+
+def lead_words(interval: Sequence[float | None] | None) -> str:
+    """How a sentence says which option came out on top, by `order` of the interval of its lead over the runner-up:
+    "is the fastest" only when that interval lies above 1, "has the highest estimate" otherwise (none included)."""
+    return "is the fastest" if order(interval) == FASTER else "has the highest estimate"
+
+
+def ratio_range_words(low: float, high: float, interval: Sequence[float | None] | None, than: str) -> str:
+    """ "ran 1.20x to 1.40x as fast as `than`", followed by its verdict by `order` (NO_INTERVAL without one): a range
+    of point estimates is never written "faster" unless an interval backs it."""
+    verdict = VERDICT_WORDS[order(interval)] if interval else NO_INTERVAL
+    return f"ran {low:.2f}x to {high:.2f}x as fast as {than} ({verdict})"

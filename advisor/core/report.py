@@ -21,7 +21,7 @@ from rich.text import Text
 from advisor.core import catalogue, claims, noise, quantized
 from advisor.core import markdown_text as md
 from advisor.core.breakdown_report import breakdown_heading, breakdown_line, shown_breakdowns
-from advisor.core.common_scale import eager_scale
+from advisor.core.common_scale import SCALED_HEADER, ComparableTime, comparable_times, scale_footnote
 from advisor.core.context import ContextError, parse_context
 from advisor.core.decision import format_calls
 from advisor.core.early_answer import pending_note
@@ -30,7 +30,6 @@ from advisor.core.results import (
     Environment,
     GraphBreaks,
     Inspection,
-    LatencyStats,
     MeasurementRow,
     MeasurementRun,
     OpInfo,
@@ -59,16 +58,20 @@ TRAINING_TITLE = "Measurements per training step (forward, loss, backward, optim
 
 
 def measurement_columns(run: MeasurementRun | None) -> tuple[str, ...]:
-    """MEASUREMENT_COLUMNS, with the time columns labelled per step for a training run."""
-    if run is None or run.workload != "training":
-        return MEASUREMENT_COLUMNS
-    relabel = {
-        "median [95% CI]": "step median [95% CI]",
-        "p99": "step p99",
-        "peak mem": "training peak mem",
-        "accuracy": "grad accuracy",
-    }
+    """MEASUREMENT_COLUMNS, the time columns labelled as on eager's scale where the run has a reference eager
+    (advisor.core.common_scale: the dashboard's scale) and per step for a training run."""
+    step = "step " if run is not None and run.workload == "training" else ""
+    relabel = {"peak mem": "training peak mem", "accuracy": "grad accuracy"} if step else {}
+    if _run_times(run)[0] is not None:
+        relabel |= {"median [95% CI]": f"{step}median [95% CI], {SCALED_HEADER}", "p99": f"{step}p99 (same scale)"}
+    elif step:
+        relabel |= {"median [95% CI]": "step median [95% CI]", "p99": "step p99"}
     return tuple(relabel.get(column, column) for column in MEASUREMENT_COLUMNS)
+
+
+def _run_times(run: MeasurementRun | None) -> tuple[float | None, dict[str, ComparableTime]]:
+    """advisor.core.common_scale.comparable_times of the run: the same numbers the dashboard and the CLI show."""
+    return comparable_times(run.model_dump(exclude_unset=True)) if run is not None and run.measurements else (None, {})
 
 
 def measurements_title(run: MeasurementRun | None) -> str:
@@ -163,9 +166,10 @@ def run_quality(run: MeasurementRun | None) -> dict[str, Any] | None:
 def measurement_rows(run: MeasurementRun | None) -> list[tuple[str, ...]]:
     quality = run_quality(run) or {}
     noisy_rows, unresolved = quality.get("noisy_rows") or {}, set(quality.get("unresolved") or ())
+    _, times = _run_times(run)
     rows = []
     for m in (run.measurements if run else None) or []:
-        lat = m.latency or LatencyStats()
+        time = times.get(m.label)
         speedup_text = _speedup_text(m.speedup_vs_eager, m.speedup_ci)
         if m.label in unresolved and m.speedup_vs_eager is not None:
             speedup_text += ", unresolved"
@@ -174,8 +178,8 @@ def measurement_rows(run: MeasurementRun | None) -> list[tuple[str, ...]]:
                 m.label,
                 _status_cell(m),
                 f"{'≤ ' if _seeded_note(m) else ''}{_num(m.compile_s_cold, ' s')} / {_num(m.compile_s_warm, ' s')}",
-                _median_cell(m, noisy=m.label in noisy_rows),
-                _num(lat.p99_ms, " ms"),
+                _median_cell(m, time, noisy=m.label in noisy_rows),
+                _num(time.p99_ms if time else None, " ms"),
                 speedup_text,
                 _num(m.peak_memory_mb, " MiB", 4),
                 _accuracy_cell(m),
@@ -184,12 +188,12 @@ def measurement_rows(run: MeasurementRun | None) -> list[tuple[str, ...]]:
     return rows
 
 
-def _median_cell(m: MeasurementRow, *, noisy: bool) -> str:
-    """ "12.3 ms [12.1-12.6]", marked noisy and with the window it came from when that is not the first."""
-    if not m.latency:
+def _median_cell(m: MeasurementRow, time: ComparableTime | None, *, noisy: bool) -> str:
+    """ "12.3 ms [12.1-12.6]" on eager's scale (`time`; a row kept on its own times is named in the footnote), marked
+    noisy and with the window it came from when that is not the first."""
+    if time is None:
         return "-"
-    lat = m.latency
-    median = f"{_num(lat.median_ms, ' ms')} [{_num(lat.ci_low_ms)}-{_num(lat.ci_high_ms)}]"
+    median = f"{_num(time.median_ms, ' ms')} [{_num(time.ci_low_ms)}-{_num(time.ci_high_ms)}]"
     if noisy:
         median += " noisy"
     if (window := noise.latency_window(m)) != noise.FIRST_WINDOW:
@@ -214,22 +218,23 @@ def _status_cell(m: MeasurementRow) -> str:
 
 
 def comparable_note(run: MeasurementRun | None) -> str | None:
-    """Under the measurements table, where some process saw a different machine (its eager off the run's middle eager
-    by more than noise.EAGER_DRIFT_MAX_RATIO): its own median is not comparable with the others'; the side-by-side
-    column is. None when the medians are comparable."""
-    if run is None or not run.measurements:
+    """Under the measurements table: the scale its time columns are on (common_scale.scale_footnote, the reference
+    eager median named), and where some process saw a different machine (its eager off the run's middle eager by more
+    than noise.EAGER_DRIFT_MAX_RATIO) how far off it was - why its own median is not in the table. None without a
+    reference eager."""
+    reference, times = _run_times(run)
+    footnote = scale_footnote(reference, times)
+    if footnote is None or run is None:
         return None
     plain = run.model_dump(exclude_unset=True)
     outliers = noise.eager_outliers(plain)
-    reference, _ = eager_scale(plain)
-    if not outliers or reference is None:
-        return None
+    if not outliers:
+        return footnote
     medians = noise.eager_medians(plain)
     seen = ", ".join(f"{label} {_num(medians[label], ' ms')}" for label in outliers)
     return (
-        f"Eager ran at {seen} in those rows' processes against a reference eager of {_num(reference, ' ms')}: their "
-        "own medians were timed on a differently loaded machine; compare options by the vs eager column (each timed "
-        "side by side with eager in one process)."
+        f"{footnote} Eager ran at {seen} in those rows' processes against a reference eager of "
+        f"{_num(reference, ' ms')}: their own medians were timed on a differently loaded machine."
     )
 
 
@@ -445,7 +450,7 @@ def _text_measurements(console: Console, parts: _Parts) -> None:
         console.print()
         console.print(table)
     if (note := comparable_note(run)) is not None:
-        console.print(note)
+        console.print(note, soft_wrap=True)  # one line: its numbers are never split from what they are
     for line in compile_breakdown_lines(run):
         console.print(f"Compile time of {line}")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from advisor.core import claims
 from advisor.core.catalogue import EAGER_LABEL
 from advisor.core.context import MAX_SWEEP_POINTS, ContextError, DeploymentContext, parse_context
 from advisor.core.results import MeasurementRun, read
@@ -115,16 +116,18 @@ def where_the_answer_changes(run: MeasurementRun | dict | None, chosen: str | No
     answers = best_by_shape(run, allowed | {EAGER_LABEL})
     if not answers:
         return None
-    per_shape = "; ".join(f"{a.shape}: {a.best} ({a.speedup:.2f}x)" for a in answers)
+    # a swept point's speedup has no interval: the words come from the one rule (claims), which calls no order there
+    per_shape = "; ".join(f"{a.shape}: {a.best} ({a.speedup:.2f}x)" for a in answers) + f" - {claims.NO_INTERVAL}"
     winners = {a.best for a in answers}
+    lead = claims.lead_words(None)
     if chosen is None:
-        text = f"No option qualifies; by shape: {per_shape}."
+        text = f"No option qualifies; the highest estimate by shape: {per_shape}."
     elif winners == {chosen}:
-        text = f"{chosen} is the fastest at every swept shape ({per_shape})."
+        text = f"{chosen} {lead} at every swept shape ({per_shape})."
     elif len(winners) == 1:
-        text = f"At every swept shape {answers[0].best} is the fastest ({per_shape}), not {chosen}."
+        text = f"At every swept shape {answers[0].best} {lead} ({per_shape}), not {chosen}."
     else:
-        text = f"The answer changes with the shape: {per_shape}."
+        text = f"The highest estimate changes with the shape: {per_shape}."
     static = _static_gain(run, chosen)
     if static:
         text += f" {static}"
@@ -139,8 +142,8 @@ def _static_gain(run: MeasurementRun | dict | None, chosen: str | None) -> str |
     ratios = [s / d for d, s in zip(dynamic, static, strict=True) if d and s]
     if len(ratios) == len(labels) and min(ratios) >= STATIC_GAIN:
         return (
-            f"A static compile of {chosen} (one specialised graph per shape, dynamic=False) ran {min(ratios):.2f}x to "
-            f"{max(ratios):.2f}x faster than automatic dynamic shapes at these shapes; with few distinct shapes in "
-            "production it is worth its extra compiles."
+            f"A static compile of {chosen} (one specialised graph per shape, dynamic=False) "
+            f"{claims.ratio_range_words(min(ratios), max(ratios), None, 'automatic dynamic shapes')} at these "
+            "shapes; with few distinct shapes in production it is worth trying for its extra compiles."
         )
     return None

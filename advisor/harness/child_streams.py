@@ -5,7 +5,7 @@ with a symlink to a host file, then make the parent read it). Instead the parent
 write ends to the child (inherited by a spawned child, passed over the zygote's socket to a forked one) and reads
 the read ends itself, each with a cap: the output keeps its last `TAIL_BYTES`, a progress line longer than
 `PROGRESS_LINE_BYTES` is dropped, a result beyond `RESULT_BYTES` makes the run a failure rather than a memory
-hog. Depth is bounded as well as size (advisor.harness.bounded_json): a progress line nested deeper than
+hog. Depth is bounded as well as size (advisor.core.bounded_json): a progress line nested deeper than
 `bounded_json.MAX_DEPTH` is a `violation` - the parent stops the child at once and reports it - and so is such a
 result, which is never parsed. Torch-free.
 """
@@ -17,7 +17,7 @@ import os
 import select
 from collections.abc import Callable
 
-from advisor.harness.bounded_json import TooDeep, loads
+from advisor.core.bounded_json import TooDeep, loads
 
 TAIL_BYTES = 64 * 1024
 PROGRESS_LINE_BYTES = 64 * 1024

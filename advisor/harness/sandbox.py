@@ -51,7 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from advisor.harness import bounded_json, safe_unpickle, seccomp
+from advisor.core import bounded_json
+from advisor.harness import safe_unpickle, seccomp
 from advisor.harness.child_streams import ChildStreams, memfd_with
 from advisor.harness.isolation import Isolation, resolve_isolation
 from advisor.harness.owned_temp import owned_temp_dir

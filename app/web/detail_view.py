@@ -16,7 +16,7 @@ from typing import Any
 from advisor.core import catalogue, noise, reproduce
 from advisor.core.breakdown_report import breakdown_facts, breakdown_heading, outside_profiler_note, shown_breakdowns
 from advisor.core.catalogue import option_label
-from advisor.core.common_scale import eager_scale
+from advisor.core.common_scale import ComparableTime, comparable_times, scale_footnote
 from advisor.core.decision import torchair_status_unknown
 from advisor.core.early_answer import pending_note
 from advisor.core.report import generation_lines, seeded_compile_note
@@ -83,6 +83,9 @@ class MeasurementRow:
     noise: str | None = None  # why advisor.core.noise calls this row's timings noisy; None when they are not
     unresolved: bool = False  # its CI is too wide to rank it against other options (advisor.core.noise)
     window: str = "first window"  # which timed window `median_ms` came from (advisor.core.noise.latency_window)
+    # its times as the table shows them: on one reference eager's scale (advisor.core.common_scale, the numbers the
+    # CLI table and report.md quote); `median_ms` above is its own process's, for the chart's details and the JSON
+    time: ComparableTime | None = None
 
 
 @dataclass
@@ -179,6 +182,7 @@ class DetailView:
     strip: StatusStrip | None = None  # status, stage and queue position that agree (app.web.status_strip)
     shape_plan_lines: list[str] = field(default_factory=list)  # the traffic's plan (advisor.core.shape_plan_text)
     shape_plan_config: str | None = None
+    scale_note: str | None = None  # what the table's time columns are scaled to (common_scale.scale_footnote)
 
     @property
     def unit(self) -> str:
@@ -204,6 +208,7 @@ def measurement_rows(
     chosen = backend_label(recommendation.get("backend"), recommendation.get("mode")) if recommendation else None
     noisy_rows = (quality or {}).get("noisy_rows") or {}
     unresolved = set((quality or {}).get("unresolved") or ())
+    _, times = comparable_times(run)
     rows = []
     for m in (run or {}).get("measurements") or []:
         latency = m.get("latency") or {}
@@ -232,6 +237,7 @@ def measurement_rows(
                 noise=noisy_rows.get(noise.label(m)),
                 unresolved=noise.label(m) in unresolved,
                 window=noise.latency_window(m),
+                time=times.get(option_label(m.get("backend"), m.get("mode"))) if latency else None,
             )
         )
     return rows
@@ -241,19 +247,18 @@ def _has_latency(row: MeasurementRow) -> bool:
     return row.status == "ok" and row.median_ms is not None
 
 
-def latency_bars(rows: list[MeasurementRow], factors: Mapping[str, float] | None = None) -> list[LatencyBar]:
-    """One bar per timed row; with `factors` (advisor.core.common_scale.eager_scale) each row's own median, CI and
-    p99 scaled to one reference eager, so no loaded process's median stands beside quiet ones."""
+def latency_bars(rows: list[MeasurementRow]) -> list[LatencyBar]:
+    """One bar per timed row, at its times on one reference eager's scale (MeasurementRow.time, the table's numbers),
+    so no loaded process's median stands beside quiet ones; a scaled bar names its own process's median."""
     bars = []
     for row in filter(_has_latency, rows):
-        low, high = row.ci or (row.median_ms, row.median_ms)
-        p99 = row.p99_ms if row.p99_ms is not None else row.median_ms
-        factor = (factors or {}).get(option_label(row.backend, row.mode))
-        if factor is None:
-            bars.append(LatencyBar(row.label, row.median_ms, low, high, p99, row.recommended, row.window))
+        if row.time is None:
             continue
-        scaled = [value * factor for value in (row.median_ms, low, high, p99)]  # type: ignore[operator]
-        bars.append(LatencyBar(row.label, *scaled, row.recommended, row.window, measured_ms=row.median_ms))
+        t = row.time
+        own = t.own_median_ms if t.scaled else None
+        bars.append(
+            LatencyBar(row.label, t.median_ms, t.ci_low_ms, t.ci_high_ms, t.p99_ms, row.recommended, row.window, own)
+        )
     return bars
 
 
@@ -261,18 +266,13 @@ def compile_bars(rows: list[MeasurementRow]) -> list[CompileBar]:
     return [CompileBar(r.label, r.compile_cold_s, r.compile_warm_s, r.recommended) for r in rows if r.status == "ok"]
 
 
-def cost_lines(rows: list[MeasurementRow], factors: Mapping[str, float] | None = None) -> list[CostLine]:
+def cost_lines(rows: list[MeasurementRow]) -> list[CostLine]:
     """Cold compile time (0 for eager, which compiles nothing) plus median latency per call, on one reference eager's
-    scale where `factors` has the row (as the decision's break-even reads it)."""
+    scale (MeasurementRow.time, as the decision's break-even reads it)."""
     return [
-        CostLine(
-            row.label,
-            row.compile_cold_s or 0.0,
-            row.median_ms * (factors or {}).get(option_label(row.backend, row.mode), 1.0),  # type: ignore[operator]
-            row.recommended,
-        )
+        CostLine(row.label, row.compile_cold_s or 0.0, row.time.median_ms, row.recommended)
         for row in rows
-        if _has_latency(row)
+        if _has_latency(row) and row.time is not None
     ]
 
 
@@ -361,13 +361,14 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
     if recommendation:
         view.answer = answer(recommendation, rows, quality)
     if rows:
-        reference, factors = eager_scale(run)
-        lines = cost_lines(rows, factors)
+        reference, times = comparable_times(run)
+        view.scale_note = scale_footnote(reference, times)
+        lines = cost_lines(rows)
         title = "Steady-state latency per backend"
-        if reference is not None and factors:
+        if reference is not None and any(time.scaled for time in times.values()):
             title += f", each scaled to one reference eager ({format_quantity(reference)} ms)"
         view.charts = {
-            "latency": latency_chart(latency_bars(rows, factors), title),
+            "latency": latency_chart(latency_bars(rows), title),
             "compile": compile_chart(compile_bars(rows)),
             "break_even": break_even_chart(
                 lines,

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from advisor.core import claims
 from advisor.core.decision.candidates import compare, measured_options
@@ -31,6 +32,11 @@ _CLAIM = re.compile(
     r"(?<!not )(?<!no )\b(?:(?:runs|ran) (?:faster|slower)|(?:faster|slower) than|leads beyond the noise)"
 )
 _NEUTRAL = re.compile(r"within (?:the )?(?:measured )?noise|equally fast")
+# an order said of point estimates with no interval in its clause: "is the fastest", "ran 1.33x to 2.50x faster",
+# "beats", "quicker" (the shape-sweep sentences once read so); the one rule says a missing interval claims no order
+_UNBACKED = re.compile(
+    r"(?<!not )(?<!no )\b(?:is the fastest|(?:ran|runs) [\d.]+x(?: to [\d.]+x)? (?:faster|slower)|beats|quicker)\b"
+)
 _CLAUSE = re.compile(r"; |\. (?=[A-Z])|\?\** |\n")
 
 
@@ -50,6 +56,8 @@ def violations(text: str) -> list[str]:
             found.append(match[0])
     for clause in _CLAUSE.split(text):
         intervals = _INTERVAL.findall(clause)
+        if not intervals and _UNBACKED.search(clause):
+            found.append(clause)
         if len(intervals) != 1:
             continue
         order = claims.order(_interval(*intervals[0]))
@@ -173,6 +181,48 @@ def test_two_int8_exports_within_noise_are_not_called_faster() -> None:
 def test_no_sentence_claims_an_order_its_interval_does_not_support(scenario: tuple) -> None:
     _, text = texts_of(*scenario)
     assert not violations(text), violations(text)
+
+
+@st.composite
+def swept_scenarios(draw: st.DrawFn) -> tuple[dict, dict | None, dict | None]:
+    """The scenarios above with a shape sweep on every timed row (a speedup per shape and, sometimes, a static
+    compile's): the sweep sentences then join the engine's and the reports' texts."""
+    context, insp, measurements = draw(scenarios())
+    labels = ["x=1x64", "x=8x64", "x=64x64"]
+    for row in (measurements or {}).get("measurements") or []:
+        if row["status"] != "ok":
+            continue
+        points = []
+        for label in labels:
+            eager_ms, ms = draw(st.floats(0.5, 50.0)), draw(st.floats(0.5, 50.0))
+            point = {"label": label, "median_ms": ms, "eager_median_ms": eager_ms, "speedup": eager_ms / ms}
+            if row["backend"] == "inductor" and draw(st.booleans()):
+                static_ms = ms / draw(st.floats(1.0, 3.0))
+                point["static"] = {"median_ms": static_ms, "speedup": eager_ms / static_ms, "compile_s": 2.0}
+            points.append(point)
+        row["sweep"] = points
+    return context, insp, measurements
+
+
+@settings(max_examples=100, deadline=None)
+@given(swept_scenarios())
+def test_no_shape_sweep_sentence_claims_an_order_without_an_interval(scenario: tuple) -> None:
+    rec, text = texts_of(*scenario)
+    assert not violations(text), violations(text)
+
+
+def test_the_recorded_sweep_sentence_names_estimates_not_an_order() -> None:
+    """The sentence that said "inductor:default is the fastest at every swept shape (...)" and "ran 1.33x to 2.50x
+    faster than automatic dynamic shapes" from point estimates without an interval."""
+    from advisor.core.shape_sweep import where_the_answer_changes
+    from tests.web.test_sweep_page import swept_run
+
+    text = where_the_answer_changes(swept_run(static_ms=(0.5, 3.0)), "inductor:default", {"inductor:default"})
+    assert text is not None and not violations(text), text
+    assert claims.NO_INTERVAL in text and "faster" not in text
+    assert violations("inductor:default is the fastest at every swept shape (x=1x64: inductor:default (1.20x))")
+    assert violations("A static compile ran 1.33x to 2.50x faster than automatic dynamic shapes at these shapes")
+    assert claims.lead_words((1.2, 1.5)) == "is the fastest" and claims.lead_words(None) == "has the highest estimate"
 
 
 _STATED_RULES = (

@@ -2,7 +2,8 @@
 other int8 options and judged by its drift; "unavailable" naming what to install without openvino or nncf.
 
 The measured tests skip, naming the missing packages, where openvino and nncf are not installed (CI does not
-install the `openvino` extra); the unavailable test runs only there.
+install the `openvino` extra); the end-to-end unavailable test runs only there, and the child's gate is tested with
+the packages made unimportable everywhere.
 """
 
 from __future__ import annotations
@@ -77,6 +78,34 @@ def test_without_openvino_or_nncf_the_option_is_unavailable_naming_what_to_insta
     row = _measure(_exported(tmp_path))[("openvino", "int8")]
     assert row["status"] == "unavailable"
     assert MISSING[0] in row["reason"] and "npu-advisor[openvino]" in row["reason"]
+
+
+@pytest.mark.parametrize("absent", [("openvino", "nncf"), ("nncf",)])
+def test_the_childs_gate_makes_the_option_unavailable_naming_what_to_install_installed_or_not(
+    monkeypatch, absent: tuple[str, ...]
+) -> None:
+    """The unavailable path, run everywhere: the measuring child's gate (`_open`: the backend's `available`, then its
+    request check) with openvino and nncf - or nncf alone - made unimportable, whether or not they are installed here
+    (the end-to-end test above reaches it only where they are missing)."""
+    pytest.importorskip("torch")
+    import sys
+
+    from advisor.harness.backends import get_backend, ov_int8
+    from advisor.harness.backends import openvino_backend as ov_backend
+    from advisor.harness.measurement import child
+
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args):  # noqa: ANN202
+        return None if name.split(".", 1)[0] in absent else real(name, *args)
+
+    for module in (ov_backend, ov_int8):
+        monkeypatch.setattr(module.importlib.util, "find_spec", find_spec)
+    for name in absent:  # an import would fail too, as it does where the package is missing
+        monkeypatch.setitem(sys.modules, name, None)
+    row = child._open(get_backend("openvino"), "int8", "cpu", "inference", None, None)
+    assert isinstance(row, dict) and row["status"] == "unavailable", row
+    assert absent[0] in row["reason"] and "npu-advisor[openvino]" in row["reason"]
 
 
 def test_without_nncf_alone_the_request_is_refused_naming_nncf(monkeypatch) -> None:

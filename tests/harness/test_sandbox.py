@@ -261,7 +261,7 @@ def test_a_child_the_host_cannot_find_still_reports_and_a_hung_one_stops_its_san
 
 
 # ------------------------------------------------------------------ what a child sends is bounded in depth
-DEEP = 60_000  # far past advisor.harness.bounded_json.MAX_DEPTH, and past what json.loads survives
+DEEP = 60_000  # far past advisor.core.bounded_json.MAX_DEPTH, and past what json.loads survives
 DEEP_LINE = 30_000  # as deep as a progress line under its 64 KiB cap can be
 
 

@@ -250,9 +250,16 @@ def test_a_real_worker_calibrates_onnxruntime_int8_on_the_uploaded_file(
 def test_a_file_that_does_not_fit_the_models_inputs_fails_the_job_naming_the_arrays(
     client, cnn_file, tmp_path, monkeypatch
 ) -> None:
+    """Where the server cannot tell the model's inputs (a TorchScript archive; here an ExportedProgram whose JSON read
+    is made to say "cannot tell"), the worker refuses the file after its inspection - with the message the server
+    gives at submission where it can tell (issue 44 item 6)."""
+    import advisor.core.archive_inputs
+
     for name, value in FAST_TIMING_ENV.items():
         monkeypatch.setenv(name, value)
     wrong = _npz(input0=np.zeros((2, 2, 3, 16, 16), np.float64))  # a well-formed .npz, checked on upload
+    at_submission = _refused(_upload(client, cnn_file, wrong, backends="onnxruntime:int8", force="true"))
+    monkeypatch.setattr(advisor.core.archive_inputs, "exported_inputs", lambda handle, name: None)
     submitted = _upload(client, cnn_file, wrong, backends="onnxruntime:int8", force="true")
     assert submitted.status_code == 202, submitted.text
     _run_one_job(client, tmp_path)
@@ -262,6 +269,67 @@ def test_a_file_that_does_not_fit_the_models_inputs_fails_the_job_naming_the_arr
     assert error.startswith("measurement could not start: calibration file does not match the model's example inputs")
     assert "samples have shape [2, 3, 16, 16], the example input [2, 3, 32, 32]" in error
     assert "is float64, the example input float32" in error
+    assert error == f"measurement could not start: {at_submission}"
+
+
+def test_a_file_that_does_not_fit_an_exported_programs_inputs_is_refused_at_submission_as_the_worker_would(
+    client, model_file, settings
+) -> None:
+    """The ExportedProgram's input specs are in its JSON (read with zipfile and bounded JSON, never torch.load): the
+    submission is a 422 whose message is the one the worker and `analyze --local` give after their inspection."""
+    from advisor.core.calibration import CalibrationRefused, check_against_inputs, check_stream
+    from advisor.harness.loading import load_model
+
+    wrong = _npz(input0=np.zeros((2, 7, 7), np.float32))  # the mlp's input is float32 [8, 784]
+    message = _refused(_upload(client, model_file, wrong, backends="onnxruntime:int8"), "[7, 7]", "[8, 784]")
+    with pytest.raises(CalibrationRefused) as inspected:  # what the pipeline says after loading the model
+        check_against_inputs(check_stream(io.BytesIO(wrong), len(wrong)), load_model(str(model_file)).input_specs)
+    assert message == str(inspected.value)
+    assert client.get("/api/v1/analyses").json()["total"] == 0
+    assert not any(str(path).endswith(_sha(model_file)) for path in stored_files(settings)), "the model is not kept"
+    fits = _upload(client, model_file, _samples(shape=(8, 784)), backends="onnxruntime:int8")
+    assert fits.status_code == 202, fits.text
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _with_model_json(model: Path, replacement: bytes, target: Path) -> Path:
+    """The real archive with its models/model.json replaced, deflated (every other entry as it was, stored)."""
+    with zipfile.ZipFile(model) as source, zipfile.ZipFile(target, "w") as out:
+        for info in source.infolist():
+            if info.filename.endswith("/models/model.json"):
+                out.writestr(info.filename, replacement, compress_type=zipfile.ZIP_DEFLATED)
+            else:
+                out.writestr(info.filename, source.read(info))
+    return target
+
+
+@pytest.mark.parametrize(
+    "replacement",
+    [
+        b"{not json at all",
+        b"[" * 300_000 + b"]" * 300_000,
+        b'{"graph_module": {"signature": {"input_specs": [' + b'{"user_input": 1},' * 200_000 + b"{}]}}}",
+        json.dumps({"graph_module": {"graph": {"tensor_values": "x"}, "signature": {"input_specs": []}}}).encode(),
+        b" " * (9 * 2**20),  # larger than the reader takes
+    ],
+)
+def test_a_crafted_archive_json_with_a_calibration_is_a_clean_4xx_or_cannot_tell(
+    client, model_file, tmp_path, replacement: bytes
+) -> None:
+    import time
+
+    crafted = _with_model_json(model_file, replacement, tmp_path / "crafted.pt2")
+    started = time.perf_counter()
+    response = _upload(client, crafted, _npz(input0=np.zeros((2, 7, 7), np.float32)), backends="onnxruntime:int8")
+    assert time.perf_counter() - started < 10.0
+    assert response.status_code == 202 or 400 <= response.status_code < 500, response.text
+    if response.status_code == 422:  # never the calibration refusal from a JSON that could not be read
+        assert "does not match the model's example inputs" not in response.text
 
 
 # ------------------------------------------------------------------ object storage

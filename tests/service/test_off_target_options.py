@@ -92,9 +92,16 @@ def test_analyze_server_with_a_cpu_int8_option_and_no_target_prints_the_refusal_
     assert "the server rejected the request: backends: onnxruntime:int8 runs on cpu only" in said
     assert "target npu" in said and "--target cpu" in said and "Traceback" not in said
     assert stored_files(settings) == [] and client.get("/api/v1/analyses").json()["total"] == 0
-    # with --target cpu it is accepted: the cpu worker checks the samples against the inspected inputs
-    # (tests/service/test_calibration_upload.py: "calibration file does not match the model's example inputs")
-    accepted = CliRunner().invoke(cli, [*args, "--calibration", str(wrong), "--target", "cpu", "--no-wait"])
+    # with --target cpu the samples are checked against the ExportedProgram's inputs (from its JSON) at submission:
+    # refused with the message the worker and `analyze --local` give (tests/service/test_calibration_upload.py)
+    mismatched = CliRunner().invoke(cli, [*args, "--calibration", str(wrong), "--target", "cpu", "--no-wait"])
+    assert mismatched.exit_code == 2, mismatched.output
+    said = " ".join(mismatched.output.split())
+    assert "calibration file does not match the model's example inputs" in said and "Traceback" not in said
+    assert "input0 (input) samples have shape [7, 7], the example input [8, 784]" in said
+    assert json.loads(client.get("/api/v1/analyses").text)["total"] == 0
+    fits = _calibration(tmp_path / "fits.npz", (2, 8, 784))
+    accepted = CliRunner().invoke(cli, [*args, "--calibration", str(fits), "--target", "cpu", "--no-wait"])
     assert accepted.exit_code == 0, accepted.output
     assert json.loads(client.get("/api/v1/analyses").text)["total"] == 1
 

@@ -15,6 +15,7 @@ from advisor.core.decision.engine import decide
 from advisor.core.quantized import drift_text
 from advisor.core.report import render
 from advisor.core.suite_summary import ModelLine, OptionSummary, SuitePoint, SuiteSummary
+from app.web.charts import format_quantity
 from app.web.compare import compare_rows
 from app.web.detail_view import detail_view
 from app.web.suite_view import suite_history_chart
@@ -73,8 +74,10 @@ def test_the_cli_table_has_the_comparable_column() -> None:
     console.print(results_table(resnet18_on_a_busy_node()))
     text = console.export_text()
     assert "one eager's scale" in text and "reference eager 347 ms" in text
+    assert "ms (on eager's scale)" in text  # the header says the column is scaled
     eager_line = next(line for line in text.splitlines() if line.lstrip("│ ").startswith("eager:default"))
-    assert "956 [" in eager_line and " 347 " in eager_line
+    # one latency per option: the scaled one; the own window's 956 ms median is in the JSON, not beside it
+    assert " 347 [" in eager_line and "956" not in eager_line
 
 
 def test_a_runtime_outside_the_profiler_says_so_instead_of_its_glue() -> None:
@@ -161,3 +164,58 @@ def test_the_answer_badge_reads_the_same_rule_as_the_text(client, seeded) -> Non
     assert verdicts and set(verdicts) <= {"faster than eager", "within noise of eager", "slower than eager"}
     assert re.search(r'data-testid="answer-verdict">faster than eager<', card)  # the recommended 35.68x
     assert "15.41–77.01" in html
+
+
+def test_cli_table_report_md_and_dashboard_table_quote_the_same_number_per_option() -> None:
+    """A loaded node (eager's own window 956 ms, the eagers beside the options 340-347 ms): the CLI table, report.md,
+    the text report and the dashboard's table each quote one latency per option, the same one, on the reference
+    eager's scale, under a header and a footnote that say so; eager's own 956 ms is in none of those tables."""
+    from rich.console import Console
+
+    from advisor.cli.measure_cmd import results_table
+    from advisor.core.common_scale import SCALED_HEADER, comparable_times
+
+    rows = resnet18_on_a_busy_node()
+    analysis = analysis_of(rows)
+    reference, times = comparable_times(rows)
+    assert reference == 347.0 and times["eager:default"].own_median_ms == 956.0  # eager's own differs from it
+    expected = {label: float(f"{time.median_ms:.3g}") for label, time in times.items()}
+    assert expected == {"eager:default": 347.0, "inductor:default": 400.0, "onnxruntime:default": 367.0}
+
+    console = Console(width=220, color_system=None, record=True)
+    console.print(results_table(rows))
+    cli = console.export_text()
+    markdown = render(analysis, "markdown")
+    text = render(analysis, "text")
+    view = detail_view(analysis)
+    dashboard = {row.label: row.time.median_ms for row in view.rows if row.time is not None}
+
+    def first_ms(line: str) -> float:
+        cells = [cell.strip() for cell in re.split(r"[│|]", line) if cell.strip()]
+        return float(re.match(r"[\d.]+", cells[3])[0])  # type: ignore[index]  # the median column, 4th
+
+    for label, number in expected.items():
+        for table in (cli, markdown, text):
+            line = next(x for x in table.splitlines() if x.lstrip("│| ").startswith(label + " "))
+            assert first_ms(line) == number, (label, line)
+            assert "956" not in line
+        short = label.removesuffix(":default")
+        assert float(format_quantity(dashboard[short])) == number
+    for table in (cli, markdown, text):
+        assert SCALED_HEADER in table and "reference eager 347 ms" in table
+    assert view.scale_note is not None and "reference eager 347 ms" in view.scale_note
+    # the summary quotes the recommended option (eager here) by the same number
+    assert "Eager ran at 347 ms per call on the reference eager's scale" in analysis["recommendation"]["summary"]
+
+
+def test_the_dashboard_page_table_shows_the_scaled_number_and_its_footnote(client, seeded) -> None:  # noqa: ANN001
+    from tests.web.test_tree_and_detail_view import page_of
+
+    html, _ = page_of(client, seeded, resnet18_on_a_busy_node())
+    section = html[html.index('id="measurements"') : html.index('id="accuracy"')]
+    eager_row = re.search(r'<tr data-backend="eager".*?</tr>', section, flags=re.S)
+    assert eager_row is not None
+    cell = re.search(r'data-testid="scaled-median">(.*?)</td>', eager_row[0], flags=re.S)
+    assert cell is not None and cell[1].startswith("347 ms") and "956" not in eager_row[0]
+    assert "ms (on eager&#39;s scale)" in section or "ms (on eager's scale)" in section
+    assert re.search(r'data-testid="scale-note">[^<]*reference eager 347 ms', section)

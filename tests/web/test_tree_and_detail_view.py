@@ -199,8 +199,8 @@ HOSTILE = "<script>alert(1)</script>"
 MEASUREMENT_HEADERS = [
     "backend",
     "status",
-    "median (95% CI)",
-    "p99",
+    "median ms (on eager's scale) (95% CI)",  # issue 44: on one reference eager's scale
+    "p99 (same scale)",
     "speedup vs eager (95% CI)",
     "compile cold / warm",
     "peak memory",

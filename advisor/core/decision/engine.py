@@ -426,7 +426,7 @@ def _near_break_even(trade: TradeOff, context: DeploymentContext) -> bool:
 def _speed_sentence(chosen: Option, per: str = "call") -> str:
     """Its speed as measured: side by side with eager where the row has it (robust to the machine's load), and the
     one latency every surface quotes for it (the row's kept window, named: noise.latency_window)."""
-    quoted = f"{chosen.median_ms:.3g} ms per {per} (median of its {noise.latency_window(chosen.row)})"
+    quoted = _quoted_latency(chosen, per)
     if chosen.is_baseline:
         return f"Eager ran at {quoted}"
     if chosen.side_by_side:
@@ -438,6 +438,18 @@ def _speed_sentence(chosen: Option, per: str = "call") -> str:
             f"{claims.fmt_bound(low)}-{claims.fmt_bound(high)}x: {verdict}{unresolved}), {quoted}"
         )
     return f"It ran at {quoted}"
+
+
+def _quoted_latency(chosen: Option, per: str) -> str:
+    """The chosen option's one latency, as every table and chart quotes it: its kept window's median on the reference
+    eager's scale (advisor.core.common_scale); said plainly where the scale leaves it as measured."""
+    from advisor.core.common_scale import row_factor  # it reads decision.candidates: imported when first needed
+
+    median, window = float(chosen.median_ms or 0.0), noise.latency_window(chosen.row)
+    factor = row_factor(chosen.row or {}, chosen.reference_ms)
+    if factor is None or f"{median * factor:.3g}" == f"{median:.3g}":
+        return f"{median:.3g} ms per {per} (median of its {window})"
+    return f"{median * factor:.3g} ms per {per} on the reference eager's scale (median of its {window}, scaled)"
 
 
 def _summary(

@@ -1,4 +1,4 @@
-"""advisor.harness.bounded_json: what the parent parses from a child is measured for depth first, in linear time."""
+"""advisor.core.bounded_json: what the parent parses from a child is measured for depth first, in linear time."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from advisor.harness.bounded_json import MAX_DEPTH, TooDeep, loads, nesting_depth
+from advisor.core.bounded_json import MAX_DEPTH, TooDeep, loads, nesting_depth
 
 
 def _nested(shape: str, levels: int) -> str:

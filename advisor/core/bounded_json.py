@@ -1,4 +1,5 @@
-"""JSON from a process the parent does not trust, bounded in nesting depth before it is parsed.
+"""JSON from a process the parent does not trust (or an uploaded archive's, advisor.core.archive_inputs), bounded in
+nesting depth before it is parsed.
 
 `json.loads` recurses once per nesting level: a child that sends a progress line or a result 60,000 levels deep makes
 the trusted parent raise `RecursionError` (or worse, deeper in C). So the parent measures the depth first, without
