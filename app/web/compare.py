@@ -16,6 +16,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from advisor.core import claims
+from advisor.core.catalogue import option_label
+from advisor.core.common_scale import SCALED_HEADER, ComparableTime, comparable_times
 from advisor.core.results import Inspection, MeasurementRow, MeasurementRun, OpInfo, Recommendation, read
 from app.web.charts import format_quantity
 from app.web.tree import backend_label
@@ -114,15 +116,17 @@ def compare_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[CompareRow]
         if _has(env_a, key) or _has(env_b, key):
             rows.append(_row("Environment", key.replace("_", " "), _attr(env_a, key), _attr(env_b, key)))
     m_a, m_b = _measurements(run_a), _measurements(run_b)
+    times_a, times_b = (_scaled_times(x.get("measurements")) for x in (a, b))
     for label in list(m_a) + [name for name in m_b if name not in m_a]:
         x, y = m_a.get(label), m_b.get(label)
-        lat_x, lat_y = _attr(x, "latency"), _attr(y, "latency")
+        time_x, time_y = _time_of(times_a, x), _time_of(times_b, y)
         acc_x, acc_y = _attr(x, "accuracy"), _attr(y, "accuracy")
         section = f"Backend {label}"
         rows += [
             _row(section, "status", _attr(x, "status"), _attr(y, "status")),
-            _row(section, "median latency", _attr(lat_x, "median_ms"), _attr(lat_y, "median_ms"), " ms"),
-            _row(section, "p99 latency", _attr(lat_x, "p99_ms"), _attr(lat_y, "p99_ms"), " ms"),
+            _row(section, f"median, {SCALED_HEADER}", _time(time_x, "median_ms"), _time(time_y, "median_ms"), " ms"),
+            _row(section, f"p99, {SCALED_HEADER}", _time(time_x, "p99_ms"), _time(time_y, "p99_ms"), " ms"),
+            _row(section, "time scale", _scale(time_x), _scale(time_y)),
             _row(section, "speedup vs eager", _attr(x, "speedup_vs_eager"), _attr(y, "speedup_vs_eager"), "×"),
             _row(section, "against eager", _verdict(x), _verdict(y)),
             _row(section, "compile (cold)", _attr(x, "compile_s_cold"), _attr(y, "compile_s_cold"), " s"),
@@ -142,6 +146,27 @@ def compare_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[CompareRow]
             _row("Model", "graph breaks", _attr(breaks_a, "count"), _attr(breaks_b, "count")),
         ]
     return rows
+
+
+def _scaled_times(run: Any) -> dict[str, ComparableTime]:
+    """Each option's times on its own analysis's reference eager scale (advisor.core.common_scale), as the analysis
+    page quotes them: never one process's loaded median beside another's quiet one."""
+    return comparable_times(run if isinstance(run, Mapping) else None)[1]
+
+
+def _time_of(times: dict[str, ComparableTime], row: MeasurementRow | None) -> ComparableTime | None:
+    return times.get(option_label(row.backend, row.mode)) if row is not None else None
+
+
+def _time(time: ComparableTime | None, field: str) -> float | None:
+    return getattr(time, field) if time is not None else None
+
+
+def _scale(time: ComparableTime | None) -> str | None:
+    """Whether a row's times are on the reference eager's scale, or its own process's (no eager timed beside it)."""
+    if time is None:
+        return None
+    return "reference eager's" if time.scaled else "its own process's (no eager beside it)"
 
 
 def _attr(model: BaseModel | None, name: str) -> Any:

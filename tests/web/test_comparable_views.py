@@ -117,7 +117,31 @@ def test_compare_marks_each_speedup_and_keeps_units_beside_a_dash() -> None:
     by_label = {row.label: row for row in rows if row.section.startswith("Backend")}
     assert by_label["against eager"].a == "faster than eager (95% CI 15.41–77.01×)"
     assert by_label["against eager"].b == "within noise of eager (95% CI 0.97–1.12×)"
-    assert (by_label["median latency"].a, by_label["median latency"].b) == ("2.00 ms", "–")
+    median = by_label["median, ms (on eager's scale)"]
+    assert (median.a, median.b) == ("2.00 ms", "–")
+    assert by_label["time scale"].a.startswith("its own process's")  # no eager timed beside it: said so
+
+
+def test_compare_quotes_each_analysis_on_its_own_reference_eagers_scale() -> None:
+    """A loaded process's own median (eager 300 ms in its own child) never stands beside quiet ones: each analysis's
+    rows read on its reference eager's scale, as the analysis page shows them."""
+
+    def analysis(own_eager_ms: float) -> dict[str, Any]:
+        eager = {"backend": "eager", "mode": "default", "status": "ok", "latency": {"median_ms": own_eager_ms}}
+        inductor = {"backend": "inductor", "mode": "default", "status": "ok", "speedup_vs_eager": 2.0}
+        inductor.update(latency={"median_ms": 5.0, "p99_ms": 6.0}, eager_latency={"median_ms": 10.0})
+        return {
+            "model_name": "m",
+            "measurements": {"environment": {"device": "cpu"}, "measurements": [eager, inductor]},
+        }
+
+    rows = compare_rows(analysis(10.0), analysis(300.0))
+    shown = {(row.section, row.label): row for row in rows}
+    median = shown[("Backend inductor", "median, ms (on eager's scale)")]
+    assert (median.a, median.b) == ("5.00 ms", "5.00 ms") and not median.differs
+    eager = shown[("Backend eager", "median, ms (on eager's scale)")]
+    assert "300" not in eager.b and not eager.differs  # the loaded eager's own 300 ms reads on the eager beside
+    assert shown[("Backend inductor", "time scale")].a == "reference eager's"
 
 
 def test_the_suite_chart_draws_every_option_of_its_history() -> None:
