@@ -98,6 +98,7 @@ def test_first_windows_race_only_where_the_steady_state_speed_decides() -> None:
     assert not racing.races(PRODUCTION, "training")
     assert not racing.races(None, "inference")
     assert not racing.races(parse_context({"target": "cpu", "stage": "prototype"}), "inference")
+    assert not racing.races(parse_context({"target": "cpu", "stage": "edge"}), "inference")  # size may decide
     with_calls = parse_context({"target": "cpu", "stage": "production", "expected_calls_per_compile": 1000})
     assert not racing.races(with_calls, "inference")  # a slower option compiling faster can still be the pick
 

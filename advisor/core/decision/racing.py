@@ -50,12 +50,14 @@ class RaceBound:
 
 
 def races(context: DeploymentContext | None, workload: str) -> bool:
-    """Whether first windows race for this context: inference with a context whose choice the steady-state speed
-    decides. Where the compile time may decide (expected calls, a prototype, a model that changes often), an option
-    behind on speed can still be the pick, so its window is timed in full."""
+    """Whether first windows race for this context: inference in production with a context whose choice the
+    steady-state speed decides. Where the compile time may decide (expected calls, a prototype, a model that changes
+    often) or the edge's size and int8 rules may, an option behind on speed can still be the pick, so its window is
+    timed in full."""
     return (
         context is not None
         and workload == "inference"
+        and context.stage == "production"
         and context.expected_calls_per_compile is None
         and not fast_compile_wanted(context)
     )
