@@ -234,7 +234,8 @@ def assess(run: Mapping[str, Any] | None, *, load: Mapping[str, Any] | None = No
     """The run's `quality`: {noisy, whole_run, reasons, run_reasons, noisy_rows, unresolved, eager_drift,
     eager_medians_ms, load, remeasured, shared_reasons, thresholds}. `load` ({"start": read_load(), "end": ...})
     defaults to the one stored in the run's own quality; `remeasured` and the re-measure rounds' record (rounds,
-    remeasure_budget_s, remeasure_spent_s, kept, not_remeasured, ranking) are kept from it."""
+    remeasure_budget_s, remeasure_spent_s, kept, not_remeasured, ranking) and the options racing eliminated are
+    kept from it."""
     stored = dict((run or {}).get("quality") or {})
     load = load if load is not None else stored.get("load")
     rows = sorted((row for row in (run or {}).get("measurements") or [] if _timed(row)), key=label)
@@ -272,7 +273,7 @@ def assess(run: Mapping[str, Any] | None, *, load: Mapping[str, Any] | None = No
     }
 
 
-_KEPT = ("rounds", "remeasure_budget_s", "remeasure_spent_s", "kept", "not_remeasured", "ranking")
+_KEPT = ("rounds", "remeasure_budget_s", "remeasure_spent_s", "kept", "not_remeasured", "ranking", "eliminated")
 
 
 def quality_of(run: Mapping[str, Any] | None) -> dict[str, Any]:

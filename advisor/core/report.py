@@ -213,7 +213,9 @@ def _status_cell(m: MeasurementRow) -> str:
     if status == "skipped":
         return "skipped (see why not)"  # the reason is long and repeated under "Why not the others"
     if status != "ok" and m.reason:
-        return f"{status}: {m.reason}"
+        status = f"{status}: {m.reason}"
+    if m.eliminated:  # racing stopped timing it: its numbers are those measured until then
+        status += "; eliminated (see below)"  # the reason is long: listed under "Stopped timing early"
     return status
 
 
@@ -505,6 +507,22 @@ def _text_why_not(console: Console, parts: _Parts) -> None:
             _indented(console, f"- {label}: {reason}", 2)
 
 
+def eliminated_rows(run: MeasurementRun | None) -> dict[str, str]:
+    """The options racing stopped timing (advisor.core.decision.racing), each with why: their numbers are those
+    measured until then."""
+    return {m.label: m.eliminated for m in (run.measurements or []) if m.eliminated} if run else {}
+
+
+ELIMINATED_HEADING = "Stopped timing early (racing: the answer was no longer open for them)"
+
+
+def _text_eliminated(console: Console, parts: _Parts) -> None:
+    if eliminated := eliminated_rows(parts.run):
+        console.print(f"\n{ELIMINATED_HEADING}:")
+        for label, reason in eliminated.items():
+            _indented(console, f"- {label}: eliminated: {reason}", 2)
+
+
 def _text_layered(console: Console, parts: _Parts) -> None:
     if parts.rec.layered:
         console.print("\nLayered deployment:")
@@ -548,6 +566,7 @@ _TEXT_SECTIONS: tuple[Callable[[Console, _Parts], None], ...] = (
     _text_breakdowns,
     _text_break_even,
     _text_why_not,
+    _text_eliminated,
     _text_layered,
     _text_path,
     _text_caveats,
@@ -654,6 +673,12 @@ def _md_why_not(parts: _Parts) -> list[str]:
     return _md_section("Why not the others", body) if why_not else []
 
 
+def _md_eliminated(parts: _Parts) -> list[str]:
+    eliminated = eliminated_rows(parts.run)
+    body = [f"- {md.code(label)}: eliminated: {md.inline(reason)}" for label, reason in eliminated.items()]
+    return _md_section(ELIMINATED_HEADING, body) if eliminated else []
+
+
 def _md_layered(parts: _Parts) -> list[str]:
     if not parts.rec.layered:
         return []
@@ -712,6 +737,7 @@ _MARKDOWN_SECTIONS: tuple[Callable[[_Parts], list[str]], ...] = (
     _md_breakdowns,
     _md_break_even,
     _md_why_not,
+    _md_eliminated,
     _md_layered,
     _md_path,
     _md_caveats,

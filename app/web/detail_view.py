@@ -86,6 +86,7 @@ class MeasurementRow:
     # its times as the table shows them: on one reference eager's scale (advisor.core.common_scale, the numbers the
     # CLI table and report.md quote); `median_ms` above is its own process's, for the chart's details and the JSON
     time: ComparableTime | None = None
+    eliminated: str | None = None  # why racing stopped timing it (MeasurementRow.eliminated); None: timed in full
 
 
 @dataclass
@@ -238,6 +239,7 @@ def measurement_rows(
                 unresolved=noise.label(m) in unresolved,
                 window=noise.latency_window(m),
                 time=times.get(option_label(m.get("backend"), m.get("mode"))) if latency else None,
+                eliminated=str(m["eliminated"]) if m.get("eliminated") else None,
             )
         )
     return rows

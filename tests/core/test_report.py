@@ -139,3 +139,15 @@ def test_an_export_backends_compile_time_is_broken_down_into_export_and_session(
         run(measurement("eager", median_ms=10.0, compile_s=None, device="cpu"), device="cpu"),
     )
     assert "Compile time of" not in render(no_breakdown, "text")
+
+
+def test_an_eliminated_row_keeps_its_numbers_and_says_why_in_every_format() -> None:
+    why = "clearly behind inductor:default: its window stopped once its speedup lay wholly below the leader's"
+    measurements = blog_run()
+    slower = next(row for row in measurements["measurements"] if row["backend"] != "eager" and row.get("latency"))
+    slower["eliminated"] = why
+    report = analysis({"stage": "production", "expected_calls_per_compile": 10_000}, npu_op_inspection(), measurements)
+    for fmt in ("text", "markdown"):
+        flat = " ".join(render(report, fmt).split())
+        assert f"eliminated: {why}" in flat, fmt
+    assert json.loads(render(report, "json"))["measurements"]["measurements"][1]["eliminated"] == why

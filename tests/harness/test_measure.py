@@ -271,7 +271,7 @@ def test_fast_calls_are_timed_in_blocks_and_each_sample_is_the_block_mean():
 
     policy = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.5, warmup_iters=2, sample_time_s=0.001)
     fns = {"backend": busy(100e-6), "eager": busy(2e-3)}
-    samples, calls_per_sample, timed_s, block_sizes = time_side_by_side(
+    samples, calls_per_sample, timed_s, block_sizes, raced = time_side_by_side(
         fns, (), open_device("cpu"), policy, lambda n: None
     )
     # 100 us calls: about 10 per 1 ms sample; 2 ms calls are already long enough to time one by one
@@ -512,3 +512,29 @@ def test_an_extra_shapes_window_of_slow_steady_calls_stops_at_five_samples_past_
     kept = min(len(window.samples["backend"]), len(window.samples["eager"]))
     assert LOADED_SLOW_MIN_ITERS <= kept <= LOADED_SLOW_MIN_ITERS + 1, kept
     assert short.min_iters > LOADED_SLOW_MIN_ITERS  # faster calls still get their CI's samples
+
+
+@pytest.mark.parametrize("backend_s, raced", [(6e-3, True), (1e-3, False)])
+def test_a_window_racing_a_leader_stops_at_its_floor_once_clearly_behind(backend_s: float, raced: bool):
+    """Racing (issue 46 item 2): eager's 2 ms calls beside an option 3x slower - its speedup interval lies wholly
+    below the leader's 1.0x - stop at the floor of samples instead of the policy's 200; a faster one is timed in
+    full."""
+    from advisor.harness.devices import open_device
+    from advisor.harness.measurement.timing import time_side_by_side
+
+    def busy(seconds: float):
+        def call() -> None:
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                pass
+
+        return call
+
+    policy = TimingPolicy(min_iters=200, min_time_s=0.0, max_time_s=2.0, warmup_iters=1, race_below=1.0)
+    fns = {"backend": busy(backend_s), "eager": busy(2e-3)}
+    window = time_side_by_side(fns, (), open_device("cpu"), policy, lambda n: None)
+    assert window.raced is raced
+    counts = [len(window.samples[name]) for name in ("backend", "eager")]
+    assert all(n >= policy.loaded_min_iters for n in counts), counts
+    if raced:  # a loaded node may cut the full window short too (past the cap), never below the floor
+        assert all(n < policy.min_iters for n in counts), counts

@@ -334,3 +334,32 @@ def test_a_noisy_leader_is_timed_again_even_when_it_leads_clearly(monkeypatch, t
     remeasured = [(spec, mode) for spec, mode, stage in calls if stage == "re-measure"]
     assert remeasured == [("inductor", "default")]  # the row the choice rests on; not the one far behind
     assert result["quality"]["rounds"] == 1 and result["quality"]["kept"] == {"inductor:default": "second"}
+
+
+def test_a_round_does_not_time_again_a_noisy_row_clearly_behind(monkeypatch, tmp_path) -> None:
+    """Racing in the rounds (issue 46 item 2): the leading options are unranked, so a round runs, but the noisy row
+    eager beats beyond its noise is eliminated - not timed again, its first numbers kept and the reason stated."""
+    monkeypatch.setattr(noise, "read_load", lambda *_: QUIET)
+    wide, tight = 0.3, 0.02
+    calls = fake_rounds(
+        monkeypatch,
+        {
+            "eager:default": [(10.0, tight)],
+            "inductor:default": [(5.0, wide), (5.0, tight)],
+            "inductor:max-autotune": [(4.5, wide), (4.5, tight)],
+            "onnxruntime:default": [(30.0, 0.15), (30.0, 0.15)],  # 3x slower than eager, IQR 15 %: noisy, far behind
+        },
+    )
+    result = measure.measure_model(
+        "model.pt2", backends=[*TWO_OPTIONS, "onnxruntime:default"], zygote=FakeZygote(tmp_path)
+    )
+    remeasured = [(spec, mode) for spec, mode, stage in calls if stage == "re-measure"]
+    assert ("onnxruntime", "default") not in remeasured and ("inductor", "max-autotune") in remeasured
+    quality, rows = result["quality"], {noise.label(r): r for r in result["measurements"]}
+    assert "onnxruntime:default" in quality["noisy_rows"]  # still reported noisy: its numbers are the first window's
+    why = rows["onnxruntime:default"]["eliminated"]
+    assert why.startswith("not timed again: clearly behind inductor:max-autotune")  # the better estimate leads
+    assert ": faster beyond the noise (paired" in why
+    assert quality["eliminated"] == {"onnxruntime:default": why}
+    assert rows["onnxruntime:default"]["latency"]["median_ms"] == 30.0
+    assert "eliminated" not in rows["inductor:max-autotune"]

@@ -302,3 +302,12 @@ def test_a_seeded_cold_compile_reads_as_a_bound_saying_what_it_is_made_of(client
     assert "&lt;script&gt;" in row.split('data-testid="compile-bound"')[1]
     eager = table[table.index('data-backend="eager"') :].split("</tr>")[0]
     assert "compile-bound" not in eager and "≤" not in eager
+
+
+def test_an_eliminated_row_is_marked_with_its_reason_escaped(client, seeded):  # noqa: ANN001
+    run = synthetic.run()
+    run["measurements"][-1]["eliminated"] = f"clearly behind eager:default {HOSTILE}"  # a worker-supplied reason
+    html, _ = page_of(client, seeded, run)
+    table = html[html.index('id="measurements"') :]
+    assert HOSTILE not in html and table.count('data-testid="eliminated-row"') == 1
+    assert "clearly behind eager:default &lt;script&gt;" in table

@@ -98,6 +98,9 @@ class MeasurementRow(Open):
     # an analysis measures the dynamic sizes, profile and warm compile of its leading options only, once ranked
     # (advisor.harness.measurement.run): None here with a ranked run means "not a leading option"
     details_error: str | None = None  # why a leading option's details child failed (its timings still stand)
+    # racing (advisor.core.decision.racing): why this option stopped being timed - its window stopped clearly behind
+    # the leader, or a re-measure round left it out; its numbers are the ones measured until then
+    eliminated: str | None = None
 
     @property
     def label(self) -> str:

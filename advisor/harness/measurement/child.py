@@ -15,6 +15,8 @@ phase, e.g. ONNX Runtime's {"export_s", "session_s"}) has it passed on as the re
 from __future__ import annotations
 
 import copy
+import dataclasses
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -257,6 +259,8 @@ def _measure_steps(
         if details_median_ms is not None and not v.steps:
             _after_the_window(v, result, _callables(v), frames_after_first, None, details_median_ms)
         return _with_status(result, accuracy, checked)
+    if not accuracy["passed"] and v.timing.race_below is not None:  # racing: it cannot be recommended
+        v.timing = dataclasses.replace(v.timing, race_below=math.inf)  # its floor of samples is enough
     v.progress("timing")
     fns = _timed_window(v, result)
     _after_the_window(v, result, fns, frames_after_first, sweep, result["latency"]["median_ms"])
@@ -320,6 +324,7 @@ def _timed_window(v: _Variant, result: dict) -> dict[str, Any]:
     window = time_side_by_side(fns, v.inputs, v.dev, v.timing, lambda n: v.progress("timing", n))
     result["timing_load"] = {"start": load_start, "end": read_load()}
     result["timed_s"] = window.seconds
+    result["raced"] = window.raced
     result.update(summaries(window, v.is_baseline))
     result["peak_memory_mb"], result["memory_kind"] = v.dev.peak_memory_mb()
     result["throughput"] = throughput(v.inputs, result["latency"]["median_ms"])

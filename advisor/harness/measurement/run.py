@@ -15,7 +15,9 @@ from typing import Any
 
 from advisor.core import noise, snippets
 from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD, DeploymentContext
+from advisor.core.decision import racing
 from advisor.core.decision.plan_pruning import detailed_options
+from advisor.core.decision.racing import RaceBound
 from advisor.core.quantized import quantizes_by_default
 from advisor.harness.measurement.details import (
     details_to_come,
@@ -187,6 +189,8 @@ def _judged(
         quality = _remeasure_noisy(
             run, quality, plan.variants, children, load_start, remeasure_budget_s, ranking_context
         )
+    if gone := {noise.label(row): row["eliminated"] for row in run["measurements"] if row.get("eliminated")}:
+        quality["eliminated"] = gone  # racing: the options no longer timed, and why (their rows say it too)
     return _with_details(run, quality, plan, on_ranked, children)
 
 
@@ -308,12 +312,17 @@ def _measure_variants(
             continue
         cache_dir = children.workdir / f"cache-{index}"
         first = first_pass_policy(_ranking_context(plan.context), workload, children.policy, index == 0)
+        bound = _race_bound(plan, context, environment, rows, index)
+        if bound is not None:
+            first = {**first, "race_below": bound.speedup_low}
         floor = floor_index(spec, mode, rows)  # its compile starts from the kernels its floor mode built (seeded_cache)
         seed = None if floor is None else (children.workdir / f"cache-{floor}", rows[floor])
         row, env = measure_one(
             spec, mode, index == 0, children.common, children.sandbox, cache_dir, first, call=call, seed=seed
         )
         environment = environment or env
+        if row.pop("raced", False) and bound is not None:
+            row["eliminated"] = _raced_reason(row, bound)
         rows.append(row)
         if index == 0 and row["status"] != "ok":
             baseline_failed = f"not measured: the eager baseline failed ({row['status']}: {row['reason']})"
@@ -325,6 +334,29 @@ def builds_inductor_cpp(variants: Sequence[tuple[str, str]]) -> bool:
     from advisor.core.catalogue import may_build_inductor_cpp
 
     return any(may_build_inductor_cpp(name) for name, _ in variants)
+
+
+def _race_bound(
+    plan: _Plan,
+    context: DeploymentContext | dict | None,
+    environment: dict[str, Any] | None,
+    rows: list[dict[str, Any]],
+    index: int,
+) -> RaceBound | None:
+    """What this variant's first window races against (advisor.core.decision.racing): the leader so far, where
+    the steady-state speed decides the context; None: its window runs in full (the baseline, a variant asked for by
+    its mode, a context where the compile time may decide)."""
+    ranked_for = _ranking_context(context)
+    if index == 0 or environment is None or ranked_for is None or not racing.races(ranked_for, plan.workload):
+        return None
+    return racing.race_bound({"environment": environment, "workload": plan.workload, "measurements": rows}, ranked_for)
+
+
+def _raced_reason(row: dict[str, Any], bound: RaceBound) -> str:
+    """Why a first window stopped early: its accuracy failed, or it was clearly behind the leader."""
+    if (row.get("accuracy") or {}).get("passed") is False:
+        return racing.ACCURACY_FAILED
+    return bound.reason(row)
 
 
 def _skip_reason(
@@ -396,7 +428,7 @@ def _remeasure_noisy(
     spent, rounds, stopped = 0.0, 0, None
     ranking: dict = leading_ranking(dict(run), ranking_context)  # type: ignore[arg-type]
     while True:
-        wanted = _rows_to_time_again(run, quality, ranking, rounds)
+        wanted = _still_racing(run, _rows_to_time_again(run, quality, ranking, rounds), ranking_context)
         if not wanted and ranking["resolved"]:
             stopped = (
                 f"the leading options are ranked ({ranking['text']}); the noisy rows are beaten beyond their "
@@ -479,6 +511,18 @@ def _rows_to_time_again(run: dict[str, Any], quality: dict, ranking: dict, round
     if ranking["resolved"] and not quality["whole_run"]:
         return wanted & set(ranking["deciding"])
     return wanted
+
+
+def _still_racing(run: dict[str, Any], wanted: set[str], context: DeploymentContext | None) -> set[str]:
+    """Racing in the rounds: of the `wanted` rows, those still in the race. A row a stated rule rules out
+    (advisor.core.decision.racing.eliminations: a filter of the context, or clearly behind an option the choice
+    rests on) is not timed again; its row says why (`eliminated`)."""
+    out = racing.eliminations(run, context)
+    for row in run["measurements"]:
+        name = noise.label(row)
+        if name in wanted and name in out:
+            row["eliminated"] = f"not timed again: {out[name].reason}"
+    return {name for name in wanted if name not in out}
 
 
 def _why_rounds_stop(

@@ -52,6 +52,10 @@ class TimingPolicy:
     # past the cap, a callable whose samples last SETTLE_FREE_SAMPLE_S or more has enough with this many, loaded or
     # not (None: `min_iters`); the extra shapes' windows, which quote a median, not a CI (short_policy)
     slow_min_iters: int | None = None
+    # racing (advisor.core.decision.racing): the low end of the leader's speedup interval so far. Once every callable
+    # has its floor of samples (as for `loaded_min_iters`) and this option's speedup interval lies wholly below it,
+    # the window stops: the option is clearly behind, and more samples could not make it the pick. None: no race.
+    race_below: float | None = None
 
 
 def short_policy(policy: TimingPolicy) -> TimingPolicy:
@@ -77,6 +81,7 @@ class TimedWindow(NamedTuple):
     calls_per_sample: dict[str, int]
     seconds: float  # spent timing
     block_sizes: dict[str, list[int]]  # samples per interleaved block, in order (for `stats.drift`)
+    raced: bool = False  # stopped early: clearly behind the leader it raced (TimingPolicy.race_below)
 
 
 def time_side_by_side(
@@ -116,7 +121,7 @@ def time_side_by_side(
     block_sizes: dict[str, list[int]] = {name: [] for name in fns}
     order = list(fns)
     previous = list(fns)[-1]  # the callable that ran last (its warm-up, then the block just timed)
-    started = time.perf_counter()
+    started, raced = time.perf_counter(), False
     while True:
         for name in order:
             run, times, k = run_sample[name], samples[name], calls_per_sample[name]
@@ -134,9 +139,11 @@ def time_side_by_side(
             samples_per_block[name] = _block_size(policy, sample_s[name], max(sample_s.values()))
         order.reverse()
         on_round(len(samples["backend"]) * calls_per_sample["backend"])
+        if raced := _behind_the_leader(policy, samples, sample_s):
+            break
         if _window_done(policy, samples, sample_s, time.perf_counter() - started):
             break
-    return TimedWindow(samples, calls_per_sample, time.perf_counter() - started, block_sizes)
+    return TimedWindow(samples, calls_per_sample, time.perf_counter() - started, block_sizes, raced)
 
 
 def _window_done(
@@ -157,6 +164,22 @@ def _window_done(
     if enough_samples and elapsed >= policy.min_time_s:
         return all(ci_relative_half_width(t) <= policy.ci_target for t in samples.values())
     return False
+
+
+def _behind_the_leader(policy: TimingPolicy, samples: dict[str, list[float]], sample_s: dict[str, float]) -> bool:
+    """Racing: every callable has its floor of samples and the option's speedup interval (eager's median CI high
+    end over the option's low end, as `stats.speedup` bounds it) lies wholly below `race_below`."""
+    from advisor.core.decision.racing import behind
+    from advisor.core.stats import median_ci
+
+    if policy.race_below is None or "eager" not in samples:
+        return False
+    floor = min(LOADED_SLOW_MIN_ITERS, policy.loaded_min_iters)
+    if any(len(t) < _floor(sample_s[name], floor, policy.loaded_min_iters) for name, t in samples.items()):
+        return False
+    eager_high = median_ci(sorted(samples["eager"]))[1]
+    backend_low = median_ci(sorted(samples["backend"]))[0]
+    return backend_low > 0 and behind(eager_high / backend_low, policy.race_below)
 
 
 def _warm_up(timer: Callable[[Callable[[], Any]], tuple[float, Any]], call: Callable[[], Any], iters: int) -> float:

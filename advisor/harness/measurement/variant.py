@@ -170,6 +170,8 @@ def _fill_from_child(row: dict[str, Any], value: dict, is_baseline: bool) -> Non
     )
     if value.get("training"):
         row["training"] = value["training"]
+    if value.get("raced"):
+        row["raced"] = True  # its window stopped behind the leader it raced: the run states why (`eliminated`)
     determinism = value.get("determinism") or {}
     notes = []
     if determinism and not determinism.get("deterministic", True):

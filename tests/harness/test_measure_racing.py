@@ -1,0 +1,52 @@
+"""Racing on a real model (issue 46 item 2): a first window racing a leader it cannot reach stops at its floor of
+samples instead of timing to its policy, and its row stays in the results with its numbers and the reason. Which
+rows a round leaves out is tests/harness/test_measure_noise.py's; the rule itself tests/core/test_racing.py's."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.core.decision import racing
+from advisor.core.decision.engine import decide
+from advisor.harness.measurement import measure_model
+from advisor.harness.measurement import run as measurement_run
+from advisor.harness.measurement.timing import TimingPolicy
+
+pytestmark = pytest.mark.slow
+
+# a window this policy times in full takes at least 1 s and 200 samples a side: racing stops well before
+LONG = TimingPolicy(
+    min_iters=200, min_time_s=1.0, max_time_s=2.0, ci_target=0.001, warmup_iters=2, warm_cache=False, profile=False
+)
+PRODUCTION = {"stage": "production", "model_changes": "frozen", "target": "cpu"}
+
+
+def test_an_option_clearly_behind_stops_being_timed_and_says_why(mlp_file: str, monkeypatch) -> None:
+    # the leader's interval starts at 1e6x eager: no real option reaches it, so every raced window is clearly behind
+    out_of_reach = racing.RaceBound("inductor:max-autotune", 1e6)
+    monkeypatch.setattr(measurement_run.racing, "race_bound", lambda run, context: out_of_reach)
+    run = measure_model(
+        mlp_file, backends=["onnxruntime"], device="cpu", timing=LONG, plan_context=PRODUCTION, remeasure=False
+    )
+    eager, onnx = run["measurements"]
+    assert onnx["status"] in ("ok", "fail_accuracy"), onnx
+    assert "eliminated" not in eager  # the baseline is never raced
+    floor = min(LONG.min_iters, LONG.loaded_min_iters)
+    assert floor <= onnx["latency"]["n"] < LONG.min_iters, onnx["latency"]  # stopped at its floor of samples
+    assert onnx["eliminated"].startswith(
+        racing.ACCURACY_FAILED if onnx["status"] == "fail_accuracy" else "clearly behind inductor:max-autotune"
+    )
+    assert run["quality"]["eliminated"] == {"onnxruntime:default": onnx["eliminated"]}
+    assert onnx["speedup_ci"] and onnx["latency"]["median_ms"] > 0  # its numbers stay in the results
+    assert decide(PRODUCTION, None, run)["backend"] is not None
+
+
+def test_a_context_where_compile_time_may_decide_times_every_window_in_full(mlp_file: str, monkeypatch) -> None:
+    monkeypatch.setattr(measurement_run.racing, "race_bound", lambda run, context: racing.RaceBound("x:y", 1e6))
+    prototype = {"stage": "prototype", "target": "cpu"}
+    run = measure_model(
+        mlp_file, backends=["onnxruntime"], device="cpu", timing=LONG, plan_context=prototype, remeasure=False
+    )
+    onnx = run["measurements"][1]
+    assert onnx["status"] in ("ok", "fail_accuracy") and "eliminated" not in onnx, onnx
+    assert "eliminated" not in run["quality"]
