@@ -24,8 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from advisor.core import catalogue, quant_snippets, snippets
-from advisor.core.snippets import POSITIONAL_CALL
+from advisor.core import catalogue
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest
 
 _REQUIRED_PACKAGES = catalogue.info("onnxruntime").packages
@@ -105,13 +104,6 @@ class OnnxRuntimeBackend(Backend, catalogue_name="onnxruntime"):
             **quantized,  # int8: quantize_s, quantization (static QDQ | dynamic), fp32_bytes, int8_bytes
         }
         return runner
-
-    def snippet(
-        self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
-    ) -> str:
-        if mode == catalogue.ORT_INT8_MODE:
-            return quant_snippets.ort_int8_snippet(call)
-        return snippets.onnxruntime_snippet()  # ORT feeds inputs by name: the same for keyword inputs
 
 
 class _SessionCallable:
