@@ -247,17 +247,15 @@ class JobQueue:
             if dedupe_key is not None and (existing := self.active_job_with_key(session, dedupe_key)):
                 return existing, False
             now = self.clock()
-            job = Job(
+            job = self._new_job(
+                session,
+                now,
                 analysis_id=analysis_id,
                 device_kind=device_kind,
                 backends=backends,
                 dedupe_key=dedupe_key,
                 priority=priority,
-                max_attempts=self.policy.max_attempts,
-                available_at=now,
-                created_at=now,
             )
-            session.add(job)
             try:
                 session.flush()
             except IntegrityError:  # another writer enqueued the same key first (PostgreSQL)
@@ -274,18 +272,16 @@ class JobQueue:
                 self._add_inspection(session, analysis_id, now)
         return job, True
 
+    def _new_job(self, session: Session, now: datetime, **fields: Any) -> Job:
+        """A job as the queue adds it, measure or inspect: claimable from `now`, with the policy's attempts."""
+        job = Job(**fields, max_attempts=self.policy.max_attempts, available_at=now, created_at=now)
+        session.add(job)
+        return job
+
     def _add_inspection(self, session: Session, analysis_id: int, now: datetime) -> Job:
-        inspection = Job(
-            analysis_id=analysis_id,
-            purpose=INSPECT,
-            device_kind=ANY_DEVICE,
-            backends=[],
-            priority=INSPECT_PRIORITY,
-            max_attempts=self.policy.max_attempts,
-            available_at=now,
-            created_at=now,
+        inspection = self._new_job(
+            session, now, analysis_id=analysis_id, purpose=INSPECT, device_kind=ANY_DEVICE, priority=INSPECT_PRIORITY
         )
-        session.add(inspection)
         session.flush()
         self._event(session, inspection, "enqueued", at=now)
         return inspection
