@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.auth import Principal
 from app.cookie_auth import viewer
 from app.early_answers import answer_with_app_handler, has_body, send_refusal
+from app.http_middleware import HttpMiddleware
 from app.identity import identify
 from app.models import Job, Worker
 
@@ -137,17 +138,14 @@ def decide(request: Request, session: Session, policy: Policy, *, now) -> Princi
     return principal
 
 
-class AuthorizeBeforeBody:
+class AuthorizeBeforeBody(HttpMiddleware):
     """ASGI middleware: the request's route policy decided from its headers before its body is read."""
 
     def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+        super().__init__(app)
         self._routes: list[tuple[object, Policy | None]] | None = None  # the app's routes, once it serves
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         policy, path_params = self._policy_for(scope)
         if policy is None:
             await self.app(scope, receive, send)

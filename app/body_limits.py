@@ -15,6 +15,7 @@ from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.early_answers import send_json
+from app.http_middleware import HttpMiddleware
 from app.service_errors import ErrorCode, http_status
 from app.storage import UploadTooLarge
 
@@ -38,7 +39,7 @@ class BodyTooLarge(HTTPException):
         self.limit_bytes = limit_bytes
 
 
-class BodySizeLimit:
+class BodySizeLimit(HttpMiddleware):
     """ASGI middleware: the caps above. `paths`/`limit_bytes`: the upload endpoints and their cap."""
 
     def __init__(
@@ -51,17 +52,14 @@ class BodySizeLimit:
         results_limit_bytes: int | None = None,
         login_limit_bytes: int = LOGIN_LIMIT_BYTES,
     ) -> None:
-        self.app = app
+        super().__init__(app)
         self.paths = frozenset(paths)
         self.limit_bytes = limit_bytes
         self.json_limit_bytes = json_limit_bytes
         self.results_limit_bytes = results_limit_bytes
         self.login_limit_bytes = login_limit_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self._limit_for(scope)
         declared = next((value for name, value in scope["headers"] if name.lower() == b"content-length"), None)
         if declared is not None and declared.isdigit() and int(declared) > limit:

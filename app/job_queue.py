@@ -132,6 +132,18 @@ class LeaseRenewal:
 
 
 @dataclass(frozen=True)
+class ResultsUpload:
+    """A worker's results for the job it holds, a completion's or a ranking's: which job, under which lease, the
+    results as they arrived (validated by the queue, app.results) and who sends them."""
+
+    job_id: int
+    lease_token: str
+    inspection: Any
+    measurements: Any
+    actor: Actor = SERVER
+
+
+@dataclass(frozen=True)
 class Completion:
     """What a worker's upload came to: the job, whether it succeeded just now (a repeat did not), and - when the
     results were refused (shape, impossible numbers, not the job's) - one {field, message} per problem (the job
@@ -235,17 +247,15 @@ class JobQueue:
             if dedupe_key is not None and (existing := self.active_job_with_key(session, dedupe_key)):
                 return existing, False
             now = self.clock()
-            job = Job(
+            job = self._new_job(
+                session,
+                now,
                 analysis_id=analysis_id,
                 device_kind=device_kind,
                 backends=backends,
                 dedupe_key=dedupe_key,
                 priority=priority,
-                max_attempts=self.policy.max_attempts,
-                available_at=now,
-                created_at=now,
             )
-            session.add(job)
             try:
                 session.flush()
             except IntegrityError:  # another writer enqueued the same key first (PostgreSQL)
@@ -262,18 +272,16 @@ class JobQueue:
                 self._add_inspection(session, analysis_id, now)
         return job, True
 
+    def _new_job(self, session: Session, now: datetime, **fields: Any) -> Job:
+        """A job as the queue adds it, measure or inspect: claimable from `now`, with the policy's attempts."""
+        job = Job(**fields, max_attempts=self.policy.max_attempts, available_at=now, created_at=now)
+        session.add(job)
+        return job
+
     def _add_inspection(self, session: Session, analysis_id: int, now: datetime) -> Job:
-        inspection = Job(
-            analysis_id=analysis_id,
-            purpose=INSPECT,
-            device_kind=ANY_DEVICE,
-            backends=[],
-            priority=INSPECT_PRIORITY,
-            max_attempts=self.policy.max_attempts,
-            available_at=now,
-            created_at=now,
+        inspection = self._new_job(
+            session, now, analysis_id=analysis_id, purpose=INSPECT, device_kind=ANY_DEVICE, priority=INSPECT_PRIORITY
         )
-        session.add(inspection)
         session.flush()
         self._event(session, inspection, "enqueued", at=now)
         return inspection
@@ -409,16 +417,7 @@ class JobQueue:
         done = self._fenced_write(session, job_id, lease_token, ranking=False, store=record_outcome)
         return done.job, done.newly_completed
 
-    def complete_with_results(
-        self,
-        session: Session,
-        *,
-        job_id: int,
-        lease_token: str,
-        inspection: Any,
-        measurements: Any,
-        actor: Actor = SERVER,
-    ) -> Completion:
+    def complete_with_results(self, session: Session, results: ResultsUpload) -> Completion:
         """A worker's completion, start to end (`_upload_results`): fence, validate (app.results), decide
         (advisor.core only), then store and finish in one fenced write.
 
@@ -428,18 +427,9 @@ class JobQueue:
         not the job's (another artifact, a backend or mode it did not ask for) change nothing: `problems` says why
         and the job stays leased to its worker, which may fail it or complete it correctly. Results the engine
         cannot decide on fail the job (not retried) with the reason."""
-        return self._upload_results(session, job_id, lease_token, actor, inspection, measurements, ranking=False)
+        return self._upload_results(session, results, ranking=False)
 
-    def record_ranked(
-        self,
-        session: Session,
-        *,
-        job_id: int,
-        lease_token: str,
-        inspection: Any,
-        measurements: Any,
-        actor: Actor = SERVER,
-    ) -> Completion:
+    def record_ranked(self, session: Session, results: ResultsUpload) -> Completion:
         """A measure job's results once its options are ranked, before the recommended option's details are measured
         (advisor.harness.pipeline's `on_ranked`; the details do not change the pick): fenced, validated and decided
         like a completion (`_upload_results`), then stored on the analysis, which shows the recommendation while its
@@ -447,29 +437,20 @@ class JobQueue:
         an inspect job, for a second ranking of the same attempt and for results the engine cannot decide on (the
         completion will fail the job for that). A job that is no longer running under `lease_token` - completed
         included - is StaleLease: a late ranking never overwrites."""
-        return self._upload_results(session, job_id, lease_token, actor, inspection, measurements, ranking=True)
+        return self._upload_results(session, results, ranking=True)
 
-    def _upload_results(
-        self,
-        session: Session,
-        job_id: int,
-        lease_token: str,
-        actor: Actor,
-        inspection: Any,
-        measurements: Any,
-        *,
-        ranking: bool,
-    ) -> Completion:
+    def _upload_results(self, session: Session, results: ResultsUpload, *, ranking: bool) -> Completion:
         """The one flow of a worker's results, a completion's or a ranking's: (1) fence and read what the job's
         results are checked against, ending that read's transaction (`_fenced_upload`); (2) validate and decide
         outside any transaction, so no write gate (SQLite) or row lock is held while they run, however large the
         results; (3) one short write whose transaction holds the fence's one check (`_fence`): a job re-claimed,
         ended or ranked meanwhile stores nothing."""
-        upload = self._fenced_upload(session, job_id, lease_token, actor, ranking=ranking)
+        job_id, lease_token = results.job_id, results.lease_token
+        upload = self._fenced_upload(session, job_id, lease_token, results.actor, ranking=ranking)
         if isinstance(upload, Completion):  # answered by the fence: a repeated completion, a second ranking
             return upload
         try:
-            decided = decide_upload(upload, inspection, measurements, ranking=ranking)
+            decided = decide_upload(upload, results.inspection, results.measurements, ranking=ranking)
         except ResultsInvalid as exc:
             return self._refused(session, upload.job, "ranked" if ranking else "complete", exc.problems)
         except DecisionFailed as exc:

@@ -20,27 +20,29 @@ import asyncio
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.http_middleware import HttpMiddleware
+
 LINGER_BYTES = 64 << 20  # at most this much of a refused body is read (and dropped) after the answer
 LINGER_S = 30.0  # and for at most this long
 IDLE_S = 5.0  # a client that sends nothing for this long is not waited for
 
 
-class LingeringClose:
+class LingeringClose(HttpMiddleware):
     """ASGI middleware: the last message of a response that ends before its request body does waits while the rest
     of the body is drained (bounded; see the module docstring)."""
 
     def __init__(
         self, app: ASGIApp, *, linger_bytes: int = LINGER_BYTES, linger_s: float = LINGER_S, idle_s: float = IDLE_S
     ) -> None:
-        self.app = app
+        super().__init__(app)
         self.linger_bytes = linger_bytes
         self.linger_s = linger_s
         self.idle_s = idle_s
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not has_body(scope):
-            await self.app(scope, receive, send)
-            return
+    def applies_to(self, scope: Scope) -> bool:
+        return has_body(scope)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         ended = False
 
         async def tracked() -> Message:

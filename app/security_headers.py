@@ -24,6 +24,8 @@ import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.http_middleware import HttpMiddleware
+
 POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; "
     "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -54,17 +56,14 @@ def docs_policy(html: bytes) -> str:
     )
 
 
-class SecurityHeaders:
+class SecurityHeaders(HttpMiddleware):
     """ASGI middleware: `HEADERS` on every HTTP answer (see the module docstring)."""
 
     def __init__(self, app: ASGIApp, *, docs_paths: frozenset[str] = DOCS_PATHS) -> None:
-        self.app = app
+        super().__init__(app)
         self.docs_paths = docs_paths
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["path"] in self.docs_paths:
             await self._docs_page(scope, receive, send)
             return

@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from advisor.cli import analyze_options as opt
+from advisor.cli import model_options as model_opt
 from advisor.cli.token_file import read_token
 from advisor.core.progress import ProgressEvent
 from advisor.core.report import FORMATS
@@ -68,13 +69,13 @@ def analyze(
     backends: opt.Backends = None,
     device: opt.Device = None,
     skip_measure: opt.SkipMeasure = False,
-    inputs: opt.Inputs = None,
+    inputs: model_opt.Inputs = None,
     calibration: opt.Calibration = None,
-    input_shape: opt.InputShape = None,
+    input_shape: model_opt.InputShape = None,
     fmt: opt.Format = "text",
     out: opt.Out = None,
     export_to: opt.ExportTo = None,
-    strict_export: opt.StrictExport = False,
+    strict_export: model_opt.StrictExport = False,
 ) -> None:
     """Recommend Inductor or TorchAir (or another backend) for MODEL in your deployment, by measuring."""
     parameters = locals()  # the context flags, by the names _FLAG_FIELDS maps to context fields

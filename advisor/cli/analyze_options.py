@@ -1,4 +1,5 @@
-"""The options of `npu-advisor analyze` (advisor.cli.analyze_cmd), each declared once as an `Annotated` type.
+"""The options of `npu-advisor analyze` (advisor.cli.analyze_cmd), each declared once as an `Annotated` type (those
+every model-loading command takes: advisor.cli.model_options).
 
 The deployment-context flags list every value their context field accepts, read from its Literal, so --help never
 drifts from the context the engine validates. Torch-free, like the command.
@@ -89,12 +90,10 @@ Backends = Annotated[
 ]
 Device = Annotated[str | None, typer.Option("--device", help="where to measure here (default: the target)")]
 SkipMeasure = Annotated[bool, typer.Option("--skip-measure", help="inspect only: an unmeasured recommendation")]
-Inputs = Annotated[Path | None, typer.Option("--inputs", help="example inputs saved with torch.save")]
 Calibration = Annotated[
     Path | None,
     typer.Option("--calibration", help="int8 options: calibration samples, an .npz of input0, input1, ... (no pickle)"),
 ]
-InputShape = Annotated[list[str] | None, typer.Option("--input-shape", help="NAME=1x3x224x224:float32, per input")]
 
 # the report, and the export of file.py:factory
 Format = Annotated[str, typer.Option("--format", help=f"report format: {' | '.join(FORMATS)}")]
@@ -104,13 +103,5 @@ ExportTo = Annotated[
     typer.Option(
         "--export-to",
         help="for a file.py:factory model, where the ExportedProgram is written (default ./<file>-<factory>.pt2)",
-    ),
-]
-StrictExport = Annotated[
-    bool,
-    typer.Option(
-        "--strict-export",
-        help="for a file.py:factory model, torch.export strict too when non-strict succeeds (default: strict "
-        "only where non-strict fails)",
     ),
 ]

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from advisor.cli import model_options as model_opt
 from advisor.cli.errors import one_line_errors
 from advisor.core.decision import torchair_status_unknown
 from advisor.harness.isolated_inspection import INSPECT_MEMORY_LIMIT_MB, INSPECT_TIMEOUT_S
@@ -36,12 +37,8 @@ def inspect(
         help="a TorchScript (.pt) or ExportedProgram (.pt2) file, or your code: path/to/file.py:factory or "
         "package.module:factory (graph breaks, recompiles and torch.export, run in a child process)",
     ),
-    inputs: Path | None = typer.Option(
-        None, "--inputs", help="example inputs: a torch.save'd tensor, tuple or dict name->tensor"
-    ),
-    input_shape: list[str] | None = typer.Option(
-        None, "--input-shape", help="NAME=1x3x224x224:float32, once per input (TorchScript needs inputs)"
-    ),
+    inputs: model_opt.Inputs = None,
+    input_shape: model_opt.InputShape = None,
     as_json: bool = typer.Option(False, "--json", help="print the inspection as JSON"),
     timeout_s: float = typer.Option(
         INSPECT_TIMEOUT_S, "--timeout", help="wall-clock limit of the inspection, in seconds"
@@ -64,12 +61,7 @@ def inspect(
     ),
     max_graphs: int | None = typer.Option(None, "--max-graphs", help="with --shape-traffic: the graph budget"),
     target: str = typer.Option("npu", "--target", help="with --shape-traffic: npu | cuda | cpu (the budget's default)"),
-    strict_export: bool = typer.Option(
-        False,
-        "--strict-export",
-        help="for a file.py:factory model, torch.export strict too when non-strict succeeds (by default strict is "
-        "tried only where non-strict fails)",
-    ),
+    strict_export: model_opt.StrictExport = False,
 ) -> None:
     """Show a model's ops with their Inductor/TorchAir coverage, graph breaks, inputs and size."""
     from advisor.cli.source_front import inspect_source, is_source_spec

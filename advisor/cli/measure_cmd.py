@@ -11,6 +11,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from advisor.cli import model_options as model_opt
 from advisor.cli.errors import one_line_errors
 from advisor.core import claims
 from advisor.core.common_scale import SCALED_HEADER, ComparableTime, comparable_times, scale_footnote
@@ -50,10 +51,8 @@ def measure(
     decode_tokens: int = typer.Option(
         DEFAULT_DECODE_TOKENS, "--decode-tokens", min=1, max=MAX_DECODE_TOKENS, help="generation only: greedy tokens"
     ),
-    inputs: Path | None = typer.Option(None, "--inputs", help="example inputs: a torch.save'd tensor, tuple or dict"),
-    input_shape: list[str] | None = typer.Option(
-        None, "--input-shape", help="NAME=1x3x224x224:float32, once per input (TorchScript needs inputs)"
-    ),
+    inputs: model_opt.Inputs = None,
+    input_shape: model_opt.InputShape = None,
     as_json: bool = typer.Option(False, "--json", help="print the MeasurementRun as JSON"),
     timeout_s: float = typer.Option(900.0, "--timeout", help="seconds each (backend, mode) child may take"),
     memory_limit_mb: int = typer.Option(16384, "--memory-limit-mb", help="address-space limit per child"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 Family = Literal["baseline", "generic", "vendor", "export"]
 Device = Literal["cpu", "cuda", "npu"]
@@ -62,6 +62,19 @@ class BackendInfo:
         return tuple(mode for mode in self.modes_for(device) if mode not in self.quantized_modes)
 
 
+def _foreign_runtime(int8_mode: str, int8_display: str, **facts: Any) -> BackendInfo:
+    """A backend whose kernels are another runtime's (ONNX Runtime, OpenVINO): inference only, run outside
+    torch.profiler, with an opt-in int8 mode (`int8_display`) from that runtime's own quantizer beside the float one."""
+    return BackendInfo(
+        modes=("default", int8_mode),
+        workloads=("inference",),
+        quantized_modes=(int8_mode,),
+        mode_display={int8_mode: int8_display},
+        outside_profiler=True,
+        **facts,
+    )
+
+
 BACKENDS: dict[str, BackendInfo] = {
     info.name: info
     for info in (
@@ -103,34 +116,29 @@ BACKENDS: dict[str, BackendInfo] = {
             packages=("torch_npu",),
             mode_display={TORCHAIR_EXPORT_MODE: EXPORT_DISPLAY_NAME},
         ),
-        BackendInfo(
+        _foreign_runtime(
+            ORT_INT8_MODE,
+            "int8 ONNX export (onnxruntime.quantization) + ONNX Runtime",
             name="onnxruntime",
             display_name="ONNX export + ONNX Runtime",
             family="export",
             devices=("cpu", "cuda"),
-            modes=("default", ORT_INT8_MODE),
             simplicity_rank=2,
             packages=("onnxruntime", "onnx", "onnxscript"),
-            workloads=("inference",),
             mode_devices={ORT_INT8_MODE: ("cpu",)},
-            quantized_modes=(ORT_INT8_MODE,),
-            mode_display={ORT_INT8_MODE: "int8 ONNX export (onnxruntime.quantization) + ONNX Runtime"},
-            outside_profiler=True,
         ),
-        BackendInfo(
+        _foreign_runtime(
+            OPENVINO_INT8_MODE,
+            # not torch.compile: the model converted to an IR (openvino.convert_model), quantized with NNCF, compiled;
+            # it needs nncf besides openvino (advisor.harness.backends.ov_int8)
+            "OpenVINO int8 IR (openvino.convert_model + NNCF) + OpenVINO runtime",
             name="openvino",
             display_name="torch.compile with OpenVINO",
             family="vendor",
             devices=("cpu",),
-            modes=("default", OPENVINO_INT8_MODE),
             simplicity_rank=3,
             packages=("openvino",),
-            workloads=("inference",),
             needs_own_process=True,
-            quantized_modes=(OPENVINO_INT8_MODE,),  # needs nncf besides openvino (advisor.harness.backends.ov_int8)
-            # not torch.compile: the model converted to an IR (openvino.convert_model), quantized with NNCF, compiled
-            mode_display={OPENVINO_INT8_MODE: "OpenVINO int8 IR (openvino.convert_model + NNCF) + OpenVINO runtime"},
-            outside_profiler=True,
         ),
         BackendInfo(
             name="tensorrt",

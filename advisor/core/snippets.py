@@ -232,7 +232,7 @@ def snippet(
     if backend == "torchair":
         return torchair_snippet(mode, options, workload, call=call)
     if backend == "onnxruntime":
-        return onnxruntime_snippet()
+        return onnxruntime_snippet()  # ORT feeds inputs by name: the same for keyword inputs
     if backend == "openvino":
         return openvino_snippet(options, call)
     return tensorrt_snippet(options, call)

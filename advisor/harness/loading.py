@@ -59,15 +59,17 @@ class LoadError(RuntimeError):
 
 @dataclass
 class LoadedModel:
+    """A loaded model; what only one format has defaults to its absence, so each loader names only its own."""
+
     format: str  # "exported_program" | "torchscript"
     module: Any  # ep.module(), or the ScriptModule when it could not be converted
     exported_program: Any | None
-    script_module: Any | None
     example_inputs: tuple
     input_specs: list[dict[str, Any]]  # advisor.core.results.InputSpec, as plain dicts
-    dynamic_dims: list[dict[str, Any]]  # advisor.core.results.DynamicDim
-    saved_with_torch: str | None
     runnable: tuple[bool, str | None]
+    script_module: Any | None = None  # TorchScript only
+    dynamic_dims: list[dict[str, Any]] = field(default_factory=list)  # advisor.core.results.DynamicDim; none in TS
+    saved_with_torch: str | None = None  # ExportedProgram only (TorchScript does not record it)
     stubbed_ops: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     conversion_error: str | None = None  # TorchScript only: why TS2EPConverter failed
@@ -207,7 +209,6 @@ def _load_exported_program(
         format="exported_program",
         module=module,
         exported_program=ep,
-        script_module=None,
         example_inputs=example_inputs,
         input_specs=specs,
         dynamic_dims=_dynamic_dims(ep),
@@ -495,8 +496,6 @@ def _load_torchscript(path: str, inputs_file: str | None, input_shapes: list[str
         script_module=script_module,
         example_inputs=example_inputs,
         input_specs=specs,
-        dynamic_dims=[],
-        saved_with_torch=None,
         runnable=(True, None),
         warnings=notes,
         conversion_error=conversion_error,

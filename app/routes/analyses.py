@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Iterator
 from typing import Annotated, Literal
@@ -21,7 +22,6 @@ from app.analyses import (
     analysis_view,
     job_of,
     report_input,
-    rerun_analysis,
 )
 from app.analysis_actions import ActionRefused, cancel_analysis, existing_analysis, owned_analysis, redecide_analysis
 from app.analysis_list import SORT_ALIASES, SORT_COLUMNS, AnalysisQuery, list_analyses
@@ -29,14 +29,13 @@ from app.deps import (
     AnyRoleDep,
     QueueDep,
     SessionDep,
-    SettingsDep,
     StoreDep,
     UserDep,
     actor_of,
 )
-from app.intake import receive_and_submit
 from app.models import Analysis, AnalysisDetail, AnalysisSummaryPage, Job
 from app.routes.artifacts import stored_file_response
+from app.submitting import SubmittingDep
 from app.suites import TAG_PATTERN
 from app.summaries import page_summaries
 
@@ -100,10 +99,12 @@ ANALYZE_FORM = {
 }
 
 
-@router.post(
+# a route that submits an analysis: 202 with its links (`_accepted`), 200 when an identical recent one answers
+_submission_route = functools.partial(router.post, status_code=202, response_model=AnalysisAccepted)
+
+
+@_submission_route(
     "/analyze",
-    status_code=202,
-    response_model=AnalysisAccepted,
     responses={
         200: {"description": "an identical recent analysis (deduplicated)"},
         413: {
@@ -127,17 +128,10 @@ ANALYZE_FORM = {
     openapi_extra={"requestBody": ANALYZE_FORM},
     summary="Submit a model and its deployment context for analysis",
 )
-async def analyze(
-    request: Request,
-    session: SessionDep,
-    queue: QueueDep,
-    store: StoreDep,
-    settings: SettingsDep,
-    principal: UserDep,
-) -> JSONResponse:
+async def analyze(request: Request, submitting: SubmittingDep, principal: UserDep) -> JSONResponse:
     """The upload is streamed into the artifact store while it arrives (app.multipart_form), then checked, stored and
     submitted by app.intake."""
-    submission = await receive_and_submit(request, session, queue, store, settings, principal)
+    submission = await submitting.receive(request, principal)
     return _accepted(request, submission)
 
 
@@ -252,37 +246,20 @@ def _refusals() -> Iterator[None]:
         raise HTTPException(exc.status_code, detail=str(exc)) from None
 
 
-@router.post(
+@_submission_route(
     "/analyses/{analysis_id}/rerun",
-    status_code=202,
-    response_model=AnalysisAccepted,
     responses={
         404: {"description": "no such analysis"},
         409: {"description": "its model (or inputs) file is no longer stored"},
     },
     summary="Measure the same model, inputs and context again, as a new analysis",
 )
-def rerun_route(
-    analysis_id: int,
-    request: Request,
-    session: SessionDep,
-    queue: QueueDep,
-    store: StoreDep,
-    settings: SettingsDep,
-    principal: UserDep,
-) -> JSONResponse:
+def rerun_route(analysis_id: int, request: Request, submitting: SubmittingDep, principal: UserDep) -> JSONResponse:
     """Always measures again (like `force=true`); the earlier analysis keeps its results."""
     with _refusals():
-        owned_analysis(session, principal, analysis_id, "re-run")
+        owned_analysis(submitting.session, principal, analysis_id, "re-run")
     try:
-        submission = rerun_analysis(
-            session,
-            queue,
-            store,
-            analysis_id=analysis_id,
-            submitted_by=principal.name,
-            cache_window_s=settings.cache_window_s,
-        )
+        submission = submitting.rerun(analysis_id, principal)
     except RerunRefused as exc:
         raise HTTPException(exc.status_code, detail=str(exc)) from None
     return _accepted(request, submission)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 from advisor.core.status import AnalysisStatus
 from app.analyses import analysis_status, job_of
 from app.deps import QueueDep, SessionDep, WorkerDep, actor_of
+from app.job_queue import ResultsUpload
 from app.models import MEASURE, Job, JobStatus
 from app.results import ERROR_CHARS, truncate_text
 from app.service_errors import ErrorCode, http_status
@@ -98,7 +99,7 @@ def complete(
     artifact (`inspection.artifact_sha256`), the rows are backends the job asked for (eager always) in modes they
     have, with possible numbers (app.results). Anything else answers 422 naming the fields and changes nothing.
     The whole transition is the queue's (`JobQueue.complete_with_results`)."""
-    outcome = queue.complete_with_results(session, **_upload(job_id, body, token, who))
+    outcome = queue.complete_with_results(session, _upload(job_id, body, token, who))
     job = outcome.job
     if outcome.problems is not None:
         raise HTTPException(http_status(ErrorCode.INVALID), detail=outcome.problems)
@@ -130,21 +131,15 @@ def ranked(job_id: int, body: CompleteBody, token: LeaseToken, session: SessionD
     sizes, profile, warm-cache compile) are measured: the analysis shows the recommendation while the job runs on
     (the details do not change the pick); the completion replaces them. Optional for a worker; fenced and checked
     like a completion (`JobQueue.record_ranked`)."""
-    outcome = queue.record_ranked(session, **_upload(job_id, body, token, who))
+    outcome = queue.record_ranked(session, _upload(job_id, body, token, who))
     if outcome.problems is not None:
         raise HTTPException(http_status(ErrorCode.INVALID), detail=outcome.problems)
     return RankedResponse(analysis_id=outcome.job.analysis_id)
 
 
-def _upload(job_id: int, body: CompleteBody, token: str, who: Any) -> dict[str, Any]:
-    """The queue's arguments for a worker's results (a completion or a ranking)."""
-    return {
-        "job_id": job_id,
-        "lease_token": token,
-        "inspection": body.inspection,
-        "measurements": body.measurements,
-        "actor": actor_of(who),
-    }
+def _upload(job_id: int, body: CompleteBody, token: str, who: Any) -> ResultsUpload:
+    """A worker's results (a completion or a ranking), as the queue takes them."""
+    return ResultsUpload(job_id, token, body.inspection, body.measurements, actor_of(who))
 
 
 @router.post("/jobs/{job_id}/fail", responses=LEASE_RESPONSES)

@@ -28,7 +28,7 @@ from sqlmodel import Session
 
 from advisor.core import claims, quantized
 from advisor.core.context import ContextError, decode_json_value
-from app.analyses import RerunRefused, analysis_view, job_of, rerun_analysis
+from app.analyses import RerunRefused, analysis_view, job_of
 from app.analysis_actions import ActionRefused, cancel_analysis, existing_analysis, owned_analysis, redecide_analysis
 from app.auth import Principal, authenticate
 from app.authorization import VIEWER_SCOPE_KEY
@@ -43,13 +43,14 @@ from app.cookie_auth import (
     set_token_cookie,
     viewer,
 )
-from app.deps import QueueDep, SessionDep, SettingsDep, StoreDep, is_owner_or_admin
-from app.intake import backend_choices, receive_and_submit
+from app.deps import QueueDep, SessionDep, SettingsDep, is_owner_or_admin
+from app.intake import backend_choices
 from app.job_queue import QueueError
 from app.models import Analysis
 from app.multipart_form import ReceivedForm
 from app.path_ids import id_or_none
 from app.storage import UploadTooLarge
+from app.submitting import SubmittingDep
 from app.suites import suite_summary, suite_tags
 from app.web import queries
 from app.web.charts import format_quantity
@@ -248,10 +249,7 @@ def act(
     request: Request,
     analysis_id: int,
     action: str,
-    session: SessionDep,
-    queue: QueueDep,
-    store: StoreDep,
-    settings: SettingsDep,
+    submitting: SubmittingDep,
     who: PageViewer,
 ) -> RedirectResponse:
     """Cancel / re-decide / re-run (the API's own functions), then back to the analysis (the new one after a re-run).
@@ -259,6 +257,7 @@ def act(
     _acting(request, who)
     if action not in ("cancel", "redecide", "rerun"):
         raise HTTPException(404, detail=f"unknown action {action!r}")
+    session, queue = submitting.session, submitting.queue
     try:
         if action == "cancel":
             cancel_analysis(session, queue, owned_analysis(session, who, analysis_id, "cancel"))
@@ -266,14 +265,7 @@ def act(
             redecide_analysis(session, queue, existing_analysis(session, analysis_id))
         else:
             owned_analysis(session, who, analysis_id, "re-run")
-            submission = rerun_analysis(
-                session,
-                queue,
-                store,
-                analysis_id=analysis_id,
-                submitted_by=who.name,
-                cache_window_s=settings.cache_window_s,
-            )
+            submission = submitting.rerun(analysis_id, who)
             analysis_id = int(submission.analysis.id)
     except (ActionRefused, RerunRefused) as exc:
         raise HTTPException(exc.status_code, detail=str(exc)) from None
@@ -348,9 +340,7 @@ def _backend_help() -> dict[str, list[str]]:
 
 
 @router.post("/upload")
-async def upload_post(
-    request: Request, session: SessionDep, queue: QueueDep, store: StoreDep, settings: SettingsDep, who: PageViewer
-) -> Response:
+async def upload_post(request: Request, submitting: SubmittingDep, who: PageViewer) -> Response:
     """The upload form without JavaScript: fold its `ctx.*` fields into `context` as web.js does, then submit
     through the intake the API uses (app.intake: same limits, checks and dedup); to the analysis, or the form with
     errors."""
@@ -372,8 +362,8 @@ async def upload_post(
         form.fields["context"] = json.dumps(fold_context(form.fields, fields))
 
     try:
-        submission = await receive_and_submit(
-            request, session, queue, store, settings, who, prepare=prepare, max_parts=7 + len(fields)
+        submission = await submitting.receive(
+            request, who, prepare=prepare, max_parts=7 + len(fields)
         )  # model, inputs, calibration, model_name, tag, backends, force and one part per context field
     except HTTPException as exc:
         return _upload_errors(request, who, fields, entered, exc.status_code, exc.detail)

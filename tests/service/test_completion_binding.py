@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlmodel import Session
 
 from app.auth import create_token
-from app.job_queue import Actor, NotYourWorker
+from app.job_queue import Actor, NotYourWorker, ResultsUpload
 from app.models import Analysis, Job
 from tests.support.fixtures_decide import inspection, measurement, run
 
@@ -114,11 +114,13 @@ def test_the_queue_itself_refuses_a_worker_token_acting_for_another_worker(clien
     with Session(client.app.state.engine) as session, pytest.raises(NotYourWorker):
         queue.complete_with_results(
             session,
-            job_id=lease["job"]["id"],
-            lease_token=lease["lease_token"],
-            inspection=body["inspection"],
-            measurements=body["measurements"],
-            actor=Actor(token_id=424242, admin=False),
+            ResultsUpload(
+                job_id=lease["job"]["id"],
+                lease_token=lease["lease_token"],
+                inspection=body["inspection"],
+                measurements=body["measurements"],
+                actor=Actor(token_id=424242, admin=False),
+            ),
         )
     assert_unchanged(client, lease, analysis_id)
 

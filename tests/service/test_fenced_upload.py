@@ -20,7 +20,7 @@ from sqlmodel import Session
 
 import app.job_queue as job_queue
 from app.db import create_db_engine, upgrade_database
-from app.job_queue import JobQueue, StaleLease
+from app.job_queue import JobQueue, ResultsUpload, StaleLease
 from app.models import Analysis, Job, JobEvent
 from app.results import TEXT_CHARS
 from tests.support.fixtures_decide import inspection, measurement, run
@@ -89,7 +89,7 @@ def test_a_job_re_claimed_while_its_upload_is_decided_stores_nothing(
     monkeypatch.setattr(job_queue, "decide_recommendation", re_claim_meanwhile)
     upload = queue.record_ranked if ranking else queue.complete_with_results
     with new_session(engine) as session, pytest.raises(StaleLease, match="re-claimed"):
-        upload(session, job_id=job_id, lease_token=token, **honest_results(ranking))
+        upload(session, ResultsUpload(job_id=job_id, lease_token=token, **honest_results(ranking)))
     assert re_claimed, "the upload was decided (between its fence and its write)"
 
     with new_session(engine) as session:
@@ -102,7 +102,7 @@ def test_a_job_re_claimed_while_its_upload_is_decided_stores_nothing(
 
     monkeypatch.setattr(job_queue, "decide_recommendation", decide)
     with new_session(engine) as session:  # the worker that holds the job now uploads its own
-        done = upload(session, job_id=job_id, lease_token=re_claimed[0], **honest_results(ranking))
+        done = upload(session, ResultsUpload(job_id=job_id, lease_token=re_claimed[0], **honest_results(ranking)))
     assert done.problems is None and done.newly_completed is not ranking
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from advisor.core import catalogue
+from advisor.core import catalogue, snippets
 from advisor.core.catalogue import BackendInfo, Family
 from advisor.core.snippets import POSITIONAL_CALL
 
@@ -72,11 +72,15 @@ class Backend(ABC):
     def compile(self, module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> Callable:
         """Return a callable taking the example inputs. Compilation may be lazy (first call)."""
 
-    @abstractmethod
     def snippet(
         self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
     ) -> str:
-        """The code a user pastes to get this variant; only real API names."""
+        """The code a user pastes to get this variant; only real API names. A built-in backend's is its catalogue
+        entry's (advisor.core.snippets.snippet, int8 modes included: what a report shows without the harness); a
+        backend a test injects writes its own."""
+        if self.info is None:
+            raise NotImplementedError(f"backend '{self.name}' has no snippet")
+        return snippets.snippet(self.info.name, mode, options, workload, call)
 
     def modes_for(self, device: str) -> tuple[str, ...]:
         """The modes that run on `device` (all of them for a backend without a catalogue entry)."""

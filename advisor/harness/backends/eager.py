@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from advisor.core import snippets
-from advisor.core.snippets import POSITIONAL_CALL
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, device_usable, run_for_workload
 
 
@@ -21,8 +19,3 @@ class EagerBackend(Backend, catalogue_name="eager"):
         if request.options:
             raise UnsupportedRequest(f"eager takes no options, got {sorted(request.options)}")
         return run_for_workload(module, request.workload)
-
-    def snippet(
-        self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
-    ) -> str:
-        return snippets.eager_snippet(workload, call)

@@ -7,8 +7,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from advisor.core import catalogue, quant_snippets, snippets
-from advisor.core.snippets import POSITIONAL_CALL
+from advisor.core import catalogue, snippets
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, device_usable, run_for_workload
 
 CACHE_ENV = snippets.INDUCTOR_CACHE_ENV
@@ -75,10 +74,3 @@ class InductorBackend(Backend, catalogue_name="inductor"):
         compiled.compile_breakdown.update(steps, quantization="PT2E static int8")  # steps["calibration"]: on what
         compiled.serialized_bytes = weights_bytes(converted)  # int8 weights + scales and zero points
         return compiled
-
-    def snippet(
-        self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
-    ) -> str:
-        if mode == catalogue.INDUCTOR_INT8_MODE:
-            return quant_snippets.pt2e_int8_snippet(call)
-        return snippets.inductor_snippet(mode, options, workload, call)

@@ -12,8 +12,7 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from advisor.core import catalogue, quant_snippets, snippets
-from advisor.core.snippets import POSITIONAL_CALL
+from advisor.core import catalogue, snippets
 from advisor.harness.backends import ov_int8
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, run_for_workload
 
@@ -53,13 +52,6 @@ class OpenVinoBackend(Backend, catalogue_name="openvino"):
 
         compiled = torch.compile(module, backend="openvino", options=_merged(request.options))
         return run_for_workload(compiled, request.workload)
-
-    def snippet(
-        self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
-    ) -> str:
-        if mode == catalogue.OPENVINO_INT8_MODE:
-            return quant_snippets.openvino_int8_snippet(call)
-        return snippets.openvino_snippet(options, call)
 
 
 def _merged(options: dict[str, Any] | None) -> dict[str, Any]:

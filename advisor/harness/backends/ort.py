@@ -15,17 +15,15 @@ Compile time, as a user waits for it:
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import json
 import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from advisor.core import catalogue, quant_snippets, snippets
-from advisor.core.snippets import POSITIONAL_CALL
+from advisor.core import catalogue
+from advisor.harness.backends import saved_export
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest
 
 _REQUIRED_PACKAGES = catalogue.info("onnxruntime").packages
@@ -70,14 +68,14 @@ class OnnxRuntimeBackend(Backend, catalogue_name="onnxruntime"):
         if dynamic is None and request.dynamic:
             dynamic = _batch_dynamic(example_inputs)
         fingerprint = _fingerprint(module, example_inputs, request, dynamic)
-        cached = _saved_model_matches(onnx_dir, fingerprint)
+        saved = saved_export.SavedExport(onnx_dir, _MODEL_FILE, _FINGERPRINT_FILE)
+        cached = saved.matches(fingerprint)
         started = time.perf_counter()
         if not cached:
             with torch.no_grad():
                 program = torch.onnx.export(module, tuple(example_inputs), dynamo=True, dynamic_shapes=dynamic)
             program.save(path)
-            with open(os.path.join(onnx_dir, _FINGERPRINT_FILE), "w", encoding="utf-8") as handle:
-                handle.write(fingerprint)
+            saved.record(fingerprint)
         exported = time.perf_counter()
         quantized: dict[str, Any] = {}
         if request.mode == catalogue.ORT_INT8_MODE:  # onnxruntime.quantization on the float export
@@ -106,13 +104,6 @@ class OnnxRuntimeBackend(Backend, catalogue_name="onnxruntime"):
         }
         return runner
 
-    def snippet(
-        self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
-    ) -> str:
-        if mode == catalogue.ORT_INT8_MODE:
-            return quant_snippets.ort_int8_snippet(call)
-        return snippets.onnxruntime_snippet()  # ORT feeds inputs by name: the same for keyword inputs
-
 
 class _SessionCallable:
     """Calls an ORT session with torch tensors and returns torch tensors (one, or a tuple)."""
@@ -132,36 +123,18 @@ class _SessionCallable:
 
 
 def _fingerprint(module: Any, example_inputs: Sequence[Any], request: CompileRequest, dynamic: Any = None) -> str:
-    """What the saved model.onnx was exported from: versions, the inputs' and the weights' names, shapes and
-    dtypes. The cache directory belongs to one measurement of one model; this guards against a stale file."""
+    """What model.onnx is exported from: onnxruntime's version, the request's fields and dynamic axes besides the
+    model and inputs (saved_export.fingerprint)."""
     import onnxruntime
-    import torch
 
-    def describe(value: Any) -> Any:
-        return [list(value.shape), str(value.dtype)] if isinstance(value, torch.Tensor) else type(value).__name__
-
-    state = module.state_dict() if isinstance(module, torch.nn.Module) else {}
-    data = {
-        "torch": torch.__version__,
+    facts = {
         "onnxruntime": onnxruntime.__version__,
         "dynamic": request.dynamic,
         "dynamic_axes": _describe_dynamic(dynamic, example_inputs),
         "device": request.device,
         **({"mode": request.mode} if request.mode != "default" else {}),
-        "inputs": [describe(v) for v in example_inputs],
-        "state": [[name, describe(value)] for name, value in state.items()],
     }
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
-def _saved_model_matches(onnx_dir: str, fingerprint: str) -> bool:
-    """True when the directory holds a model.onnx exported (by an earlier run) from the same model and inputs."""
-    try:
-        with open(os.path.join(onnx_dir, _FINGERPRINT_FILE), encoding="utf-8") as handle:
-            recorded = handle.read().strip()
-    except OSError:
-        return False
-    return recorded == fingerprint and os.path.isfile(os.path.join(onnx_dir, _MODEL_FILE))
+    return saved_export.fingerprint(module, example_inputs, facts)
 
 
 def _batch_dynamic(example_inputs: Sequence[Any]) -> tuple:

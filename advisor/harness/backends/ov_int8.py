@@ -12,15 +12,14 @@ conversion, no quantization), reused only when its fingerprint (versions, inputs
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import json
 import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from advisor.harness.backends import saved_export
 from advisor.harness.backends.base import CompileRequest, UnsupportedRequest
 
 OPENVINO_PACKAGE_HINT = "pip install 'npu-advisor[openvino]'"
@@ -62,7 +61,8 @@ def compile_int8(module: Any, example_inputs: Sequence[Any], request: CompileReq
     os.makedirs(ir_dir, exist_ok=True)
     xml = os.path.join(ir_dir, _IR_FILE)
     fingerprint = _fingerprint(module, example_inputs, request)
-    cached = _matches(ir_dir, fingerprint)
+    saved = saved_export.SavedExport(ir_dir, _IR_FILE, _FINGERPRINT_FILE)
+    cached = saved.matches(fingerprint)
     core = openvino.Core()
     steps: dict[str, Any] = {"cached": cached, "quantization": "NNCF post-training static int8"}
     started = time.perf_counter()
@@ -73,8 +73,7 @@ def compile_int8(module: Any, example_inputs: Sequence[Any], request: CompileReq
     else:
         model = _quantized(module, example_inputs, samples, steps, os.path.join(ir_dir, _FLOAT_IR_FILE))
         openvino.save_model(model, xml, compress_to_fp16=False)
-        with open(os.path.join(ir_dir, _FINGERPRINT_FILE), "w", encoding="utf-8") as handle:
-            handle.write(fingerprint)
+        saved.record(fingerprint)
         steps["calibration"] = source
     compiling = time.perf_counter()
     compiled = core.compile_model(model, "CPU")
@@ -129,30 +128,9 @@ class _IrCallable:
 
 
 def _fingerprint(module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> str:
-    """What the saved IR was quantized from: versions, calibration, the inputs' and weights' shapes and dtypes."""
+    """What the saved IR was quantized from: the versions and the calibration besides the model and inputs."""
     import nncf
     import openvino
-    import torch
 
-    def describe(value: Any) -> Any:
-        return [list(value.shape), str(value.dtype)] if isinstance(value, torch.Tensor) else type(value).__name__
-
-    state = module.state_dict() if isinstance(module, torch.nn.Module) else {}
-    data = {
-        "torch": torch.__version__,
-        "openvino": openvino.__version__,
-        "nncf": nncf.__version__,
-        "calibration": request.calibration,
-        "inputs": [describe(v) for v in example_inputs],
-        "state": [[name, describe(value)] for name, value in state.items()],
-    }
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
-def _matches(ir_dir: str, fingerprint: str) -> bool:
-    try:
-        with open(os.path.join(ir_dir, _FINGERPRINT_FILE), encoding="utf-8") as handle:
-            recorded = handle.read().strip()
-    except OSError:
-        return False
-    return recorded == fingerprint and os.path.isfile(os.path.join(ir_dir, _IR_FILE))
+    facts = {"openvino": openvino.__version__, "nncf": nncf.__version__, "calibration": request.calibration}
+    return saved_export.fingerprint(module, example_inputs, facts)

@@ -9,8 +9,6 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from advisor.core import snippets
-from advisor.core.snippets import POSITIONAL_CALL
 from advisor.harness.backends.base import Backend, CompileRequest, UnsupportedRequest, device_usable, run_for_workload
 
 
@@ -37,8 +35,3 @@ class TensorRtBackend(Backend, catalogue_name="tensorrt"):
             module, backend="tensorrt", options=dict(request.options) or None, dynamic=True if request.dynamic else None
         )
         return run_for_workload(compiled, request.workload)
-
-    def snippet(
-        self, mode: str, options: dict[str, Any] | None = None, workload: str = "inference", call: str = POSITIONAL_CALL
-    ) -> str:
-        return snippets.tensorrt_snippet(options, call)

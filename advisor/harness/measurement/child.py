@@ -19,7 +19,6 @@ import dataclasses
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from advisor.core import catalogue
@@ -27,6 +26,7 @@ from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER
 from advisor.core.noise import read_load
 from advisor.core.text import first_line
 from advisor.harness import devices
+from advisor.harness.measurement.child_variant import Variant
 from advisor.harness.measurement.compiling import compile_breakdown, compile_variant
 from advisor.harness.measurement.dynamic import (
     dynamo_counter,
@@ -118,21 +118,10 @@ def measure_variant(
     loaded = _load(model_path, inputs_file, input_shapes, timing)
     if isinstance(loaded, dict):
         return loaded
-    variant = _Variant(backend, request, dev, loaded, timing, is_baseline, warm_run, progress)
+    variant = Variant(backend, request, dev, loaded, timing, is_baseline, warm_run, progress)
     result: dict[str, Any] = {"environment": dev.describe(), "files_seeded": files_seeded}
     if workload == "generation":
-        generation = measure_generation(
-            backend=backend,
-            request=request,
-            loaded=loaded,
-            dev=dev,
-            timing=timing,
-            is_baseline=is_baseline,
-            reference_path=reference_path,
-            decode_tokens=decode_tokens,
-            progress=progress,
-            warm_run=warm_run,
-        )
+        generation = measure_generation(variant, reference_path=reference_path, decode_tokens=decode_tokens)
         return _with_status({**result, **generation}, generation["accuracy"], "generation")
     import torch
 
@@ -209,26 +198,8 @@ def _load(model_path: str, inputs_file: str | None, input_shapes: list[str] | No
     return loaded
 
 
-@dataclass
-class _Variant:
-    """What one inference or training child measures with, once loaded."""
-
-    backend: Any
-    request: Any
-    dev: devices.Device
-    loaded: Any
-    timing: TimingPolicy
-    is_baseline: bool
-    warm_run: bool
-    progress: Callable[..., None]
-    inputs: tuple = ()
-    module: Any = None
-    steps: Any = None  # the training steps (advisor.harness.measurement.training), None for inference
-    compiled: Any = None
-
-
 def _measure_steps(
-    v: _Variant,
+    v: Variant,
     result: dict,
     workload: str,
     reference_path: str,
@@ -267,7 +238,7 @@ def _measure_steps(
     return _with_status(result, accuracy, checked)
 
 
-def _compile_and_call(v: _Variant, result: dict, workload: str, optimizer: str) -> tuple[int, Any]:
+def _compile_and_call(v: Variant, result: dict, workload: str, optimizer: str) -> tuple[int, Any]:
     """Compile (for training: the training step, its eager copy made before the memory reset so it is not counted)
     and make the first call; the row gets first_call_s, the graph stats, the deployed size and the compile
     breakdown. Returns Dynamo's frame count after the first call and its output."""
@@ -296,7 +267,7 @@ def _compile_and_call(v: _Variant, result: dict, workload: str, optimizer: str) 
     return frames_after_first, out
 
 
-def _accuracy(v: _Variant, result: dict, out: Any, reference: dict, tolerance: dict | None, optimizer: str) -> dict:
+def _accuracy(v: Variant, result: dict, out: Any, reference: dict, tolerance: dict | None, optimizer: str) -> dict:
     """Training: the step's gradients against eager's (the row also gets its `training` details); inference: the
     output against eager's float32 and the float64 reference (an int8 option: by its drift from the float model)."""
     from advisor.harness.accuracy import compare_outputs
@@ -315,7 +286,7 @@ def _accuracy(v: _Variant, result: dict, out: Any, reference: dict, tolerance: d
     return accuracy
 
 
-def _timed_window(v: _Variant, result: dict) -> dict[str, Any]:
+def _timed_window(v: Variant, result: dict) -> dict[str, Any]:
     """The side-by-side timed window (the compiled callable, and eager unless this is the baseline) and what the
     row takes from it: the load at its start and end, the latencies, peak memory and throughput. Returns the
     callables it timed."""
@@ -333,7 +304,7 @@ def _timed_window(v: _Variant, result: dict) -> dict[str, Any]:
     return fns
 
 
-def _callables(v: _Variant) -> dict[str, Any]:
+def _callables(v: Variant) -> dict[str, Any]:
     """What is timed side by side: the compiled callable, and eager unless this is the baseline - the very same
     callable the backend compiled (ep.module() has its own call overhead)."""
     fns = {"backend": v.compiled}
@@ -343,7 +314,7 @@ def _callables(v: _Variant) -> dict[str, Any]:
 
 
 def _after_the_window(
-    v: _Variant, result: dict, fns: dict[str, Any], frames_after_first: int, sweep: dict | None, median_ms: float
+    v: Variant, result: dict, fns: dict[str, Any], frames_after_first: int, sweep: dict | None, median_ms: float
 ) -> None:
     """What is measured after the timed window (whose median was `median_ms`), or in a leading option's details
     child: other sizes of the dynamic dims, recompiles, the profiled breakdown and, last (its static pass resets

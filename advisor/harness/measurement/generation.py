@@ -19,6 +19,7 @@ from typing import Any
 
 from advisor.core.noise import read_load
 from advisor.harness import devices
+from advisor.harness.measurement.child_variant import Variant
 from advisor.harness.measurement.compiling import compile_variant
 from advisor.harness.measurement.dynamic import graph_stats, reset_dynamo_counters
 from advisor.harness.measurement.errors import stage_error
@@ -46,44 +47,33 @@ class Program:
         return min(lengths) if lengths else None
 
 
-def measure_generation(
-    *,
-    backend: Any,
-    request: Any,
-    loaded: Any,
-    dev: devices.Device,
-    timing: TimingPolicy,
-    is_baseline: bool,
-    reference_path: str,
-    decode_tokens: int,
-    progress: Callable[..., None],
-    warm_run: bool = False,
-) -> dict:
-    programs = loaded.programs or {"decode": loaded.exported_program}
+def measure_generation(v: Variant, *, reference_path: str, decode_tokens: int) -> dict:
+    """The variant's greedy generation: prefill and decode timed side by side with eager, tokens checked."""
+    programs = v.loaded.programs or {"decode": v.loaded.exported_program}
     if "decode" not in programs:
         raise stage_error(ValueError("the archive has no decode program"), "loading the generation programs")
     compile_s = [0.0]
-    eager = _programs(programs, dev)
-    mine = eager if is_baseline else _programs(programs, dev)
-    prompt = dev.to_device(_prompt(eager))
+    eager = _programs(programs, v.dev)
+    mine = eager if v.is_baseline else _programs(programs, v.dev)
+    prompt = v.dev.to_device(_prompt(eager))
     steps = _steps(eager, prompt, decode_tokens)
-    dev.reset_peak_memory()
-    if not is_baseline:
-        progress("compiling")
-        _compile_programs(mine, backend, request, dev, compile_s)
+    v.dev.reset_peak_memory()
+    if not v.is_baseline:
+        v.progress("compiling")
+        _compile_programs(mine, v.backend, v.request, v.dev, compile_s)
     reset_dynamo_counters()
-    progress("generating")
-    tokens, first, _ = _greedy(mine, prompt, steps, dev)
+    v.progress("generating")
+    tokens, first, _ = _greedy(mine, prompt, steps, v.dev)
     result: dict[str, Any] = {**graph_stats()}
-    expected = _reference_tokens(tokens, is_baseline, reference_path)
+    expected = _reference_tokens(tokens, v.is_baseline, reference_path)
     mismatch = _first_mismatch(tokens, expected)
-    progress("timing")
+    v.progress("timing")
     load_start = read_load()  # was the node shared while the phases were timed (advisor.core.noise.shared_reasons)
-    phases, decode_step = _timed_phases(mine, eager, prompt, tokens[0], first, dev, timing, is_baseline)
+    phases, decode_step = _timed_phases(mine, eager, prompt, tokens[0], first, v.dev, v.timing, v.is_baseline)
     result["timing_load"] = {"start": load_start, "end": read_load()}
     generate_s, step_s, eager_steps = None, [], []
-    if not warm_run:  # the warm-cache child is for the warm compile: one timed window per phase is enough there
-        generate_s, step_s, eager_steps = _timed_generation(mine, eager, prompt, steps, dev, is_baseline)
+    if not v.warm_run:  # the warm-cache child is for the warm compile: one timed window per phase is enough there
+        generate_s, step_s, eager_steps = _timed_generation(mine, eager, prompt, steps, v.dev, v.is_baseline)
     decode = phases["decode"]
     result.update(
         {key: decode[key] for key in ("latency", "eager_latency", "speedup_vs_eager", "speedup_ci")},
@@ -104,10 +94,10 @@ def measure_generation(
         },
         accuracy=_accuracy(mismatch, tokens, expected),
     )
-    result["peak_memory_mb"], result["memory_kind"] = dev.peak_memory_mb()
-    if timing.profile and not warm_run:
-        progress("profiling")
-        result["time_breakdown"] = profiled_breakdown(decode_step, (), dev, decode["latency"]["median_ms"])
+    result["peak_memory_mb"], result["memory_kind"] = v.dev.peak_memory_mb()
+    if v.timing.profile and not v.warm_run:
+        v.progress("profiling")
+        result["time_breakdown"] = profiled_breakdown(decode_step, (), v.dev, decode["latency"]["median_ms"])
     return result
 
 
