@@ -363,23 +363,7 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
     if recommendation:
         view.answer = answer(recommendation, rows, quality)
     if rows:
-        reference, times = comparable_times(run)
-        view.scale_note = scale_footnote(reference, times)
-        lines = cost_lines(rows)
-        title = "Steady-state latency per backend"
-        if reference is not None and any(time.scaled for time in times.values()):
-            title += f", each scaled to one reference eager ({format_quantity(reference)} ms)"
-        view.charts = {
-            "latency": latency_chart(latency_bars(rows), title),
-            "compile": compile_chart(compile_bars(rows)),
-            "break_even": break_even_chart(
-                lines,
-                expected_calls=_number(context.get("expected_calls_per_compile")),
-                unit=view.unit,
-                title=f"Break-even: total time (compile + {view.unit}s) vs number of {view.unit}s",
-            ),
-        }
-        view.crossings = crossings(lines)
+        _add_measurement_charts(view, run, context)
     view.breakdowns = breakdown_panels(run, recommendation)
     view.generation = generation_lines(read(MeasurementRun, run))
     shapes, series = speedups_by_shape(run)
@@ -395,6 +379,27 @@ def detail_view(analysis: Mapping[str, Any]) -> DetailView:
         why_not = dict.fromkeys(recommendation.get("why_not") or {}, "")
         view.tree = tree_svg({**recommendation, "summary": "", "why_not": why_not})
     return view
+
+
+def _add_measurement_charts(view: DetailView, run: Mapping[str, Any], context: Mapping[str, Any]) -> None:
+    """The latency, compile and break-even charts of a run with measured rows, on one reference eager's scale."""
+    reference, times = comparable_times(run)
+    view.scale_note = scale_footnote(reference, times)
+    lines = cost_lines(view.rows)
+    title = "Steady-state latency per backend"
+    if reference is not None and any(time.scaled for time in times.values()):
+        title += f", each scaled to one reference eager ({format_quantity(reference)} ms)"
+    view.charts = {
+        "latency": latency_chart(latency_bars(view.rows), title),
+        "compile": compile_chart(compile_bars(view.rows)),
+        "break_even": break_even_chart(
+            lines,
+            expected_calls=_number(context.get("expected_calls_per_compile")),
+            unit=view.unit,
+            title=f"Break-even: total time (compile + {view.unit}s) vs number of {view.unit}s",
+        ),
+    }
+    view.crossings = crossings(lines)
 
 
 def breakdown_panels(run: Mapping | None, recommendation: Mapping | None) -> list[BreakdownPanel]:
