@@ -106,7 +106,8 @@ def test_only_the_recommendation_and_its_closest_rival_are_timed_at_the_plans_si
     rival = next(label for label in swept if label != plan["option"])
     timed = [p for p in rows[rival]["sweep"] if p.get("median_ms") is not None]
     assert timed, rows[rival]["sweep"]  # the rival was timed at the plan's sizes, and its best plan is an alternative
-    assert {o["option"] for o in plan["alternatives"]} == set(swept), (rival, rows[rival]["sweep"])
+    # the rival's best plan is an alternative (the chosen option's own other plans too, when it has any: a Dynamo one)
+    assert rival in {o["option"] for o in plan["alternatives"]} <= set(swept), rows[rival]["sweep"]
     assert sorted(plan["swept"]) == swept and plan["not_swept"]["options"] == [o for o in rows if o not in swept]
     lines = plan_lines(plan)
     assert f"timed at the plan's sizes: {', '.join(plan['swept'])}" in lines

@@ -112,8 +112,7 @@ def measure_model(
     not measured (advisor.core.decision.plan_pruning); its row says "skipped" and why. None: measure every variant.
     A variant named with its mode in `backends` ("inductor:max-autotune") is always measured.
     `shape_sweep`: advisor.core.shape_sweep.sweep_spec's points or ranges: each variant is also timed at those
-    shapes (inference only; advisor.harness.measurement.sweep), its row's `sweep`; a traffic plan's sizes, with a
-    `plan_context`, only the recommendation and its closest rival, after the ranking (measurement.details).
+    shapes (inference only; measurement.sweep), its row's `sweep` (a traffic plan's sizes: see `_plan_sweep`).
     `calibration_file`: the user's calibration .npz (advisor.core.calibration), read by the int8 variants' children.
     `on_ranked`: with a `plan_context` (inference), called with a copy of the run once its options are ranked, before
     the leading options' details are measured, so a caller can publish the recommendation early (`_with_details`).
@@ -129,7 +128,6 @@ def measure_model(
     notify = progress or (lambda event: None)
     files = [path, inputs_file, calibration_file]
     children_sandbox = _children_sandbox(zygote, device, files, variants, timeout_s, memory_limit_mb, cancel, notify)
-    plan_sweep = _plan_sweep(shape_sweep, plan_context, workload)
     with children_sandbox as (sandbox, workdir):
         common = {
             "model_path": os.path.abspath(path),
@@ -141,13 +139,13 @@ def measure_model(
             "policy": policy,
             "optimizer": optimizer,
             "accuracy_tolerance": accuracy_tolerance,
-            "sweep": None if plan_sweep else shape_sweep,  # a traffic sweep waits for the ranking (_with_details)
+            "sweep": None if _plan_sweep(shape_sweep, plan_context, workload) else shape_sweep,  # see _with_details
             "decode_tokens": decode_tokens,
             "calibration_file": _absolute(calibration_file),
         }
         call = snippets.call_for(keyword_inputs)  # how each row's snippet calls the model
         plan = _Plan(variants, backends or (), plan_context, inspection, device, workload, call)
-        children = _Children(common, sandbox, workdir, policy, plan_sweep)
+        children = _Children(common, sandbox, workdir, policy, _plan_sweep(shape_sweep, plan_context, workload))
         rows, environment, baseline_failed = _measure_variants(plan, children, notify)
         run = {"environment": environment or _host_environment(device), "workload": workload, "measurements": rows}
         budget = (REMEASURE_BUDGET_S if remeasure_budget_s is None else remeasure_budget_s) if remeasure else None
