@@ -20,6 +20,12 @@ between: the two would share its cache), all in one process.
 Prints a Markdown table for benchmarks/RESULTS.md: distinct sizes, sizes timed by the plan, the chosen and the
 exhaustive best plan with their expected latencies, the regret, and the compile+timing seconds each approach
 spent (the analysis time the plan adds is its sizes' share).
+
+`--analyze [--repeats 2] [--backends eager,inductor:default,onnxruntime]`: the analysis time the plan adds, end to
+end. The model is exported (`torch.export`, the sequence dim dynamic up to the traffic's longest) and the whole
+`npu-advisor analyze MODEL.pt2 --local --target cpu --backends ...` runs with and without `--shape-traffic` (the
+same traffic as JSON Lines, `--max-graphs`), alternately, `--repeats` times each; the table gives the median wall
+seconds of each, the difference and ratio, which options the analysis timed at the plan's sizes and the plan.
 """
 
 from __future__ import annotations
@@ -206,18 +212,86 @@ def run(name: str, max_graphs: int, calls: int, threads: int) -> str:
     )
 
 
+ANALYZE_BACKENDS = "eager,inductor:default,onnxruntime"  # three options: the plan's sizes are timed for two
+
+
+def export_model(name: str, folder: Path) -> Path:
+    """MODELS[name] exported with its sequence dim dynamic (2 up to the traffic's longest), as an analysis takes it."""
+    torch.manual_seed(0)
+    model, longest = MODELS[name][0]().eval(), MODELS[name][1]
+    seq = torch.export.Dim("seq", min=2, max=longest)
+    ids = torch.randint(0, 1000, (1, 32))
+    path = folder / f"{name}.pt2"
+    torch.export.save(torch.export.export(model, (ids,), dynamic_shapes={"ids": {1: seq}}), path)
+    return path
+
+
+def analyze_once(model: Path, backends: str, out: Path, traffic_args: list[str]) -> tuple[float, dict]:
+    """One `npu-advisor analyze --local` (with `traffic_args` or none): its wall seconds and its JSON analysis."""
+    cli = Path(sys.executable).with_name("npu-advisor")
+    command = [str(cli), "analyze", str(model), "--local", "--target", "cpu", "--backends", backends]
+    command += ["--format", "json", "--out", str(out), *traffic_args]
+    begin = time.perf_counter()
+    subprocess.run(command, capture_output=True, text=True, check=True)
+    return time.perf_counter() - begin, json.loads(out.read_text())
+
+
+def analyze_row(name: str, max_graphs: int, calls: int, repeats: int, backends: str) -> str:
+    """The model analysed with and without its traffic, alternately: the medians, and what the plan run timed."""
+    with tempfile.TemporaryDirectory() as folder:
+        model = export_model(name, Path(folder))
+        lines = [json.dumps({"ids": [1, size], "count": n}) for size, n in traffic(calls, MODELS[name][1])]
+        traffic_file = Path(folder) / "traffic.jsonl"
+        traffic_file.write_text("\n".join(lines) + "\n")
+        with_args = ["--shape-traffic", str(traffic_file), "--max-graphs", str(max_graphs)]
+        plain, planned, analysis = [], [], {}
+        for _ in range(repeats):
+            plain.append(analyze_once(model, backends, Path(folder) / "plain.json", [])[0])
+            seconds, analysis = analyze_once(model, backends, Path(folder) / "planned.json", with_args)
+            planned.append(seconds)
+    rows = ((analysis.get("measurements") or {}).get("measurements")) or []
+    swept = [f"{r['backend']}:{r['mode']}" for r in rows if r.get("sweep")]
+    plan = (analysis.get("recommendation") or {}).get("shape_plan") or {}
+    sizes = next((list(d.values())[0] for d in (plan.get("buckets") or {}).values()), [])
+    chosen = f"{plan.get('option')} {plan.get('kind')} {sizes or ''}".strip()
+    a, b = statistics.median(plain), statistics.median(planned)
+    return (
+        f"| {name} | {len(rows)} | {', '.join(f'{x:.0f}' for x in plain)} (median {a:.0f}) | "
+        f"{', '.join(f'{x:.0f}' for x in planned)} (median {b:.0f}) | {b - a:+.0f} s ({b / a:.2f}x) | "
+        f"{', '.join(swept)} | {chosen}: {plan.get('expected_latency_ms', float('nan')):.3f} ms |"
+    )
+
+
+def analyze_main(args: argparse.Namespace) -> None:
+    print(f"torch {torch.__version__}, backends {args.backends}, budget {args.max_graphs} graphs, {args.repeats} runs")
+    print()
+    print(
+        "| model | options | analyze --local, s | with --shape-traffic, s | added (ratio of medians) "
+        "| timed at the plan's sizes | plan |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name in args.models.split(","):
+        print(analyze_row(name, args.max_graphs, args.calls, args.repeats, args.backends), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="encoder,gpt2")
     parser.add_argument("--max-graphs", type=int, default=4)
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: leave the other cores alone)")
+    parser.add_argument("--analyze", action="store_true", help="time the whole analyze with and without traffic")
+    parser.add_argument("--repeats", type=int, default=2, help="--analyze: runs of each, alternately")
+    parser.add_argument("--backends", default=ANALYZE_BACKENDS, help="--analyze: the options measured")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--sizes", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.child:
         child(args.child, [int(s) for s in args.sizes.split(",")])
+        return
+    if args.analyze:
+        analyze_main(args)
         return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, budget {args.max_graphs} graphs")
     print()

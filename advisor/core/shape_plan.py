@@ -8,6 +8,14 @@ latency guess, powers of two, the heaviest sizes); a size between two measured o
 plan says so. Buckets are only placed at measured sizes. `optimal_buckets` is a dynamic programme over the sorted
 sizes: exact for its objective (expected latency per call, plus each graph's compile amortised over the context's
 calls per compile when known). Pure and torch-free.
+
+Memory: each plan's `memory_mb` is the most memory any one of its graphs needed beyond what was resident - the
+highest measured first call (its compile at that size, and the call) over the sizes the plan serves, interpolated
+like the latencies (`plan_memory_mb`). The maximum, not the sum over graphs: the measured figure is transient (the
+compiler's and the call's working memory, freed before the next graph compiles), and the graphs of one plan are
+compiled and called one at a time. What a graph keeps resident after it - its code, on a GPU a CUDA-graph pool that
+is not shared - is not in it, so a plan of many captured graphs holds more than this; the plan says so. On the CPU
+the figure is host memory (the process's RSS high-water mark), on cuda/npu the device allocator's peak.
 """
 
 from __future__ import annotations
@@ -127,6 +135,8 @@ class SizeTiming(NamedTuple):
     dynamic_ms: float | None
     static_ms: float | None
     static_compile_s: float | None
+    dynamic_mb: float | None = None  # the first call's peak memory above what was resident (see the module doc)
+    static_mb: float | None = None
 
 
 class Timings(NamedTuple):
@@ -136,8 +146,8 @@ class Timings(NamedTuple):
 
 
 def plan_options(axis: Axis, timings: Timings, max_graphs: int, calls: int | None) -> list[dict[str, Any]]:
-    """Every candidate plan with its expected latency per call over the traffic, spread, padding waste, graphs
-    and compile time; best first (see `rank_key`). Empty when neither a dynamic nor a static timing exists."""
+    """Every candidate plan with its expected latency per call over the traffic, spread, padding waste, graphs,
+    compile time and memory; best first (see `rank_key`). Empty when neither a dynamic nor a static timing exists."""
     dynamic = _series(timings, "dynamic_ms")
     static = _series(timings, "static_ms")
     compiles = _series(timings, "static_compile_s")
@@ -145,15 +155,32 @@ def plan_options(axis: Axis, timings: Timings, max_graphs: int, calls: int | Non
     if dynamic:
         served = {size: size for size, _ in axis.sizes}
         graphs = max(1, timings.dynamic_graphs)
-        options.append(_option("dynamic", axis, served, dynamic, graphs, timings.dynamic_compile_s, max_graphs))
+        option = _option("dynamic", axis, served, dynamic, graphs, timings.dynamic_compile_s, max_graphs)
+        options.append({**option, "memory_mb": plan_memory_mb(_series(timings, "dynamic_mb"), served)})
     if static:
         per_size = {size: size for size, _ in axis.sizes}
         compile_s = sum(interpolate(compiles, size) for size in per_size) if compiles else 0.0
-        options.append(_option("static", axis, per_size, static, len(per_size), compile_s, max_graphs))
-        bucketed = _bucket_option(axis, static, compiles, max_graphs, calls)
-        if bucketed is not None:
-            options.append(bucketed)
+        memory = _series(timings, "static_mb")
+        per_graph = _option("static", axis, per_size, static, len(per_size), compile_s, max_graphs)
+        for option in (per_graph, _bucket_option(axis, static, compiles, max_graphs, calls)):
+            if option is not None:
+                options.append({**option, "memory_mb": plan_memory_mb(memory, _served(axis, option))})
     return sorted(options, key=lambda option: rank_key(option, calls))
+
+
+def plan_memory_mb(memory: dict[int, float], served: dict[int, int]) -> float | None:
+    """The most memory one graph of a plan needed beyond what was resident: the highest of `memory` (measured per
+    size) over the sizes the plan's graphs serve (`served`: traffic size -> the size its graph was made for),
+    interpolated between measured sizes; None when nothing was measured (see the module doc: max, not sum)."""
+    if not memory:
+        return None
+    return max(interpolate(memory, size) for size in set(served.values()))
+
+
+def _served(axis: Axis, option: dict[str, Any]) -> dict[int, int]:
+    """Traffic size -> the size its graph was made for, from a static or bucket option's sizes."""
+    sizes = next((list(dims.values())[0] for dims in option["buckets"].values()), [])
+    return {size: next((b for b in sizes if b >= size), size) for size, _ in axis.sizes}
 
 
 def _series(timings: Timings, field: str) -> dict[int, float]:

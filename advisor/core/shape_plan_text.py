@@ -20,7 +20,26 @@ def plan_lines(plan: dict[str, Any] | None) -> list[str]:
     lines += [f"why: {reason}" for reason in plan.get("reasons") or []]
     if plan.get("interpolated"):
         lines.append(f"interpolated (not timed) at sizes {plan['interpolated']}")
+    if plan.get("memory_mb") is not None:
+        lines.append(MEMORY_NOTE[plan.get("memory_kind") == "rss"])
+    return lines + _swept_lines(plan)
+
+
+def _swept_lines(plan: dict[str, Any]) -> list[str]:
+    """Which options were timed at the plan's sizes, and why the others were not (shape_rules.swept_at_plan_sizes)."""
+    lines = [f"timed at the plan's sizes: {', '.join(plan['swept'])}"] if plan.get("swept") else []
+    others = plan.get("not_swept") or {}
+    if others.get("options"):
+        lines.append(f"not timed at the plan's sizes: {', '.join(others['options'])} ({others.get('why')})")
     return lines
+
+
+MEMORY_NOTE = {
+    False: "memory: the most one graph's first call (its compile and the call) took on the device above what was "
+    "resident; what each graph keeps after (a CUDA-graph pool per capture) is not counted",
+    True: "memory: host memory (the process's RSS high-water mark) the most one graph's first call (its compile and "
+    "the call) took above what was resident; what each graph keeps after is not counted",
+}
 
 
 def _line(option: dict[str, Any], *, chosen: bool) -> str:
@@ -31,8 +50,14 @@ def _line(option: dict[str, Any], *, chosen: bool) -> str:
         f"{'chosen' if chosen else 'alternative'}: {option.get('option', '?')} {option['kind']}{where}: "
         f"{option['expected_latency_ms']:.3f} ms per call (spread {option['latency_spread_ms']:.3f}, worst "
         f"{option['worst_latency_ms']:.3f}), {option['graphs']} graph(s){budget}, {option['compile_s']:.1f} s "
-        f"compile, {option['padding_waste']:.0%} padding"
+        f"compile, {option['padding_waste']:.0%} padding{_memory(option)}"
     )
+
+
+def _memory(option: dict[str, Any]) -> str:
+    """The plan's memory (advisor.core.shape_plan.plan_memory_mb): the most one graph needed above what was resident."""
+    memory = option.get("memory_mb")
+    return "" if memory is None else f", {memory:.1f} MB peak per graph"
 
 
 def _sizes(option: dict[str, Any]) -> list[int]:

@@ -20,8 +20,9 @@ STATIC_GAIN = 1.10  # a static compile this much faster than automatic dynamic s
 
 
 def sweep_spec(context: DeploymentContext | dict | None) -> dict[str, Any] | None:
-    """What the child sweeps: the context's explicit points, else the sizes its traffic's shape plan needs, else its
-    shape ranges (min, middle, max), else None
+    """What the child sweeps: the context's explicit points, else the sizes its traffic's shape plan needs (marked
+    `traffic`: with a ranking, only the recommendation and its closest rival are timed there), else its shape ranges
+    (min, middle, max), else None
     (also for a context dict that does not validate: the server validated it, a sweep is not worth failing for)."""
     if context is None:
         return None
@@ -35,7 +36,8 @@ def sweep_spec(context: DeploymentContext | dict | None) -> dict[str, Any] | Non
     if context.shape_traffic:  # the sizes a shape plan needs (advisor.core.shape_plan)
         entries = [entry.model_dump() for entry in context.shape_traffic]
         max_graphs = context.max_graphs or default_max_graphs(context.target)
-        return {"points": traffic_sweep(entries, max_graphs, MAX_SWEEP_POINTS)}
+        # "traffic": a ranked measurement times these only for the plan's options (harness.measurement.details)
+        return {"points": traffic_sweep(entries, max_graphs, MAX_SWEEP_POINTS), "traffic": True}
     if context.shape_ranges:
         return {"ranges": [r.model_dump() for r in context.shape_ranges]}
     return None

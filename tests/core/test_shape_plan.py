@@ -21,6 +21,7 @@ from advisor.core.shape_plan import (
     traffic_axis,
     traffic_sweep,
 )
+from advisor.core.shape_plan_text import plan_lines
 from tests.support.fixtures_decide import inspection, measurement, run
 
 # recorded on this machine's CPU: a 2-layer text encoder (d=64) at each sequence length, static compile, ms
@@ -104,6 +105,28 @@ def test_a_plan_within_the_tie_of_the_fastest_with_fewer_graphs_is_preferred() -
     assert len(reasons) >= 2
 
 
+# recorded with the product's peak-memory reading at each size (MB above resident; made up but monotone, as measured)
+RECORDED_MB = {8: 3.0, 16: 3.5, 32: 5.0, 48: 6.0, 64: 7.0, 96: 9.5, 128: 12.0, 192: 17.0, 256: 22.0}
+
+
+def test_each_plans_memory_is_the_most_one_of_its_graphs_needed() -> None:
+    by_size = {s: SizeTiming(ms, ms * 0.5, 2.0, RECORDED_MB[s] * 2, RECORDED_MB[s]) for s, ms in RECORDED_MS.items()}
+    options = {o["kind"]: o for o in plan_options(skewed_axis(), Timings(by_size, 3.0, 2), 3, None)}
+    # dynamic: one graph serving every size, up to the largest call (250, between 192 and 256: interpolated)
+    assert options["dynamic"]["memory_mb"] == pytest.approx(2 * (17.0 + (22.0 - 17.0) * (250 - 192) / 64))
+    # static: one graph per distinct size - the largest one's; not the sum over the six graphs
+    assert options["static"]["memory_mb"] == pytest.approx(17.0 + (22.0 - 17.0) * (250 - 192) / 64)
+    buckets = options["buckets"]["buckets"]["ids"]["1"]
+    assert options["buckets"]["memory_mb"] == pytest.approx(max(RECORDED_MB[b] for b in buckets))
+    assert buckets[-1] == 256 and options["buckets"]["memory_mb"] == 22.0  # padded up: the top bucket's memory
+
+
+def test_a_plan_without_recorded_memory_says_none() -> None:
+    options = plan_options(skewed_axis(), timings(), 3, None)
+    assert [o["memory_mb"] for o in options] == [None] * len(options)
+    assert "peak per graph" not in " ".join(plan_lines({**options[0], "alternatives": [], "reasons": []}))
+
+
 def test_sizes_to_time_are_bounded_and_hold_the_ends() -> None:
     axis = skewed_axis()
     for limit in (2, 4, 8):
@@ -142,7 +165,9 @@ def swept_row(sizes: dict[int, float], static_gain: float, **kwargs):  # noqa: A
             "median_ms": ms,
             "recompiles": 1 if i == 1 else 0,
             "first_call_s": 1.5,
-            "static": {"median_ms": ms * static_gain, "compile_s": 1.0, "recompiles": 1},
+            "peak_memory_mb": 2.0 + s / 16,
+            "memory_kind": "rss",
+            "static": {"median_ms": ms * static_gain, "compile_s": 1.0, "recompiles": 1, "peak_memory_mb": 1 + s / 16},
         }
         for i, (s, ms) in enumerate(sorted(sizes.items()))
     ]
@@ -175,6 +200,9 @@ def test_the_recommendation_carries_the_plan_and_the_report_shows_it() -> None:
     assert f"BUCKETS = {plan['buckets']['ids']['1']}" in markdown
     text = render(analysis, "text")
     assert "chosen: inductor:default buckets" in text and "recompile_limit" in text
+    top = plan["buckets"]["ids"]["1"][-1]
+    assert plan["memory_mb"] == pytest.approx(1.0 + top / 16) and plan["memory_kind"] == "rss"
+    assert f"{plan['memory_mb']:.1f} MB peak per graph" in text and "host memory (the process's RSS" in text
     npu = render({**analysis, "context": {**context, "target": "npu"}}, "markdown")
     assert "torchair.inference.set_dim_gears(ids, dim_gears={1: " in npu and "Not measured on an NPU" in npu
     assert 'options={"capture_limit": ' in npu and "dynamic_gears_merge_policy" in npu

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 from advisor.core.context import parse_context  # noqa: E402
 from advisor.core.decision.engine import decide  # noqa: E402
 from advisor.core.decision.shape_rules import shape_plan  # noqa: E402
+from advisor.core.shape_plan_text import plan_lines  # noqa: E402
 from advisor.core.shape_sweep import sweep_spec  # noqa: E402
 from advisor.harness.inspection import inspect_model  # noqa: E402
 from advisor.harness.measurement import TimingPolicy, measure_model  # noqa: E402
@@ -64,6 +65,9 @@ def test_the_text_encoders_plan_is_chosen_from_its_own_timings(encoder_file: str
     for point in swept.values():  # dynamic and static, each side by side with eager, with the static compile time
         assert point.get("error") is None and point["median_ms"] > 0 and point["eager_median_ms"] > 0
         assert point["static"]["median_ms"] > 0 and point["static"]["compile_s"] >= 0
+        assert point["memory_kind"] == "rss" and point["peak_memory_mb"] >= 0  # host memory on the CPU
+    # each static point compiled a graph of its own in its first call: the memory it took above what was resident
+    assert max(point["static"]["peak_memory_mb"] for point in swept.values()) > 0
     rec = decide(context, inspect_model(encoder_file), run)
     assert rec["shape_plan"]["option"] == f"{rec['backend']}:{rec['mode']}"  # the plan is the recommendation's
     plan = shape_plan(context, run, "inductor:default", [])  # inductor's, whichever option won on this machine
@@ -73,6 +77,41 @@ def test_the_text_encoders_plan_is_chosen_from_its_own_timings(encoder_file: str
     static = next(o for o in [plan, *plan["alternatives"]] if o["kind"] == "static")
     assert static["graphs"] == 3 and static["within_budget"] is False  # three sizes, a budget of two
     assert [r["size"] for r in plan["sizes"]] == sorted(set(sizes) | {4, 16, 40})
+    assert static["memory_mb"] == max(swept[n]["static"]["peak_memory_mb"] for n in (4, 16, 40))
+
+
+@pytest.mark.slow
+def test_only_the_recommendation_and_its_closest_rival_are_timed_at_the_plans_sizes(encoder_file: str) -> None:
+    context = parse_context({"target": "cpu", "max_graphs": 2, "shape_traffic": TRAFFIC})
+    inspection = inspect_model(encoder_file)
+    options = ["eager", "inductor:default", "onnxruntime:default"]
+    run = measure_model(
+        encoder_file,
+        backends=options,
+        timing=FAST,
+        shape_sweep=sweep_spec(context),
+        plan_context=context,
+        inspection=inspection,
+        remeasure=False,
+    )
+    rows = {f"{r['backend']}:{r['mode']}": r for r in run["measurements"]}
+    assert sorted(rows) == sorted(["eager:default", "inductor:default", "onnxruntime:default"])
+    assert all(row["status"] == "ok" for row in rows.values()), [row.get("reason") for row in rows.values()]
+    swept = sorted(label for label, row in rows.items() if row.get("sweep"))
+    assert len(swept) == 2  # of three measured options
+    assert sorted(run["quality"]["details"]["swept"]) == swept and run["quality"]["details"]["not_swept"]
+    rec = decide(context, inspection, run)
+    plan = rec["shape_plan"]
+    assert plan["option"] == f"{rec['backend']}:{rec['mode']}" and plan["option"] in swept
+    rival = next(label for label in swept if label != plan["option"])
+    timed = [p for p in rows[rival]["sweep"] if p.get("median_ms") is not None]
+    assert timed, rows[rival]["sweep"]  # the rival was timed at the plan's sizes, and its best plan is an alternative
+    # the rival's best plan is an alternative (the chosen option's own other plans too, when it has any: a Dynamo one)
+    assert rival in {o["option"] for o in plan["alternatives"]} <= set(swept), rows[rival]["sweep"]
+    assert sorted(plan["swept"]) == swept and plan["not_swept"]["options"] == [o for o in rows if o not in swept]
+    lines = plan_lines(plan)
+    assert f"timed at the plan's sizes: {', '.join(plan['swept'])}" in lines
+    assert any(line.startswith(f"not timed at the plan's sizes: {plan['not_swept']['options'][0]} (") for line in lines)
 
 
 def test_the_cnns_traffic_past_its_dynamic_batch_is_refused(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ for the target; hard filters; the selection tree (decision_rules); caveats and s
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +48,7 @@ from advisor.core.decision.rules import (
     rule_shape_sweep,
     short_list,
 )
-from advisor.core.decision.shape_rules import plan_step, shape_plan
+from advisor.core.decision.shape_rules import by_speed, plan_step, shape_plan
 from advisor.core.decision.source_rules import source_caveats
 
 # 1.4: one rule for "faster" (advisor.core.claims), options ranked against each other, not only against eager;
@@ -140,8 +139,7 @@ def _shape_plan(
     """The chosen option's plan for the context's traffic, the fastest other qualified options as its rivals."""
     if chosen is None or not context.shape_traffic:
         return None
-    by_speed = sorted(qualified, key=lambda o: ((o.row or {}).get("latency") or {}).get("median_ms") or math.inf)
-    return shape_plan(context, run, chosen.label, [o.label for o in by_speed])
+    return shape_plan(context, run, chosen.label, [o.label for o in by_speed(qualified)])
 
 
 def _recommendation(

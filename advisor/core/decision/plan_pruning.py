@@ -166,3 +166,23 @@ def detailed_options(
         labels.append(catalogue.option_label(chosen["backend"], chosen.get("mode") or "default"))
     labels += leading_ranking(run, context)["leading"]
     return list(dict.fromkeys(labels))
+
+
+def plan_swept_options(
+    context: DeploymentContext | dict[str, Any], inspection: dict[str, Any] | None, run: dict[str, Any]
+) -> list[str]:
+    """The options a shape plan's sizes are timed for (issue 43: "the recommended option and its closest rival"):
+    the recommendation and the fastest other qualified option by its median - the rival the plan is set against
+    (advisor.core.decision.engine). Nothing qualifies: the two fastest measured options, so a plan is still drawn."""
+    from advisor.core.decision.candidates import measured_options, split_by_filters
+    from advisor.core.decision.shape_rules import by_speed
+
+    if not isinstance(context, DeploymentContext):
+        context = parse_context(context)
+    chosen = decide(context, inspection, run, restate_skips=False)
+    backend = chosen.get("backend")
+    label = catalogue.option_label(backend, chosen.get("mode") or "default") if backend else None
+    measured = measured_options(run)
+    qualified, _ = split_by_filters(measured, context)
+    ranked = [o.label for o in by_speed(qualified or measured) if o.label != label]
+    return ([label] if label else []) + ranked[: 2 - bool(label)]

@@ -3,6 +3,7 @@ from the chosen option's measured sweep (advisor.core.shape_plan chooses; this r
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from advisor.core.context import DeploymentContext
@@ -19,6 +20,15 @@ from advisor.core.shape_plan import (
 from advisor.core.shape_traffic import input_name
 
 MAX_RIVALS = 2
+NOT_SWEPT = (
+    "not the recommendation or its closest rival: their plans could only be alternatives of an option that is not "
+    "recommended, so the plan's sizes were timed for these two only"
+)
+
+
+def by_speed(options: list[Any]) -> list[Any]:
+    """Qualified options (advisor.core.decision.candidates.Option), fastest median first: the plan's rivals in order."""
+    return sorted(options, key=lambda o: ((o.row or {}).get("latency") or {}).get("median_ms") or math.inf)
 
 
 def budget(context: DeploymentContext) -> int:
@@ -52,7 +62,19 @@ def shape_plan(
         "reasons": reasons,
         "alternatives": alternatives,
         "sizes": size_table(rows[chosen], axis),
+        "memory_kind": next((p.memory_kind for p in rows[chosen].sweep or [] if p.memory_kind), None),
+        **swept_at_plan_sizes(run, rows),
     }
+
+
+def swept_at_plan_sizes(run: dict[str, Any] | None, rows: dict[str, Any]) -> dict[str, Any]:
+    """Which options were timed at the plan's sizes ("swept") and which measured ones were not, and why ("not_swept":
+    {"options", "why"}; the why the measurement recorded in its quality's details, else NOT_SWEPT)."""
+    swept = [label for label, row in rows.items() if row.sweep]
+    others = [label for label, row in rows.items() if not row.sweep and row.status in ("ok", "fail_accuracy")]
+    details = ((run or {}).get("quality") or {}).get("details") or {}
+    why = details.get("not_swept") if isinstance(details, dict) else None
+    return {"swept": swept, "not_swept": {"options": others, "why": str(why or NOT_SWEPT)} if others else None}
 
 
 def row_timings(row: Any, axis: Axis) -> Timings:
@@ -69,6 +91,8 @@ def row_timings(row: Any, axis: Axis) -> Timings:
             point.median_ms,
             static.median_ms if static_ok else None,
             static.compile_s if static_ok else None,
+            point.peak_memory_mb,
+            static.peak_memory_mb if static_ok else None,
         )
         if point.recompiles:
             graphs += point.recompiles
@@ -112,7 +136,7 @@ def plan_step(plan: dict[str, Any]) -> dict[str, Any]:
     outcome = f"{describe(plan)}. " + "; ".join(plan["reasons"]) + "."
     evidence = {
         "options": [
-            {k: o[k] for k in ("option", "kind", "graphs", "expected_latency_ms", "compile_s")}
+            {k: o.get(k) for k in ("option", "kind", "graphs", "expected_latency_ms", "compile_s", "memory_mb")}
             for o in [plan, *plan["alternatives"]]
         ]
     }

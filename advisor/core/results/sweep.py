@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from advisor.core.results._base import MAX_ITEMS, MAX_SHAPE_DIMS, Count, Name, Open
+from advisor.core.results._base import MAX_ITEMS, MAX_SHAPE_DIMS, Count, Label, Name, Open
 
 Shape = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_SHAPE_DIMS)]
 
@@ -19,6 +19,8 @@ class StaticCompile(Open):
     speedup: float | None = None  # vs eager, side by side
     compile_s: float | None = None  # the first call at this shape minus the steady median
     recompiles: Count | None = None
+    peak_memory_mb: float | None = None  # as SweepPoint's, for this static compile's first call at the shape
+    memory_kind: Label | None = None  # device | rss
 
 
 class SweepPoint(Open):
@@ -29,5 +31,9 @@ class SweepPoint(Open):
     speedup: float | None = None
     recompiles: Count | None = None  # Dynamo frames compiled at this point (automatic dynamic shapes)
     first_call_s: float | None = None  # the first call at this shape: includes a recompile when there is one
+    # the first call at this shape (its compile when it needs one, and the run) above what was resident before it:
+    # the device allocator's peak (cuda/npu, "device") or the process's RSS high-water mark (cpu: host, "rss")
+    peak_memory_mb: float | None = None
+    memory_kind: Label | None = None  # device | rss
     static: StaticCompile | None = None
     error: str | None = None  # this point could not run (e.g. outside an export's dynamic range)

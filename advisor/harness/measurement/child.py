@@ -228,7 +228,8 @@ def _measure_steps(
     checked = "gradients" if v.steps else "output"
     if v.warm_run:  # the warm compile (the parent subtracts the first child's median latency) and maybe the details
         if details_median_ms is not None and not v.steps:
-            _after_the_window(v, result, _callables(v), frames_after_first, None, details_median_ms)
+            # its sweep: a traffic plan's sizes, for the plan's options only (measurement.details); else None
+            _after_the_window(v, result, _callables(v), frames_after_first, sweep, details_median_ms)
         return _with_status(result, accuracy, checked)
     if not accuracy["passed"] and v.timing.race_below is not None:  # racing: it cannot be recommended
         v.timing = dataclasses.replace(v.timing, race_below=math.inf)  # its floor of samples is enough

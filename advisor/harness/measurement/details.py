@@ -8,6 +8,10 @@ deployment context the first pass leaves these out; once the options are ranked 
 recommendation and the leading options get one more child each, from their first child's compile cache, which
 measures them (advisor.harness.measurement.child: `details_median_ms`). Their rows' timings stay the first pass's.
 
+A context's shape traffic waits for the ranking too (issue 43): its plan is drawn for the recommendation against its
+closest rival, so only those two (`plan_swept_options`) are timed at the plan's sizes, in their details children;
+an explicit sweep or shape ranges are still timed for every option in the first pass, as before.
+
 The warm-cache compile does change a recommendation when the deployment ships a compile cache (the break-even then
 counts the warm compile): such a plan measures it for every option in the first pass, as before. Without a context
 (`npu-advisor measure`), every child measures everything, as it always did. Since none of the details changes the
@@ -24,6 +28,7 @@ from typing import Any
 
 from advisor.core import noise
 from advisor.core.context import DeploymentContext
+from advisor.core.decision.shape_rules import NOT_SWEPT
 from advisor.core.early_answer import PENDING_KEY
 from advisor.harness.measurement.variant import measure_details
 
@@ -66,15 +71,26 @@ def measure_leading_details(
     sandbox: dict,
     workdir: Path,
     policy: dict,
+    plan_sweep: tuple[dict, list[str]] | None = None,
 ) -> dict[str, Any]:
     """One details child for each option of `wanted` (`detailed_options`) that measured ok; returns what the run's
-    quality records of it: which options got their details, and why the others did not."""
+    quality records of it: which options got their details, and why the others did not. `plan_sweep`: (a traffic
+    sweep spec, the options it is for: `plan_swept_options`, all in `wanted`) - those children also time the plan's
+    sizes; the quality then names them (`swept`) and why the others were not (`not_swept`)."""
     rows = run["measurements"]
+    sweep, swept_for = plan_sweep or (None, [])
     detailed: list[str] = []
+    swept: list[str] = []
     for index, (spec, mode) in enumerate(variants):
-        row = rows[index]
-        if noise.label(row) not in wanted or row["status"] not in ("ok", "fail_accuracy") or not row.get("latency"):
+        row, label = rows[index], noise.label(rows[index])
+        if label not in wanted or row["status"] not in ("ok", "fail_accuracy") or not row.get("latency"):
             continue
-        measure_details(spec, mode, index == 0, row, common, sandbox, workdir / f"cache-{index}", policy)
-        detailed.append(noise.label(row))
-    return {"detailed": detailed, "others": NOT_DETAILED}
+        child_common = {**common, "sweep": sweep if label in swept_for else None}  # never a first-pass sweep again
+        measure_details(spec, mode, index == 0, row, child_common, sandbox, workdir / f"cache-{index}", policy)
+        detailed.append(label)
+        if row.get("sweep"):
+            swept.append(label)
+    details: dict[str, Any] = {"detailed": detailed, "others": NOT_DETAILED}
+    if sweep is not None:
+        details.update(swept=swept, not_swept=NOT_SWEPT)
+    return details

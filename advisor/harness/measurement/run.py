@@ -16,7 +16,7 @@ from typing import Any
 from advisor.core import noise, snippets
 from advisor.core.context import DEFAULT_DECODE_TOKENS, DEFAULT_OPTIMIZER, DEFAULT_WORKLOAD, DeploymentContext
 from advisor.core.decision import racing
-from advisor.core.decision.plan_pruning import detailed_options
+from advisor.core.decision.plan_pruning import detailed_options, plan_swept_options
 from advisor.core.decision.racing import RaceBound
 from advisor.core.quantized import quantizes_by_default
 from advisor.harness.measurement.details import (
@@ -112,7 +112,7 @@ def measure_model(
     not measured (advisor.core.decision.plan_pruning); its row says "skipped" and why. None: measure every variant.
     A variant named with its mode in `backends` ("inductor:max-autotune") is always measured.
     `shape_sweep`: advisor.core.shape_sweep.sweep_spec's points or ranges: each variant is also timed at those
-    shapes (inference only; advisor.harness.measurement.sweep), its row's `sweep`.
+    shapes (inference only; measurement.sweep), its row's `sweep` (a traffic plan's sizes: see `_plan_sweep`).
     `calibration_file`: the user's calibration .npz (advisor.core.calibration), read by the int8 variants' children.
     `on_ranked`: with a `plan_context` (inference), called with a copy of the run once its options are ranked, before
     the leading options' details are measured, so a caller can publish the recommendation early (`_with_details`).
@@ -139,18 +139,25 @@ def measure_model(
             "policy": policy,
             "optimizer": optimizer,
             "accuracy_tolerance": accuracy_tolerance,
-            "sweep": shape_sweep,
+            "sweep": None if _plan_sweep(shape_sweep, plan_context, workload) else shape_sweep,  # see _with_details
             "decode_tokens": decode_tokens,
             "calibration_file": _absolute(calibration_file),
         }
         call = snippets.call_for(keyword_inputs)  # how each row's snippet calls the model
         plan = _Plan(variants, backends or (), plan_context, inspection, device, workload, call)
-        children = _Children(common, sandbox, workdir, policy)
+        children = _Children(common, sandbox, workdir, policy, _plan_sweep(shape_sweep, plan_context, workload))
         rows, environment, baseline_failed = _measure_variants(plan, children, notify)
         run = {"environment": environment or _host_environment(device), "workload": workload, "measurements": rows}
         budget = (REMEASURE_BUDGET_S if remeasure_budget_s is None else remeasure_budget_s) if remeasure else None
         run["quality"] = _judged(run, load_start, baseline_failed, plan, budget, on_ranked, children)
         return run
+
+
+def _plan_sweep(shape_sweep: dict | None, plan_context: DeploymentContext | dict | None, workload: str) -> dict | None:
+    """A traffic sweep (advisor.core.shape_sweep.sweep_spec marks it) when the run is ranked for a context: it is
+    timed after the ranking, for the recommendation and its closest rival only (measurement.details); else None."""
+    ranked = _ranking_context(plan_context) is not None and workload == "inference"
+    return shape_sweep if ranked and shape_sweep and shape_sweep.get("traffic") else None
 
 
 def _checked_variants(
@@ -255,10 +262,14 @@ def _with_details(
         return quality
     run["quality"] = quality  # the ranking reads it
     wanted = detailed_options(ranked_for, plan.inspection, run)
+    plan_sweep = None
+    if children.plan_sweep is not None:  # the traffic's plan sizes: the recommendation and its closest rival
+        swept = plan_swept_options(ranked_for, plan.inspection, run)
+        wanted, plan_sweep = list(dict.fromkeys(wanted + swept)), (children.plan_sweep, swept)
     if on_ranked is not None and wanted:
         publish_ranked(on_ranked, {**run, "quality": {**quality, "details": details_to_come(wanted)}})
     details = measure_leading_details(
-        wanted, run, plan.variants, children.common, children.sandbox, children.workdir, children.policy
+        wanted, run, plan.variants, children.common, children.sandbox, children.workdir, children.policy, plan_sweep
     )
     return {**quality, "details": details}
 
@@ -276,6 +287,7 @@ class _Children:
     sandbox: dict
     workdir: Path
     policy: dict
+    plan_sweep: dict | None = None  # a traffic sweep, timed in the plan's options' details children (_plan_sweep)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,12 @@ recompiles and the first call's time at each shape are recorded. For a Dynamo ba
 timed under a static compile (automatic dynamic shapes off, Dynamo reset: one specialised graph per shape, each
 compiled on its first call), which is what `dynamic=False` would give. The points come from
 advisor.core.shape_sweep.sweep_spec; the rows are advisor.core.results.SweepPoint.
+
+Each point (and its static compile) also records the memory its first call at that shape needed beyond what was
+resident just before it - the compile at that shape when it needs one, and the call - with the product's one
+mechanism (advisor.harness.devices.Device.reset_peak_memory / peak_memory_mb): the device allocator's peak on
+cuda/npu, the process's RSS high-water mark on the CPU (host memory, the compiler's own allocations included).
+Eager is not run inside that window, so the figure is the compiled callable's alone.
 """
 
 from __future__ import annotations
@@ -113,11 +119,13 @@ def _time_point(fns: dict[str, Callable[..., Any]], sized: tuple, dev: devices.D
     from advisor.core.stats import summarize
 
     frames_before = dynamo_counter("frames", "total")
+    dev.reset_peak_memory()  # the first call at this shape alone: its compile (if any) and its run, not eager's
     first_call_s, _ = dev.timer()(lambda: fns["backend"](*sized))
+    peak_mb, memory_kind = dev.peak_memory_mb()
     recompiles = dynamo_counter("frames", "total") - frames_before if dynamo_counters() is not None else None
     samples = time_side_by_side(fns, sized, dev, short, lambda n: None).samples
     point = {"median_ms": summarize(samples["backend"])["median_ms"], "recompiles": recompiles}
-    point["first_call_s"] = first_call_s
+    point.update(first_call_s=first_call_s, peak_memory_mb=peak_mb, memory_kind=memory_kind)
     if "eager" in samples:
         point["eager_median_ms"] = summarize(samples["eager"])["median_ms"]
         point["speedup"] = point["eager_median_ms"] / point["median_ms"] if point["median_ms"] else None
@@ -151,6 +159,8 @@ def _static_points(
                 "speedup": point.get("speedup"),
                 "compile_s": compile_s,
                 "recompiles": point["recompiles"],
+                "peak_memory_mb": point["peak_memory_mb"],
+                "memory_kind": point["memory_kind"],
             }
 
 

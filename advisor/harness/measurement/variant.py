@@ -100,7 +100,8 @@ def measure_details(
     policy: dict,
 ) -> None:
     """A leading option's details, measured once the options are ranked, in a warm-cache child (its first child's
-    compile cache): the warm compile, other sizes of the dynamic dims with their recompiles, and the profile. They
+    compile cache): the warm compile, other sizes of the dynamic dims with their recompiles, the profile and, when
+    `common` carries one (a traffic sweep: measurement.details), the shape plan's sizes. They
     go into `row`; its timings stay the first child's. A details child that fails leaves the row as it was, saying
     why in `details_error`."""
     from advisor.harness.backends import CompileRequest, get_backend
@@ -128,7 +129,7 @@ def measure_details(
         return
     if not is_baseline and row.get("compile_s_warm") is None and value.get("first_call_s") is not None:
         row["compile_s_warm"] = max(0.0, value["first_call_s"] - median_ms / 1e3)
-    for key in ("dynamic", "recompiles", "time_breakdown"):
+    for key in ("dynamic", "recompiles", "time_breakdown", "sweep"):
         if value.get(key) is not None:
             row[key] = value[key]
 
