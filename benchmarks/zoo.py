@@ -423,6 +423,34 @@ class _Exited:
     returncode: int
     tail: str
     answer_line: str | None  # the CLI's early answer (advisor.core.early_answer), when it printed one
+    timeline: list[tuple[float, str]]  # (seconds from the start, stderr line) up to the early answer
+
+
+def where_the_seconds_go(timeline: list[tuple[float, str]]) -> dict[str, float]:
+    """The seconds before the early answer by phase, from the CLI's progress lines (`  inductor:default compiling`,
+    ...): `inspect` until measuring starts, then per option of the first pass its compile (loading to timing: load,
+    float64 reference, compile, accuracy) and its timing (timing to done: the timed window and, for eager, its
+    profile), then the re-measure rounds (from the first line that repeats one of the first pass's)."""
+    phases: dict[str, float] = {}
+    marks: dict[tuple[str, str], float] = {}  # the first pass's: a re-measure round's lines are counted apart
+    rounds_from: float | None = None
+    for at, line in timeline:
+        if line.startswith("measuring on"):
+            phases["inspect"] = at
+        words = line.split()
+        if len(words) == 2 and ":" in words[0]:
+            if (words[0], words[1]) in marks and rounds_from is None:
+                rounds_from = at
+            if rounds_from is None:
+                marks[(words[0], words[1])] = at
+    for (option, stage), at in marks.items():
+        if stage == "timing" and (option, "loading") in marks:
+            phases[f"{option} compile"] = at - marks[(option, "loading")]
+            if (option, "done") in marks:
+                phases[f"{option} timing"] = marks[(option, "done")] - at
+    if rounds_from is not None and timeline:
+        phases["re-measure rounds"] = timeline[-1][0] - rounds_from
+    return phases
 
 
 def _run_timing_the_answer(command: list[str], started: float, timeout_s: float = 3600) -> tuple[float | None, _Exited]:
@@ -433,16 +461,19 @@ def _run_timing_the_answer(command: list[str], started: float, timeout_s: float 
     answered: float | None = None
     line_seen: str | None = None
     tail: list[str] = []
+    timeline: list[tuple[float, str]] = []
     with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as child:
         watchdog = threading.Timer(timeout_s, child.kill)
         watchdog.start()
         assert child.stderr is not None
         for line in child.stderr:
+            if answered is None:
+                timeline.append((time.perf_counter() - started, line.strip()))
             if answered is None and line.startswith(RANKED_PREFIX):
                 answered, line_seen = time.perf_counter() - started, line.strip()
             tail = [*tail[-20:], line]
         watchdog.cancel()
-    return answered, _Exited(child.returncode, "".join(tail).strip(), line_seen)
+    return answered, _Exited(child.returncode, "".join(tail).strip(), line_seen, timeline)
 
 
 def analyse(path: Path, built: dict, server: str = "", tag: str = "") -> dict[str, Any]:
@@ -489,6 +520,7 @@ def analyse(path: Path, built: dict, server: str = "", tag: str = "") -> dict[st
         "rows": rows,
         "load_before": load_before,
         "environment_load": report["measurements"]["environment"].get("load"),
+        "before_answer": where_the_seconds_go(exited.timeline),
     }
 
 
@@ -562,6 +594,18 @@ def print_plain_script_table(runs: list[dict]) -> None:
         )
 
 
+def print_seconds_table(runs: list[dict]) -> None:
+    """Where each second before the early answer went, per analysis (from its progress lines)."""
+    timed = [run for run in runs if run["analysis"].get("before_answer")]
+    if not timed:
+        return
+    print("\n### where the seconds before `ranked:` go (s)\n")
+    for run in timed:
+        phases = run["analysis"]["before_answer"]
+        parts = ", ".join(f"{name} {seconds:.1f}" for name, seconds in phases.items())
+        print(f"- {run['model']} ({run['load']}), answer {run['analysis']['answer_s']:.0f} s: {parts}")
+
+
 def print_tables(inspected: dict[str, dict], manifest: dict[str, dict], runs: list[dict]) -> None:
     passed = sum(1 for row in inspected.values() if row["ok"])
     print(f"## inspect: {passed} of {len(inspected)} pass\n")
@@ -612,6 +656,7 @@ def print_tables(inspected: dict[str, dict], manifest: dict[str, dict], runs: li
             f"{analysis.get('load_before', 0):.2f} |"
         )
     print_plain_script_table(runs)
+    print_seconds_table(runs)
     print("\nTruth latencies (median of round medians, ms) and the advisor's own numbers:\n")
     for run in runs:
         t = run["truth"]
