@@ -429,8 +429,9 @@ class _Exited:
 def where_the_seconds_go(timeline: list[tuple[float, str]]) -> dict[str, float]:
     """The seconds before the early answer by phase, from the CLI's progress lines (`  inductor:default compiling`,
     ...): `inspect` until measuring starts, then per option of the first pass its compile (loading to timing: load,
-    float64 reference, compile, accuracy) and its timing (timing to done: the timed window and, for eager, its
-    profile), then the re-measure rounds (from the first line that repeats one of the first pass's)."""
+    float64 reference, compile, accuracy) and its timing (timing to done: the timed window; eager's profile, once
+    here, comes after the answer now, in the details), then the re-measure rounds (from the first line that repeats
+    one of the first pass's)."""
     phases: dict[str, float] = {}
     marks: dict[tuple[str, str], float] = {}  # the first pass's: a re-measure round's lines are counted apart
     rounds_from: float | None = None

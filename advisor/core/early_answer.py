@@ -1,12 +1,12 @@
 """The answer published once the measured options are ranked, before the recommended option's details.
 
-The details - other input sizes of the dynamic dims, the profiled "where the time goes", the warm-cache compile -
-are measured for the recommendation and the leading options only after the ranking, and none of them changes which
-option is recommended (advisor.core.decision.plan_pruning.detailed_options). On a slow model they take a while
-(DistilBERT on a busy 2-core node: ~11 s of an ~80 s analysis), so the ranked results are published first: the
-local CLI prints the answer, the worker posts them (`POST /api/v1/jobs/{id}/ranked`) and the analysis shows them
-while its job runs on; the completion replaces them. Such a run's stored quality names the options whose details
-are still to come (`quality.details.pending`). Torch-free.
+The details - other input sizes of the dynamic dims, the profiled "where the time goes" (eager's too), the
+warm-cache compile - are measured for the recommendation and the leading options only after the ranking, and none of
+them changes which option is recommended (advisor.core.decision.plan_pruning.detailed_options). On a slow model they
+take a while (DistilBERT on a busy 2-core node: ~11 s of an ~80 s analysis), so the ranked results are published
+first: the local CLI prints the answer, the worker posts them (`POST /api/v1/jobs/{id}/ranked`) and the analysis
+shows them while its job runs on; the completion replaces them. Such a run's stored quality names the options whose
+details are still to come (`quality.details.pending`). Torch-free.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def pending_note(run: Mapping[str, Any] | Any | None) -> str | None:
     if not pending:
         return None
     return (
-        f"Ranked; the details of {', '.join(pending)} (other input sizes, profile, warm-cache compile) are still "
-        "being measured - they do not change the recommendation"
+        f"Ranked; the details of {', '.join(pending)} (other input sizes, profile, warm-cache compile) and eager's "
+        "profile are still being measured - they do not change the recommendation"
     )
 
 

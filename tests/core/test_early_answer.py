@@ -39,6 +39,7 @@ def analysis(measured: dict, status: str = "running") -> dict:
 def test_a_ranking_names_the_details_still_to_come_and_a_complete_run_names_none():
     assert pending_details(ranked_run()) == ["inductor:default"]
     assert pending_note(ranked_run()).startswith("Ranked; the details of inductor:default")
+    assert "eager's profile are still being measured" in pending_note(ranked_run()), "it, too, comes after ranked:"
     complete = ranked_run()
     complete["quality"]["details"] = {"detailed": ["inductor:default"], "others": "..."}
     assert pending_details(complete) == [] and pending_note(complete) is None

@@ -46,6 +46,40 @@ def test_without_a_context_every_variant_is_measured(mlp_file: str) -> None:
     ]
 
 
+def test_eager_is_profiled_in_the_leading_options_details_child(mlp_file: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eager's "where the time goes" is taken after the ranking, by the leading option's details child (one child
+    fewer than a details child of its own), from the eager module it loaded, and only eager's is added to eager's
+    row; here the slower option stands in as the only leading one."""
+    from advisor.harness.measurement import run as run_module
+
+    slower = "tests.support.backends_for_tests:SlowerBy20msBackend"
+    monkeypatch.setattr(
+        run_module, "detailed_options", lambda context, inspection, run: ["test-slower-by-20ms:default"]
+    )
+    policy = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.3, warmup_iters=2, dynamic_sizes=0)
+    production = {"stage": "production", "target": "cpu", "model_changes": "frozen"}
+    events: list[dict] = []
+    ranked: list[dict] = []
+    run = measure_model(
+        mlp_file,
+        backends=[slower],
+        timing=policy,
+        plan_context=production,
+        progress=events.append,
+        remeasure=False,
+        on_ranked=ranked.append,
+    )
+    eager, other = run["measurements"]
+    assert ranked[0]["measurements"][0]["time_breakdown"] is None
+    assert eager["time_breakdown"]["entries"], "eager's ops, profiled in the other option's details child"
+    assert any(entry["name"].startswith("aten::") for entry in eager["time_breakdown"]["entries"])
+    assert other["time_breakdown"] is not None and other["time_breakdown"] != eager["time_breakdown"]
+    stages = [(e.get("backend"), e.get("stage")) for e in events]
+    assert ("test-slower-by-20ms", "details: profiling eager") in stages
+    assert ("eager", "profiling") not in stages and ("eager", "details: profiling") not in stages, "no eager child"
+    assert run["quality"]["details"]["detailed"] == ["test-slower-by-20ms:default"]
+
+
 def test_only_the_leading_options_get_their_details(tmp_path) -> None:
     """Other sizes of the dynamic dims, the profile and the warm compile are taken once the options are ranked,
     for the leading ones only (advisor.harness.measurement.details): here eager, which the option 20 ms slower per
@@ -88,6 +122,7 @@ def test_only_the_leading_options_get_their_details(tmp_path) -> None:
     assert stages.index("<ranked>") < stages.index("details: dynamic shapes")
     assert early["quality"]["details"]["pending"] == ["eager:default"]
     assert early["measurements"][0]["dynamic"] is None, "a copy taken before the details, not the final run"
+    assert early["measurements"][0]["time_breakdown"] is None, "eager's profile, too, waits for the ranking"
     assert [r["latency"] for r in early["measurements"]] == [r["latency"] for r in run["measurements"]]
     assert decide(production, None, early)["backend"] == decide(production, None, run)["backend"] == "eager"
 

@@ -93,6 +93,7 @@ def measure_variant(
     calibration_file: str | None = None,
     details_median_ms: float | None = None,
     seed_cache_from: str | None = None,
+    eager_profile_ms: float | None = None,
 ) -> dict:
     """One variant's row (see the module docstring). `reference_exists`: the baseline is timed again (a re-measure)
     and, for inference and training, reads the reference its first child wrote instead of computing it again (for
@@ -101,7 +102,8 @@ def measure_variant(
     the plan left until the options were ranked (other sizes of the dynamic dims with their recompiles, the
     profile, which is scaled by this, the first child's median latency). `seed_cache_from`: the compile cache of
     the mode this one compiles first, in the same job, copied into this child's before it compiles
-    (advisor.harness.measurement.seeded_cache)."""
+    (advisor.harness.measurement.seeded_cache). `eager_profile_ms` (a details child): eager's median latency - this
+    child also profiles the eager module it loaded, into `eager_time_breakdown` (details.measure_leading_details)."""
     devices.prepare_environment(device)
     cache = os.environ.get("ADVISOR_COMPILE_CACHE_DIR")
     files_seeded = seed_compile_cache(seed_cache_from, cache) if seed_cache_from and cache else None
@@ -135,7 +137,7 @@ def measure_variant(
             optimizer,
             accuracy_tolerance,
             sweep,
-            details_median_ms,
+            (details_median_ms, eager_profile_ms),
         )
 
 
@@ -207,12 +209,14 @@ def _measure_steps(
     optimizer: str,
     accuracy_tolerance: dict | None,
     sweep: dict | None,
-    details_median_ms: float | None = None,
+    details_ms: tuple[float | None, float | None] = (None, None),
 ) -> dict:
     """An inference or training variant (under no_grad): reference, compile and first call, accuracy, then the
-    timed window and what is measured after it (in a leading option's details child: only what comes after it)."""
+    timed window and what is measured after it (in a leading option's details child: only what comes after it,
+    and eager's profile where asked). `details_ms`: (this option's, eager's) first-child median of a details child."""
     import torch
 
+    details_median_ms, eager_profile_ms = details_ms
     if v.is_baseline and not reference_exists:
         v.progress("reference")
         reference = _write_reference(v.loaded, v.dev, reference_path, workload)
@@ -230,6 +234,9 @@ def _measure_steps(
         if details_median_ms is not None and not v.steps:
             # its sweep: a traffic plan's sizes, for the plan's options only (measurement.details); else None
             _after_the_window(v, result, _callables(v), frames_after_first, sweep, details_median_ms)
+            if eager_profile_ms is not None and v.timing.profile:
+                v.progress("profiling eager")
+                result["eager_time_breakdown"] = profiled_breakdown(v.module, v.inputs, v.dev, eager_profile_ms)
         return _with_status(result, accuracy, checked)
     if not accuracy["passed"] and v.timing.race_below is not None:  # racing: it cannot be recommended
         v.timing = dataclasses.replace(v.timing, race_below=math.inf)  # its floor of samples is enough

@@ -38,14 +38,34 @@ NOT_DETAILED = "not a leading option: other sizes, profile and warm compile were
 
 def first_pass_policy(context: DeploymentContext | None, workload: str, policy: dict, is_baseline: bool) -> dict:
     """The timing policy of a variant's first child (and of its re-measures): `policy` less what waits for the
-    ranking. The eager baseline keeps its profile: it is what every option's "where the time goes" is read against."""
+    ranking - eager's profile included, which a leading option's details child takes (`measure_leading_details`) -
+    and, for the eager baseline, a shorter window (`eager_window`)."""
     if context is None or workload != "inference":
         return policy
-    return {
+    first = {
         **policy,
         "dynamic_sizes": 0,
-        "profile": bool(policy["profile"]) and is_baseline,
+        "profile": False,
         "warm_cache": bool(policy["warm_cache"]) and context.ships_compile_cache,
+    }
+    return eager_window(first) if is_baseline and context.latency_target_ms is None else first
+
+
+def eager_window(policy: dict) -> dict:
+    """Eager's own first window, where the options are ranked: its CI target doubled (+-4 % by default) and half
+    the cap, as long as `min_iters` and `min_time_s` still hold.
+
+    Why it may be looser: no option is ranked against it. Each option's speedup comes from the eager timed beside
+    it in its own child, and options rank against each other by those speedups (candidates.compare, paired_ratio);
+    eager's own row sits at 1.0x exactly. Its window's numbers serve as one of the eager medians whose lower middle
+    is the reference of the common scale (candidates.reference_eager_ms: the tables' ms, not any "faster"), as
+    eager's row in the tables, and as noise evidence (its spread, its blocks' drift, its median against the other
+    eagers': noise.EAGER_DRIFT_MAX_RATIO is 1.5x, far beyond +-4 %). With a latency target the full window stays:
+    eager's own p99 is then checked against it (candidates: over the latency target)."""
+    return {
+        **policy,
+        "ci_target": policy["ci_target"] * 2,
+        "max_time_s": max(policy["min_time_s"], policy["max_time_s"] / 2),
     }
 
 
@@ -76,21 +96,50 @@ def measure_leading_details(
     """One details child for each option of `wanted` (`detailed_options`) that measured ok; returns what the run's
     quality records of it: which options got their details, and why the others did not. `plan_sweep`: (a traffic
     sweep spec, the options it is for: `plan_swept_options`, all in `wanted`) - those children also time the plan's
-    sizes; the quality then names them (`swept`) and why the others were not (`not_swept`)."""
+    sizes; the quality then names them (`swept`) and why the others were not (`not_swept`).
+
+    Eager's profile (the report's "where the time goes" shows eager's beside the recommended option's) is taken
+    here too, not in eager's first child: the first leading option's details child also profiles the eager module it
+    loaded (`eager_profile_ms`), or eager's own details child when eager leads; only when neither gave one does a
+    child of its own profile eager (`_profile_eager`)."""
     rows = run["measurements"]
+    eager = rows[0]
     sweep, swept_for = plan_sweep or (None, [])
     detailed: list[str] = []
     swept: list[str] = []
     for index, (spec, mode) in enumerate(variants):
         row, label = rows[index], noise.label(rows[index])
-        if label not in wanted or row["status"] not in ("ok", "fail_accuracy") or not row.get("latency"):
+        if label not in wanted or not _timed(row):
             continue
         child_common = {**common, "sweep": sweep if label in swept_for else None}  # never a first-pass sweep again
-        measure_details(spec, mode, index == 0, row, child_common, sandbox, workdir / f"cache-{index}", policy)
+        carry = eager if index > 0 and policy["profile"] and _awaits_profile(eager) else None
+        cache_dir = workdir / f"cache-{index}"
+        measure_details(spec, mode, index == 0, row, child_common, sandbox, cache_dir, policy, eager=carry)
         detailed.append(label)
         if row.get("sweep"):
             swept.append(label)
+    if policy["profile"] and _awaits_profile(eager):
+        _profile_eager(variants, eager, {**common, "sweep": None}, sandbox, workdir, policy)
     details: dict[str, Any] = {"detailed": detailed, "others": NOT_DETAILED}
     if sweep is not None:
         details.update(swept=swept, not_swept=NOT_SWEPT)
     return details
+
+
+def _timed(row: dict[str, Any]) -> bool:
+    return row["status"] in ("ok", "fail_accuracy") and bool(row.get("latency"))
+
+
+def _awaits_profile(eager: dict[str, Any]) -> bool:
+    """Whether the eager row has no profile yet and could have one (it was timed)."""
+    return eager.get("backend") == "eager" and _timed(eager) and eager.get("time_breakdown") is None
+
+
+def _profile_eager(
+    variants: list[tuple[str, str]], eager: dict[str, Any], common: dict, sandbox: dict, workdir: Path, policy: dict
+) -> None:
+    """Eager's profile in a details child of its own, when no leading option's details child took it: only the
+    profile (no other sizes of the dynamic dims, no plan sizes: those are a leading option's details)."""
+    spec, mode = variants[0]
+    profile_only = {**policy, "dynamic_sizes": 0}
+    measure_details(spec, mode, True, eager, common, sandbox, workdir / "cache-0", profile_only)

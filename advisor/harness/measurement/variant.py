@@ -98,12 +98,14 @@ def measure_details(
     sandbox: dict,
     cache_dir: Path,
     policy: dict,
+    eager: dict[str, Any] | None = None,
 ) -> None:
     """A leading option's details, measured once the options are ranked, in a warm-cache child (its first child's
     compile cache): the warm compile, other sizes of the dynamic dims with their recompiles, the profile and, when
     `common` carries one (a traffic sweep: measurement.details), the shape plan's sizes. They
     go into `row`; its timings stay the first child's. A details child that fails leaves the row as it was, saying
-    why in `details_error`."""
+    why in `details_error`. `eager`: the eager row, whose profile this child also takes (of the eager module it
+    loads, scaled by that row's median) into its `time_breakdown`."""
     from advisor.harness.backends import CompileRequest, get_backend
 
     backend = get_backend(spec)
@@ -119,6 +121,8 @@ def measure_details(
         "warm_run": True,
         "details_median_ms": median_ms,
     }
+    if eager is not None:
+        kwargs["eager_profile_ms"] = eager["latency"]["median_ms"]
     label = f"{backend.name}:{mode} (details)"
     details = _run_child(kwargs, sandbox, cache_dir, backend.environment(request), label)
     row["wall_s"] += details.wall_s
@@ -132,6 +136,8 @@ def measure_details(
     for key in ("dynamic", "recompiles", "time_breakdown", "sweep"):
         if value.get(key) is not None:
             row[key] = value[key]
+    if eager is not None and value.get("eager_time_breakdown") is not None:
+        eager["time_breakdown"] = value["eager_time_breakdown"]
 
 
 def _run_child(kwargs: dict, sandbox: dict, cache_dir: Path, extra_env: dict, stage: str) -> SandboxResult:
