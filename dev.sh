@@ -52,7 +52,7 @@ case "$cmd" in
     "$VENV/bin/ruff" check .
     "$VENV/bin/ruff" format --check .
     # several workers (pytest-xdist): compiles, sandboxed children and servers overlap; `-n 0` runs it serially
-    exec "$VENV/bin/python" -m pytest -n "${ADVISOR_TEST_WORKERS:-5}" --dist worksteal "$@"
+    exec "$VENV/bin/python" -m pytest -n "${ADVISOR_TEST_WORKERS:-4}" --dist worksteal "$@"
     ;;
   *)
     echo "usage: bash dev.sh run|test [args]" >&2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -50,7 +51,10 @@ def test_every_service_error_has_a_code_in_the_one_table_and_no_status_of_its_ow
     ids=lambda value: type(value).__name__ if isinstance(value, Exception) else str(value),
 )
 def test_the_edge_answers_each_error_with_its_codes_status_and_message(error, status):
-    answer = asyncio.run(service_error_response(None, error))  # type: ignore[arg-type]
+    # in a thread of its own, as tests/service/test_api.py does: a browser test earlier on the same xdist worker can
+    # leave an event loop running on this thread (playwright's sync API), and asyncio.run refuses to nest in it
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(asyncio.run, service_error_response(None, error)).result()  # type: ignore[arg-type]
     assert answer.status_code == status == error.status_code
     body = json.loads(answer.body)
     if isinstance(error, ResultsInvalid):
