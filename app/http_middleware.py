@@ -3,10 +3,12 @@ security headers): each acts on HTTP requests only and hands lifespan and websoc
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 
-class HttpMiddleware:
+class HttpMiddleware(ABC):
     """Calls `handle` for the HTTP requests it `applies_to`; everything else goes straight to the app."""
 
     def __init__(self, app: ASGIApp) -> None:
@@ -22,5 +24,6 @@ class HttpMiddleware:
         """Whether this HTTP request is one the middleware acts on: every one, unless a middleware says otherwise."""
         return True
 
+    @abstractmethod
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        raise NotImplementedError
+        """What the middleware does with an HTTP request it applies to (calling `self.app` to pass it on)."""

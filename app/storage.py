@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import tempfile
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -139,11 +140,12 @@ class ArtifactStorage(Protocol):
     def discard_incomplete(self) -> int: ...
 
 
-class ReceivingStore:
+class ReceivingStore(ABC):
     """The receiving half both backends share: `receive` and `save` over the backend's `open_sink`."""
 
+    @abstractmethod
     def open_sink(self) -> Sink:
-        raise NotImplementedError
+        """Where one incoming file's bytes go: a local temp file or an object-storage upload."""
 
     def receive(self, *, max_bytes: int, what: str = "upload") -> IncomingFile:
         """Start receiving a file chunk by chunk (see IncomingFile)."""
