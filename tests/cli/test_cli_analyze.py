@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from advisor.cli import app
+from tests.support.cli_server_call import server_call
 
 runner = CliRunner()
 
@@ -31,46 +31,15 @@ def test_invalid_context_flags_are_reported_field_by_field(tmp_path: Path) -> No
 
 
 def test_context_file_is_overridden_by_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = tmp_path / "m.pt2"
-    model.write_bytes(b"x")
     context_file = tmp_path / "context.json"
     context_file.write_text(json.dumps({"stage": "edge", "target": "cpu", "memory_budget_mb": 256}))
-    seen: dict[str, Any] = {}
-
-    def fake_remote(**kwargs: Any) -> int:
-        seen.update(kwargs)
-        return 0
-
-    import advisor.cli.remote
-
-    monkeypatch.setattr(advisor.cli.remote, "analyze_remote", fake_remote)
-    token_file = tmp_path / "token"
-    token_file.write_text("t0k\n")
-    token_file.chmod(0o600)
-    result = runner.invoke(
-        app,
-        [
-            "analyze",
-            str(model),
-            "--context",
-            str(context_file),
-            "--stage",
-            "production",
-            "--server",
-            "http://advisor.example:8000",
-            "--token-file",
-            str(token_file),
-            "--format",
-            "markdown",
-            "--backends",
-            "eager,inductor",
-            "--force",
-            "--tag",
-            "nightly-cv",
-            "--out",
-            str(tmp_path / "r.md"),
-        ],
+    result, seen = server_call(
+        tmp_path,
+        monkeypatch,
+        *["--context", str(context_file), "--stage", "production", "--format", "markdown"],
+        *["--backends", "eager,inductor", "--force", "--tag", "nightly-cv", "--out", str(tmp_path / "r.md")],
     )
+    model = tmp_path / "m.pt2"
     assert result.exit_code == 0, result.output
     assert seen["backends"] == ["eager", "inductor"] and seen["force"] is True and seen["out"] == tmp_path / "r.md"
     assert seen["context"]["stage"] == "production"  # the flag wins

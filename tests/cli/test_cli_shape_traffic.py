@@ -5,33 +5,14 @@ after inspection, before anything is measured."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from advisor.cli import app
+from tests.support.cli_server_call import server_call
 
 runner = CliRunner()
-
-
-def server_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> tuple[Any, dict[str, Any]]:
-    model = tmp_path / "m.pt2"
-    model.write_bytes(b"x")
-    seen: dict[str, Any] = {}
-
-    def fake_remote(**kwargs: Any) -> int:
-        seen.update(kwargs)
-        return 0
-
-    import advisor.cli.remote
-
-    monkeypatch.setattr(advisor.cli.remote, "analyze_remote", fake_remote)
-    token_file = tmp_path / "token"
-    token_file.write_text("t0k\n")
-    token_file.chmod(0o600)
-    args = ["analyze", str(model), "--server", "http://advisor.example:8000", "--token-file", str(token_file)]
-    return runner.invoke(app, [*args, *extra]), seen
 
 
 def test_the_traffic_is_aggregated_into_the_submitted_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
