@@ -257,17 +257,20 @@ def test_cpu_device_times_calls_and_reports_peak_rss_above_the_baseline():
     assert dev.describe()["measured_on"] == "cpu"
 
 
+def busy(seconds: float):
+    """A call that keeps a core busy for `seconds` (a stand-in runtime whose length the test knows)."""
+
+    def call() -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    return call
+
+
 def test_fast_calls_are_timed_in_blocks_and_each_sample_is_the_block_mean():
     from advisor.harness.devices import open_device
     from advisor.harness.measurement.timing import time_side_by_side
-
-    def busy(seconds: float):
-        def call() -> None:
-            end = time.perf_counter() + seconds
-            while time.perf_counter() < end:
-                pass
-
-        return call
 
     policy = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.5, warmup_iters=2, sample_time_s=0.001)
     fns = {"backend": busy(100e-6), "eager": busy(2e-3)}
@@ -521,14 +524,6 @@ def test_a_window_racing_a_leader_stops_at_its_floor_once_clearly_behind(backend
     full."""
     from advisor.harness.devices import open_device
     from advisor.harness.measurement.timing import time_side_by_side
-
-    def busy(seconds: float):
-        def call() -> None:
-            end = time.perf_counter() + seconds
-            while time.perf_counter() < end:
-                pass
-
-        return call
 
     policy = TimingPolicy(min_iters=200, min_time_s=0.0, max_time_s=2.0, warmup_iters=1, race_below=1.0)
     fns = {"backend": busy(backend_s), "eager": busy(2e-3)}
