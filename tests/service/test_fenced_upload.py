@@ -9,7 +9,6 @@ transaction checks the fence once more.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,12 +18,16 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 import app.job_queue as job_queue
-from app.db import create_db_engine, upgrade_database
 from app.job_queue import JobQueue, ResultsUpload, StaleLease
 from app.models import Analysis, Job, JobEvent
 from app.results import TEXT_CHARS
 from tests.support.fixtures_decide import inspection, measurement, run
-from tests.support.service_db import FakeClock, add_analysis, empty_postgres, new_session
+from tests.support.service_db import (
+    FakeClock,
+    add_analysis,
+    engine_on_both_databases,  # noqa: F401 - the `engine` fixture: SQLite and PostgreSQL
+    new_session,
+)
 
 from .test_api import submit
 from .test_completion_binding import leased, post, register, results_for
@@ -32,15 +35,6 @@ from .test_ranked_results import post_ranked, ranking_of
 
 CPU_CONTEXT = {"stage": "production", "target": "cpu"}
 PROMPT_S = 3.0  # answered within this while an upload is decided (the old flow held the write gate: 503 after 5 s)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def engine(request: pytest.FixtureRequest, db_url: str):  # noqa: ANN201 - overrides conftest's engine
-    with empty_postgres() if request.param == "postgresql" else contextlib.nullcontext(db_url) as url:
-        engine = create_db_engine(url)
-        upgrade_database(engine)
-        yield engine
-        engine.dispose()
 
 
 def leased_job(engine, queue: JobQueue, clock: FakeClock) -> tuple[int, int, str]:  # noqa: ANN001

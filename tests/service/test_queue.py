@@ -3,7 +3,6 @@ session per actor on a temp-file SQLite database (and on PostgreSQL when ADVISOR
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections import Counter
 
@@ -13,16 +12,12 @@ from sqlalchemy import Engine, select
 from app.db import create_db_engine, upgrade_database
 from app.job_queue import InvalidTransition, JobQueue, QueuePolicy, StaleLease, WorkerNotFound
 from app.models import Job, JobEvent
-from tests.support.service_db import FakeClock, add_analysis, empty_postgres, new_session
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def engine(request: pytest.FixtureRequest, db_url: str):  # noqa: ANN201 - overrides conftest's engine
-    with empty_postgres() if request.param == "postgresql" else contextlib.nullcontext(db_url) as url:
-        engine = create_db_engine(url)
-        upgrade_database(engine)
-        yield engine
-        engine.dispose()
+from tests.support.service_db import (
+    FakeClock,
+    add_analysis,
+    engine_on_both_databases,  # noqa: F401 - the `engine` fixture: SQLite and PostgreSQL
+    new_session,
+)
 
 
 def enqueue(engine: Engine, queue: JobQueue, clock: FakeClock, **kwargs) -> int:

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from app.db import create_db_engine
+from app.db import create_db_engine, upgrade_database
 from app.models import Analysis, Artifact
 from app.settings import Settings
 
@@ -90,3 +90,14 @@ def empty_postgres() -> Iterator[str]:
             connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
         engine.dispose()
         yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"], name="engine")
+def engine_on_both_databases(request: pytest.FixtureRequest, db_url: str) -> Iterator[Engine]:
+    """The queue tests' engine, on SQLite and on an empty PostgreSQL (skipped, saying so, without one): a test
+    module that imports it overrides conftest's SQLite-only `engine`."""
+    with empty_postgres() if request.param == "postgresql" else contextlib.nullcontext(db_url) as url:
+        engine = create_db_engine(url)
+        upgrade_database(engine)
+        yield engine
+        engine.dispose()
