@@ -8,8 +8,9 @@ from sqlmodel import Session
 
 from app.analyses import queue_positions
 from app.models import Job
+from tests.support.service_db import engine_on_both_databases  # noqa: F401 - the `engine` fixture: SQLite and PostgreSQL
 
-from .test_queue import claim, engine, enqueue, register  # noqa: F401 - `engine`: SQLite and PostgreSQL
+from .test_queue import claim, enqueue, register
 
 PRIORITIES = [0, 10, 0, 5, 10, 5, 0]
 
