@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ import pytest
 from sqlmodel import Session
 
 from tests.support.service_env import service_environment
+from tests.support.waiting import free_port
 
 CHROMIUM = os.environ.get("ADVISOR_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -38,12 +38,6 @@ CHROMIUM_ARGS = [
 ]
 VIEWPORT = {"width": 1366, "height": 768}  # a laptop screen
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_healthy(url: str, timeout_s: float, process: subprocess.Popen | None = None) -> None:

@@ -21,18 +21,13 @@ import pytest
 
 from tests.support.raw_http import read_answer
 from tests.support.service_env import service_environment
+from tests.support.waiting import free_port
 
 pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-c", "from advisor.cli import app; app()"]
 BIG = 6 << 20  # over app.admission.DRAIN_BYTES: answered first, then drained
 SMALL = 8 << 10  # drained first, answered on a kept connection
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

@@ -4,19 +4,14 @@ credentials boto3 reads from the environment (tests/service/conftest.py's `s3_en
 from __future__ import annotations
 
 import contextlib
-import socket
 from collections.abc import Iterator
 
 import pytest
 
+from tests.support.waiting import free_port
+
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "advisor-test", "AWS_SECRET_ACCESS_KEY": "advisor-test-secret"}
 REGION = "us-east-1"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager

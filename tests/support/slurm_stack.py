@@ -7,17 +7,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from tests.support.service_env import FAST_TIMING_ENV, service_environment
+from tests.support.waiting import free_port, wait_for
 
 CLI = [sys.executable, "-c", "from advisor.cli import app; app()"]
 SLURM_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm_single_node.sh"
@@ -61,22 +58,6 @@ def kill_batch_job(job_id: str) -> list[int]:
         except ProcessLookupError:
             pass
     return pids
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, logs: Callable[[], str] = str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"{what}: not within {timeout_s:g} s\n{logs()}")
 
 
 class Stack:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,16 +18,11 @@ import httpx
 import pytest
 
 from tests.support.service_env import service_environment
+from tests.support.waiting import free_port, wait_for
 
 pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-c", "from advisor.cli import app; app()"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Services:
@@ -103,13 +97,7 @@ def example_model(example_mlp_file: Path) -> Path:
 
 
 def wait_until(predicate, timeout_s: float, what: str, services: Services):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"{what} within {timeout_s:g} s\nworker log:\n{services.log('worker.log')}")
+    return wait_for(predicate, timeout_s, what, lambda: f"worker log:\n{services.log('worker.log')}")
 
 
 def test_queued_jobs_survive_a_server_crash_and_analyze_waits_for_the_stored_report(
