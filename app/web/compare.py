@@ -116,7 +116,8 @@ def compare_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[CompareRow]
         if _has(env_a, key) or _has(env_b, key):
             rows.append(_row("Environment", key.replace("_", " "), _attr(env_a, key), _attr(env_b, key)))
     m_a, m_b = _measurements(run_a), _measurements(run_b)
-    times_a, times_b = (_scaled_times(x.get("measurements")) for x in (a, b))
+    # each option's times on its own analysis's reference eager scale, as the analysis page quotes them
+    times_a, times_b = (comparable_times(x.get("measurements"))[1] for x in (a, b))
     for label in list(m_a) + [name for name in m_b if name not in m_a]:
         x, y = m_a.get(label), m_b.get(label)
         time_x, time_y = _time_of(times_a, x), _time_of(times_b, y)
@@ -146,12 +147,6 @@ def compare_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[CompareRow]
             _row("Model", "graph breaks", _attr(breaks_a, "count"), _attr(breaks_b, "count")),
         ]
     return rows
-
-
-def _scaled_times(run: Any) -> dict[str, ComparableTime]:
-    """Each option's times on its own analysis's reference eager scale (advisor.core.common_scale), as the analysis
-    page quotes them: never one process's loaded median beside another's quiet one."""
-    return comparable_times(run if isinstance(run, Mapping) else None)[1]
 
 
 def _time_of(times: dict[str, ComparableTime], row: MeasurementRow | None) -> ComparableTime | None:
