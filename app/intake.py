@@ -9,15 +9,16 @@ A refusal is an HTTPException whose status and `{field, message}` list both call
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
+from typing import BinaryIO
 
 from fastapi import HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from sqlmodel import Session
 
 from advisor.core import catalogue
+from advisor.core.artifacts import opened
 from advisor.core.calibration import (
     MAX_CALIBRATION_BYTES,
     CalibrationInfo,
@@ -207,10 +208,11 @@ def _store_model(incoming: Incoming, now, calibration: CalibrationInfo | None = 
     from advisor.core.artifacts import ArtifactRejected, sniff
 
     def check(source):  # noqa: ANN001, ANN202 - the local store's temp Path, or object storage's reader
-        info = sniff(source)
-        if calibration is not None and info.format == "exported_program":
-            _check_calibration_fits(source, info.archive_name, calibration)
-        return info
+        with opened(source) as handle:  # one open for the sniff and the calibration check
+            info = sniff(handle)
+            if calibration is not None and info.format == "exported_program":
+                _check_calibration_fits(handle, info.archive_name, calibration)
+            return info
 
     try:
         stored, info = incoming.commit(check=check)
@@ -221,17 +223,13 @@ def _store_model(incoming: Incoming, now, calibration: CalibrationInfo | None = 
     return _artifact_row(stored, now, kind="model", info=info)
 
 
-def _check_calibration_fits(source, archive_name: str, calibration: CalibrationInfo) -> None:  # noqa: ANN001
+def _check_calibration_fits(handle: BinaryIO, archive_name: str, calibration: CalibrationInfo) -> None:
     """CalibrationRefused (advisor.core.calibration.check_against_inputs: the message the worker and `analyze --local`
     give) when the archive's JSON names inputs the calibration arrays do not fit; nothing when it cannot tell."""
     from advisor.core.archive_inputs import exported_inputs
 
-    if isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as handle:
-            inputs = exported_inputs(handle, archive_name)
-    else:
-        source.seek(0)
-        inputs = exported_inputs(source, archive_name)
+    handle.seek(0)
+    inputs = exported_inputs(handle, archive_name)
     if inputs is not None:
         check_against_inputs(calibration, inputs)
 
@@ -249,10 +247,8 @@ def _store_calibration(incoming: Incoming, now) -> tuple[Artifact, CalibrationIn
     size = incoming.size
 
     def check(source) -> CalibrationInfo:  # noqa: ANN001 - the local store's temp Path, or object storage's reader
-        if isinstance(source, (str, os.PathLike)):
-            with open(source, "rb") as handle:
-                return check_stream(handle, size)
-        return check_stream(source, size)
+        with opened(source) as handle:
+            return check_stream(handle, size)
 
     try:
         stored, info = incoming.commit(check=check)

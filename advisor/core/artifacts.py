@@ -19,11 +19,13 @@ whatever the upload claims about itself:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import struct
 import zipfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -103,10 +105,19 @@ def sniff(
     max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES,
 ) -> ArtifactInfo:
     """Classify a model file (path or seekable binary file object) or raise `ArtifactRejected`."""
+    with opened(source) as fh:
+        return _sniff_stream(fh, max_entries, max_uncompressed_bytes)
+
+
+@contextlib.contextmanager
+def opened(source: str | os.PathLike[str] | BinaryIO) -> Iterator[BinaryIO]:
+    """A stored file as a binary stream: a path opened (and closed after), a file object (object storage's reader)
+    as it is - the two forms an artifact store hands its checks."""
     if isinstance(source, (str, os.PathLike)):
         with open(Path(source), "rb") as fh:
-            return _sniff_stream(fh, max_entries, max_uncompressed_bytes)
-    return _sniff_stream(source, max_entries, max_uncompressed_bytes)
+            yield fh
+    else:
+        yield source
 
 
 def _sniff_stream(fh: BinaryIO, max_entries: int, max_uncompressed_bytes: int) -> ArtifactInfo:
