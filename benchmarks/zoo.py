@@ -11,7 +11,8 @@ Builds 22 models from torchvision, timm and transformers (random weights; export
    is recorded beside it.
 3. **truth**, independently of the advisor's code: in a fresh process the same options (eager, Inductor default,
    Inductor max-autotune, ONNX Runtime) built with plain torch/onnxruntime calls and timed with
-   `torch.utils.benchmark` (same torch threads; ONNX Runtime's intra-op threads set to the same number), rounds
+   `torch.utils.benchmark` (same torch threads; ONNX Runtime's intra-op threads set to the same number, not
+   spinning, as the advisor's snippet configures the session it recommends), rounds
    interleaved over the options so drift hits all of them; an option is accurate when its outputs match eager's
    (`allclose`, rtol 1e-2, atol 1e-3). Its wall time (compiles + timing) is what a careful engineer spends by hand.
 4. **regret** = truth latency of the pick / truth latency of the fastest accurate option (the quiet run's truth
@@ -366,6 +367,9 @@ def _build_option(option: str, module: Any, args: tuple, kwargs: dict, threads: 
         torch.onnx.export(module, args, onnx_path, kwargs=kwargs or None, dynamo=True)
         session_options = onnxruntime.SessionOptions()
         session_options.intra_op_num_threads = threads
+        # as the advisor's snippet configures the session it recommends (advisor/core/snippets.py): ORT's default
+        # spinning threads time 2x slower under another process's load (benchmarks/ort_spinning.py)
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = onnxruntime.InferenceSession(onnx_path, session_options, providers=["CPUExecutionProvider"])
         names = [i.name for i in session.get_inputs()]
         flat = [t.numpy() for t in (*args, *kwargs.values())]

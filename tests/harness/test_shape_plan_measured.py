@@ -46,7 +46,9 @@ def encoder_file(tmp_path_factory: pytest.TempPathFactory) -> str:
     return export_to(path, TextEncoder().eval(), (ids,), dynamic_shapes={"ids": {1: seq}})
 
 
-TRAFFIC = [{"shapes": {"ids": [1, n]}, "weight": w} for n, w in [(4, 50), (16, 10), (40, 2)]]
+# three sizes, each its own point of the sweep (a wider spread adds power-of-two points between them, and a static
+# compile each: this test's time)
+TRAFFIC = [{"shapes": {"ids": [1, n]}, "weight": w} for n, w in [(4, 50), (8, 10), (16, 2)]]
 
 
 @pytest.mark.slow
@@ -54,7 +56,7 @@ def test_the_text_encoders_plan_is_chosen_from_its_own_timings(encoder_file: str
     context = parse_context({"target": "cpu", "max_graphs": 2, "shape_traffic": TRAFFIC})
     spec = sweep_spec(context)
     sizes = [point["ids"][1] for point in spec["points"]]
-    assert {4, 40} <= set(sizes) and len(sizes) <= 8  # the ends, bounded
+    assert {4, 16} <= set(sizes) and len(sizes) <= 8  # the ends, bounded
     run = measure_model(
         encoder_file, backends=["eager", "inductor:default"], timing=FAST, shape_sweep=spec, remeasure=False
     )
@@ -76,8 +78,8 @@ def test_the_text_encoders_plan_is_chosen_from_its_own_timings(encoder_file: str
     assert kinds == {"dynamic", "static", "buckets"}
     static = next(o for o in [plan, *plan["alternatives"]] if o["kind"] == "static")
     assert static["graphs"] == 3 and static["within_budget"] is False  # three sizes, a budget of two
-    assert [r["size"] for r in plan["sizes"]] == sorted(set(sizes) | {4, 16, 40})
-    assert static["memory_mb"] == max(swept[n]["static"]["peak_memory_mb"] for n in (4, 16, 40))
+    assert [r["size"] for r in plan["sizes"]] == sorted(set(sizes) | {4, 8, 16})
+    assert static["memory_mb"] == max(swept[n]["static"]["peak_memory_mb"] for n in (4, 8, 16))
 
 
 @pytest.mark.slow
