@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import importlib.util
 import inspect
 import json
 import re
@@ -29,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from advisor.core.results import InductorStatus, TorchAirStatus
+from advisor.core.results import InductorStatus, OnnxExportStatus, TorchAirStatus
 
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "torchair_coverage.json"
 
@@ -243,6 +244,47 @@ def _has_kernel(op: Any, dispatch_key: str) -> bool:
     import torch
 
     return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), dispatch_key)
+
+
+# ------------------------------------------------------------------ ONNX export
+def onnx_export_status(op: Any) -> OnnxExportStatus | None:
+    """How `torch.onnx.export(dynamo=True)` (the ONNX Runtime options' export) takes a custom op:
+
+    - decomposed: it has a CompositeImplicitAutograd kernel, which the exporter's decompositions inline into the
+      ops it calls (aten ops it translates);
+    - translated: the exporter's registry (onnxscript's torchlib) has a translation for it (quantized_decomposed::,
+      torchvision:: ops);
+    - none: neither - an opaque op (a `torch.library.custom_op`, a vendor's npu:: op): the export fails on it.
+
+    None where this process cannot tell: not an OpOverload, or the exporter's packages are missing or broken. The
+    registry is built only when a custom op needs it (seconds: it imports onnxscript), once per process."""
+    import torch
+
+    op = _as_op(op)
+    if not isinstance(op, torch._ops.OpOverload):
+        return None
+    if _has_kernel(op, "CompositeImplicitAutograd"):
+        return "decomposed"
+    registry = _onnx_registry()
+    if registry is None:
+        return None
+    try:
+        return "translated" if registry.is_registered(op) else "none"
+    except Exception:  # noqa: BLE001 - a private API of the installed torch: no answer rather than a wrong one
+        return None
+
+
+@functools.cache
+def _onnx_registry() -> Any | None:
+    """The registry `torch.onnx.export(dynamo=True)` translates from, or None without its packages."""
+    if importlib.util.find_spec("onnxscript") is None:
+        return None
+    try:
+        from torch.onnx._internal.exporter import _registration
+
+        return _registration.ONNXRegistry.from_torchlib()
+    except Exception:  # noqa: BLE001 - a torch without this exporter, a broken onnxscript: unknown, not "none"
+        return None
 
 
 # ------------------------------------------------------------------ TorchAir
