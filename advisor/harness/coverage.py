@@ -257,7 +257,7 @@ def onnx_export_status(op: Any) -> OnnxExportStatus | None:
     - none: neither - an opaque op (a `torch.library.custom_op`, a vendor's npu:: op): the export fails on it.
 
     None where this process cannot tell: not an OpOverload, or the exporter's packages are missing or broken. The
-    registry is built only when a custom op needs it (seconds: it imports onnxscript), once per process."""
+    exporter's registry is read only when a custom op needs it (seconds: it imports onnxscript), once per process."""
     import torch
 
     op = _as_op(op)
@@ -265,26 +265,34 @@ def onnx_export_status(op: Any) -> OnnxExportStatus | None:
         return None
     if _has_kernel(op, "CompositeImplicitAutograd"):
         return "decomposed"
-    registry = _onnx_registry()
-    if registry is None:
+    translated = _onnx_translated_ops()
+    if translated is None:
         return None
-    try:
-        return "translated" if registry.is_registered(op) else "none"
-    except Exception:  # noqa: BLE001 - a private API of the installed torch: no answer rather than a wrong one
-        return None
+    return "translated" if str(op) in translated else "none"
 
 
 @functools.cache
-def _onnx_registry() -> Any | None:
-    """The registry `torch.onnx.export(dynamo=True)` translates from, or None without its packages."""
+def _onnx_translated_ops() -> frozenset[str] | None:
+    """The ops `torch.onnx.export(dynamo=True)` has a translation for, by name ("ns.op.overload"), as its registry
+    (`ONNXRegistry.from_torchlib`) reads them: torch's own torchlib and onnxscript's. By name, because the registry
+    resolves its names to ops when it is built and leaves out those not registered yet (a quantized_decomposed::
+    op before torch.ao's module that defines it is imported). None without the exporter's packages, or where this
+    torch's private registry API no longer reads as expected: unknown, never "none" for everything."""
     if importlib.util.find_spec("onnxscript") is None:
         return None
     try:
         from torch.onnx._internal.exporter import _registration
 
-        return _registration.ONNXRegistry.from_torchlib()
-    except Exception:  # noqa: BLE001 - a torch without this exporter, a broken onnxscript: unknown, not "none"
+        names = {str(meta.fx_target) for meta in _registration._torchlib_registry.get_torchlib_ops()}
+        for meta in _registration.onnxscript_apis.get_torchlib_ops():
+            namespace, _, rest = str(meta.qualified_name).partition("::")
+            names.add(f"{namespace}.{rest}" if "." in rest else f"{namespace}.{rest}.default")
+    except Exception:  # noqa: BLE001 - a torch without this exporter, a broken onnxscript: unknown
         return None
+    return frozenset(names) if _ONNX_SENTINEL_OPS <= names else None
+
+
+_ONNX_SENTINEL_OPS = frozenset({"aten.relu.default", "aten.addmm.default"})  # any exporter translates these
 
 
 # ------------------------------------------------------------------ TorchAir
