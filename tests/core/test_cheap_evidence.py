@@ -131,3 +131,17 @@ def test_the_skipped_row_reads_as_not_measured_in_the_decision_and_the_report() 
     assert "skipped (see why not)" in render(analysis, "markdown"), "its row in the measurements table"
     assert "onnxruntime:default: not measured: the graph calls mylib.scale.default, a custom op" in text
     assert "mylib.scale.default (Inductor: fallback, TorchAir: none, ONNX export: none)" in text
+
+
+def test_the_result_model_bounds_the_field_and_reads_an_inspection_without_it() -> None:
+    """What a worker posts is validated (advisor.core.results): the field is a bounded label; an inspection stored
+    before it existed still validates, its ops' ONNX export unknown (so nothing is ruled out: measured)."""
+    from pydantic import ValidationError
+
+    from advisor.core.results import Inspection
+
+    assert Inspection.model_validate(with_custom(custom())).custom_ops[0].coverage.onnx == "none"
+    older = Inspection.model_validate(with_custom(op(OPAQUE, inductor="fallback")))
+    assert older.custom_ops[0].coverage.onnx is None
+    with pytest.raises(ValidationError):
+        Inspection.model_validate(with_custom(custom(onnx="none" * 1_000)))
