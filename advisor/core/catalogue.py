@@ -50,6 +50,9 @@ class BackendInfo:
     mode_display: Mapping[str, str] = field(default_factory=dict, hash=False)
     # its runtime runs its own kernels outside torch.profiler: a profile sees only the glue around the call
     outside_profiler: bool = False
+    # every mode starts with torch.onnx.export(dynamo=True): a graph the exporter cannot take rules the backend out
+    # before it is measured (advisor.core.decision.cheap_evidence)
+    exports_onnx: bool = False
 
     def modes_for(self, device: str) -> tuple[str, ...]:
         """The modes that mean something on `device`: all but those `mode_devices` keeps to other devices
@@ -126,6 +129,7 @@ BACKENDS: dict[str, BackendInfo] = {
             simplicity_rank=2,
             packages=("onnxruntime", "onnx", "onnxscript"),
             mode_devices={ORT_INT8_MODE: ("cpu",)},
+            exports_onnx=True,  # advisor.harness.backends.ort: the int8 mode quantizes the float export
         ),
         _foreign_runtime(
             OPENVINO_INT8_MODE,

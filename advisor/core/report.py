@@ -367,7 +367,8 @@ def inspection_lines(inspection: Inspection | None) -> list[str]:
     ]
     if inspection.custom_ops:
         items = ", ".join(
-            f"{op.name} (Inductor: {_coverage(op, 'inductor')}, TorchAir: {_coverage(op, 'torchair')})"
+            f"{op.name} (Inductor: {_coverage(op, 'inductor')}, TorchAir: {_coverage(op, 'torchair')}"
+            + (f", ONNX export: {onnx})" if (onnx := _coverage(op, "onnx")) else ")")
             for op in inspection.custom_ops
         )
         lines.append(f"Custom ops: {items}")

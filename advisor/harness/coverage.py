@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import importlib.util
 import inspect
 import json
 import re
@@ -29,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from advisor.core.results import InductorStatus, TorchAirStatus
+from advisor.core.results import InductorStatus, OnnxExportStatus, TorchAirStatus
 
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "torchair_coverage.json"
 
@@ -243,6 +244,55 @@ def _has_kernel(op: Any, dispatch_key: str) -> bool:
     import torch
 
     return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), dispatch_key)
+
+
+# ------------------------------------------------------------------ ONNX export
+def onnx_export_status(op: Any) -> OnnxExportStatus | None:
+    """How `torch.onnx.export(dynamo=True)` (the ONNX Runtime options' export) takes a custom op:
+
+    - decomposed: it has a CompositeImplicitAutograd kernel, which the exporter's decompositions inline into the
+      ops it calls (aten ops it translates);
+    - translated: the exporter's registry (onnxscript's torchlib) has a translation for it (quantized_decomposed::,
+      torchvision:: ops);
+    - none: neither - an opaque op (a `torch.library.custom_op`, a vendor's npu:: op): the export fails on it.
+
+    None where this process cannot tell: not an OpOverload, or the exporter's packages are missing or broken. The
+    exporter's registry is read only when a custom op needs it (seconds: it imports onnxscript), once per process."""
+    import torch
+
+    op = _as_op(op)
+    if not isinstance(op, torch._ops.OpOverload):
+        return None
+    if _has_kernel(op, "CompositeImplicitAutograd"):
+        return "decomposed"
+    translated = _onnx_translated_ops()
+    if translated is None:
+        return None
+    return "translated" if str(op) in translated else "none"
+
+
+@functools.cache
+def _onnx_translated_ops() -> frozenset[str] | None:
+    """The ops `torch.onnx.export(dynamo=True)` has a translation for, by name ("ns.op.overload"), as its registry
+    (`ONNXRegistry.from_torchlib`) reads them: torch's own torchlib and onnxscript's. By name, because the registry
+    resolves its names to ops when it is built and leaves out those not registered yet (a quantized_decomposed::
+    op before torch.ao's module that defines it is imported). None without the exporter's packages, or where this
+    torch's private registry API no longer reads as expected: unknown, never "none" for everything."""
+    if importlib.util.find_spec("onnxscript") is None:
+        return None
+    try:
+        from torch.onnx._internal.exporter import _registration
+
+        names = {str(meta.fx_target) for meta in _registration._torchlib_registry.get_torchlib_ops()}
+        for meta in _registration.onnxscript_apis.get_torchlib_ops():
+            namespace, _, rest = str(meta.qualified_name).partition("::")
+            names.add(f"{namespace}.{rest}" if "." in rest else f"{namespace}.{rest}.default")
+    except Exception:  # noqa: BLE001 - a torch without this exporter, a broken onnxscript: unknown
+        return None
+    return frozenset(names) if _ONNX_SENTINEL_OPS <= names else None
+
+
+_ONNX_SENTINEL_OPS = frozenset({"aten.relu.default", "aten.addmm.default"})  # any exporter translates these
 
 
 # ------------------------------------------------------------------ TorchAir

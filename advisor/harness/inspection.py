@@ -23,7 +23,13 @@ from advisor.harness.flops import count_flops
 from advisor.harness.graph_breaks import find_graph_breaks, not_analysed
 from advisor.harness.loading import LoadedModel, load_model
 
-_QUIET_LOGGERS = ("torch._dynamo", "torch._export", "torch.export", "torch.fx.experimental.symbolic_shapes")
+_QUIET_LOGGERS = (
+    "torch._dynamo",
+    "torch._export",
+    "torch.export",
+    "torch.fx.experimental.symbolic_shapes",
+    "torch.onnx",  # building the ONNX exporter's registry (coverage.onnx_export_status) notes what it skips
+)
 
 
 def inspect_model(
@@ -148,13 +154,19 @@ def _op_info(name: str, op: Any, count: int, stubbed: list[str], exported: bool 
         inductor = coverage.inductor_status(op)
         if fake and inductor == "untraceable":  # inductor_status asks has_fake_kernel, not the export's evidence
             inductor = "fallback"
-    return {
+    info = {
         "name": name,
         "namespace": name.split(".")[0],
         "count": count,
         "has_fake_kernel": fake,
         "coverage": {"inductor": inductor, "torchair": coverage.torchair_status(name)},
     }
+    if op is not None and name not in stubbed and name.split(".")[0] not in BUILTIN_OP_NAMESPACES:
+        # whether the ONNX export can take it (a stub says nothing of the real op): plan pruning reads it
+        onnx = coverage.onnx_export_status(op)
+        if onnx is not None:
+            info["coverage"]["onnx"] = onnx
+    return info
 
 
 def _is_builtin(op: Any) -> bool:

@@ -165,10 +165,12 @@ def rule_hard_filters(
 
 
 def rule_plan_skips(skipped: dict[str, str]) -> dict[str, Any]:
-    """The variants the measurement left out because no result of theirs could change the answer."""
+    """The variants the measurement left out: no result of theirs could change the answer
+    (advisor.core.decision.plan_pruning), or the inspection already ruled them out (cheap_evidence)."""
     return step(
         "plan_skipped_variants",
-        "Which variants were not measured because no result of theirs could change the recommendation?",
+        "Which variants were not measured because no result of theirs could change the recommendation, or the "
+        "inspection already ruled them out?",
         {"skipped": dict(skipped)},
         f"Not measured, for this context: {', '.join(skipped)} (each reason is under why not).",
     )

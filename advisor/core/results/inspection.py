@@ -13,6 +13,8 @@ from advisor.core.results._base import MAX_ITEMS, MAX_OPS, MAX_SHAPE_DIMS, Count
 ArtifactFormat = Literal["exported_program", "torchscript"]
 InductorStatus = Literal["lowered", "decomposed", "fallback", "untraceable"]
 TorchAirStatus = Literal["supported", "partial", "stub", "none"]
+# how torch.onnx.export(dynamo=True) takes a custom op (advisor.harness.coverage.onnx_export_status)
+OnnxExportStatus = Literal["translated", "decomposed", "none"]
 
 
 class OpCoverage(Open):
@@ -22,6 +24,9 @@ class OpCoverage(Open):
     torchair_note: str | None = None
     torchair_unknown: bool | None = None  # not known off an NPU (the kernel is picked there)
     inductor_via: list[Name] | None = Field(default=None, max_length=MAX_ITEMS)
+    # custom ops only: translated | decomposed | none (the ONNX export fails on it); absent: not known (an older
+    # inspection, a stubbed op, no exporter installed) - advisor.core.decision.cheap_evidence reads it
+    onnx: Label | None = None
 
 
 class OpInfo(Open):

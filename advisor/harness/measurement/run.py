@@ -109,7 +109,9 @@ def measure_model(
     calls `model(*args, **kwargs)`, as the measurement did.
     `plan_context`: the deployment context (or its dict) the measurement is for, with the `inspection`:
     before each variant starts, one that no result of its own could make the recommendation for this context is
-    not measured (advisor.core.decision.plan_pruning); its row says "skipped" and why. None: measure every variant.
+    not measured (advisor.core.decision.plan_pruning), nor one the inspection already rules out (an ONNX export of a
+    graph calling a custom op the exporter cannot take: advisor.core.decision.cheap_evidence); its row says "skipped"
+    and why. None: measure every variant.
     A variant named with its mode in `backends` ("inductor:max-autotune") is always measured.
     `shape_sweep`: advisor.core.shape_sweep.sweep_spec's points or ranges: each variant is also timed at those
     shapes (inference only; measurement.sweep), its row's `sweep` (a traffic plan's sizes: see `_plan_sweep`).
@@ -381,8 +383,16 @@ def _skip_reason(
     mode: str,
     index: int,
 ) -> str | None:
-    """Why this variant need not be measured for `context` (advisor.core.decision.plan_pruning), or None."""
-    if context is None or index == 0 or environment is None:
+    """Why this variant need not be measured for `context`, or None: the inspection already rules it out
+    (advisor.core.decision.cheap_evidence), or no result of its own could change the recommendation
+    (advisor.core.decision.plan_pruning). No context (none given, or the variant asked for by its mode): measured."""
+    if context is None or index == 0:
+        return None
+    from advisor.core.decision import cheap_evidence
+
+    if (ruled_out := cheap_evidence.skip_reason(inspection, spec, mode)) is not None:
+        return ruled_out
+    if environment is None:
         return None
     from advisor.core.decision.plan_pruning import skip_reason
 
