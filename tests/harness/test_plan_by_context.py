@@ -108,6 +108,12 @@ def test_only_the_leading_options_get_their_details(tmp_path) -> None:
         on_ranked=on_ranked,
     )
     eager, other = run["measurements"]
+    if run["quality"]["noisy"] and run["quality"]["details"]["detailed"] != ["eager:default"]:
+        # a node loaded enough to make the windows noisy: the ranking is inconclusive, so its two leading options
+        # are detailed (seen with the suite on 2 cores beside other work); the rest of this test needs a clear one
+        assert run["quality"]["details"]["detailed"] == ["eager:default", other["backend"] + ":default"]
+        assert run["quality"]["reasons"]
+        return
     assert run["quality"]["details"]["detailed"] == ["eager:default"]
     assert "pending" not in run["quality"]["details"]
     assert eager["dynamic"] and eager["dynamic"][0]["shape"]["x"][0] == 2 * inputs[0].shape[0]
