@@ -271,15 +271,34 @@ def onnx_export_status(op: Any) -> OnnxExportStatus | None:
     return "translated" if str(op) in translated else "none"
 
 
+ONNX_TABLE_PATH = Path(__file__).resolve().parent / "data" / "onnx_translated_custom_ops.json"
+
+
 @functools.cache
 def _onnx_translated_ops() -> frozenset[str] | None:
-    """The ops `torch.onnx.export(dynamo=True)` has a translation for, by name ("ns.op.overload"), as its registry
-    (`ONNXRegistry.from_torchlib`) reads them: torch's own torchlib and onnxscript's. By name, because the registry
-    resolves its names to ops when it is built and leaves out those not registered yet (a quantized_decomposed::
-    op before torch.ao's module that defines it is imported). None without the exporter's packages, or where this
-    torch's private registry API no longer reads as expected: unknown, never "none" for everything."""
+    """The ops outside aten/prims that `torch.onnx.export(dynamo=True)` has a translation for, by name
+    ("ns.op.overload"), from the table ONNX_TABLE_PATH (quantized_decomposed::, torchvision::, ...). A table, not the
+    exporter's registry: building that imports onnxscript (~1.8 s), which every inspection of a custom-op model
+    would pay on the answer's critical path. `live_onnx_translated_ops` reads the registry; a test holds the table
+    to it for the installed torch (tests/harness/test_onnx_custom_ops.py), and `python -m
+    advisor.harness.coverage --write-onnx-table` rewrites it. None without the exporter's packages (unknown)."""
     if importlib.util.find_spec("onnxscript") is None:
         return None
+    try:
+        names = json.loads(ONNX_TABLE_PATH.read_text())["translated"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return frozenset(str(name) for name in names)
+
+
+def live_onnx_translated_ops() -> frozenset[str] | None:
+    """The same set read from the exporter's registry (`ONNXRegistry.from_torchlib`'s sources: torch's own torchlib
+    and onnxscript's), by name, because the registry resolves its names to ops when it is built and leaves out those
+    not registered yet (a quantized_decomposed:: op before torch.ao's module that defines it is imported). Only the
+    custom namespaces' ops (not aten/prims, not Python builtins). None where this torch's private registry API no
+    longer reads as expected."""
+    from advisor.core.artifacts import BUILTIN_OP_NAMESPACES
+
     try:
         from torch.onnx._internal.exporter import _registration
 
@@ -289,10 +308,25 @@ def _onnx_translated_ops() -> frozenset[str] | None:
             names.add(f"{namespace}.{rest}" if "." in rest else f"{namespace}.{rest}.default")
     except Exception:  # noqa: BLE001 - a torch without this exporter, a broken onnxscript: unknown
         return None
-    return frozenset(names) if _ONNX_SENTINEL_OPS <= names else None
+    if not _ONNX_SENTINEL_OPS <= names:
+        return None
+    op_name = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){1,2}")
+    not_custom = BUILTIN_OP_NAMESPACES | {"_operator", "math"}  # aten/prims, and Python's own functions
+    return frozenset(n for n in names if op_name.fullmatch(n) and n.split(".")[0] not in not_custom)
 
 
 _ONNX_SENTINEL_OPS = frozenset({"aten.relu.default", "aten.addmm.default"})  # any exporter translates these
+
+
+def write_onnx_table(path: Path = ONNX_TABLE_PATH) -> None:
+    """Rewrite the table from the installed exporter's registry."""
+    import torch
+
+    live = live_onnx_translated_ops()
+    if live is None:
+        raise SystemExit("the ONNX exporter's registry could not be read (is onnxscript installed?)")
+    table = {"torch": torch.__version__.split("+")[0], "translated": sorted(live)}
+    path.write_text(json.dumps(table, indent=1) + "\n")
 
 
 # ------------------------------------------------------------------ TorchAir
@@ -514,3 +548,10 @@ def _note_for(op_name: str, status: TorchAirStatus) -> str | None:
         return None
     namespace = _normalise_name(op_name).split(".", 1)[0]
     return _BUILTIN_NONE_NOTE if namespace in ("aten", "prims") else _AUTO_CONVERTER_NOTE
+
+
+if __name__ == "__main__":  # python -m advisor.harness.coverage --write-onnx-table
+    if sys.argv[1:] == ["--write-onnx-table"]:
+        write_onnx_table()
+    else:
+        raise SystemExit("usage: python -m advisor.harness.coverage --write-onnx-table")

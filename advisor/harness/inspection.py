@@ -23,13 +23,7 @@ from advisor.harness.flops import count_flops
 from advisor.harness.graph_breaks import find_graph_breaks, not_analysed
 from advisor.harness.loading import LoadedModel, load_model
 
-_QUIET_LOGGERS = (
-    "torch._dynamo",
-    "torch._export",
-    "torch.export",
-    "torch.fx.experimental.symbolic_shapes",
-    "torch.onnx",  # building the ONNX exporter's registry (coverage.onnx_export_status) notes what it skips
-)
+_QUIET_LOGGERS = ("torch._dynamo", "torch._export", "torch.export", "torch.fx.experimental.symbolic_shapes")
 
 
 def inspect_model(

@@ -97,6 +97,15 @@ def test_a_custom_op_the_exporter_translates_is_recorded_as_translated() -> None
     assert coverage.onnx_export_status(torch.ops.quantized_decomposed.quantize_per_tensor.default) == "translated"
 
 
+def test_the_inspections_table_of_translated_custom_ops_is_the_installed_exporters() -> None:
+    """The inspection reads a table (importing the exporter's registry costs ~2 s per inspection); with another
+    torch or onnxscript this fails until `python -m advisor.harness.coverage --write-onnx-table` rewrites it."""
+    live = coverage.live_onnx_translated_ops()
+    assert live is not None, "the installed exporter's registry could not be read"
+    assert coverage._onnx_translated_ops() == live
+    assert "quantized_decomposed.quantize_per_tensor.default" in live and "aten.relu.default" not in live
+
+
 @pytest.fixture(scope="module")
 def mkldnn_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
     if not torch.backends.mkldnn.is_available():
