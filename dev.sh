@@ -51,7 +51,11 @@ case "$cmd" in
     setup torch,export,test,quant,openvino
     "$VENV/bin/ruff" check .
     "$VENV/bin/ruff" format --check .
-    # several workers (pytest-xdist): compiles, sandboxed children and servers overlap; `-n 0` runs it serially
+    # several workers (pytest-xdist): compiles, sandboxed children and servers overlap; `-n 0` runs it serially.
+    # Four workers' children on two cores: OpenMP threads that spin while they wait (libgomp's default, when a
+    # process has no more threads than cores) burn the time slices the other workers' threads need; passive ones
+    # sleep. The children inherit it (advisor.harness.sandbox keeps OMP_*); an analysis outside the tests does not.
+    export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
     exec "$VENV/bin/python" -m pytest -n "${ADVISOR_TEST_WORKERS:-4}" --dist worksteal "$@"
     ;;
   *)
