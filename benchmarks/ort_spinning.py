@@ -47,17 +47,11 @@ def _sessions(module: Any, args: tuple, kwargs: dict, scratch: str, threads: int
     return runners
 
 
-def _rounds(runners: dict[str, Any], rounds: int, min_run_time: float, threads: int) -> dict[str, float]:
-    import torch
-    import torch.utils.benchmark as tb
+def _medians(runners: dict[str, Any], rounds: int, min_run_time: float, threads: int) -> dict[str, float]:
+    from benchmarks.zoo import interleaved_round_medians
 
-    medians: dict[str, list[float]] = {name: [] for name in runners}
-    with torch.no_grad():
-        for _ in range(rounds):
-            for name, runner in runners.items():
-                timer = tb.Timer(stmt="runner()", globals={"runner": runner}, num_threads=threads)
-                medians[name].append(timer.blocked_autorange(min_run_time=min_run_time).median * 1e3)
-    return {name: statistics.median(values) for name, values in medians.items()}
+    rounds_ms = interleaved_round_medians(runners, rounds, min_run_time, threads)
+    return {name: statistics.median(values) for name, values in rounds_ms.items()}
 
 
 def main() -> None:
@@ -84,9 +78,9 @@ def main() -> None:
     with torch.no_grad():
         for runner in runners.values():
             runner()
-    quiet = _rounds(runners, args.rounds, args.min_run_time, threads)
+    quiet = _medians(runners, args.rounds, args.min_run_time, threads)
     with BusyLoad(os.cpu_count() or 2):
-        busy = _rounds(runners, args.rounds, args.min_run_time, threads)
+        busy = _medians(runners, args.rounds, args.min_run_time, threads)
     print(f"{args.model}: {threads} threads, {args.rounds} interleaved rounds >= {args.min_run_time} s, medians (ms)")
     print("| runner | quiet ms | busy ms | busy / quiet |\n|---|---|---|---|")
     for name in runners:

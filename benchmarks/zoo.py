@@ -305,7 +305,6 @@ def truth(path: str, inputs_path: str, options: list[str], rounds: int, min_run_
     """The independent measurement (runs in its own process): plain torch/onnxruntime calls, torch.utils.benchmark."""
 
     import torch
-    import torch.utils.benchmark as tb
 
     threads = torch.get_num_threads()
     started = time.perf_counter()
@@ -338,17 +337,29 @@ def truth(path: str, inputs_path: str, options: list[str], rounds: int, min_run_
             out["options"][option] = {"accurate": accurate, "build_s": time.perf_counter() - option_started}
         except Exception as exc:  # noqa: BLE001 - an option that fails is recorded, like the advisor does
             out["options"][option] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-    medians: dict[str, list[float]] = {option: [] for option in runners}
-    with torch.no_grad():
-        for _ in range(rounds):
-            for option, runner in runners.items():
-                timer = tb.Timer(stmt="runner()", globals={"runner": runner}, num_threads=threads)
-                medians[option].append(timer.blocked_autorange(min_run_time=min_run_time).median * 1e3)
+    medians = interleaved_round_medians(runners, rounds, min_run_time, threads)
     for option, values in medians.items():
         out["options"][option]["median_ms"] = statistics.median(values)
         out["options"][option]["round_medians_ms"] = [round(v, 4) for v in values]
     out["wall_s"] = time.perf_counter() - started
     return out
+
+
+def interleaved_round_medians(
+    runners: dict[str, Callable[[], Any]], rounds: int, min_run_time: float, threads: int
+) -> dict[str, list[float]]:
+    """Each runner's median per round (ms): `rounds` rounds over all runners in turn, so that drift hits every one,
+    each a `torch.utils.benchmark` blocked_autorange of at least `min_run_time` s, under no_grad."""
+    import torch
+    import torch.utils.benchmark as tb
+
+    medians: dict[str, list[float]] = {name: [] for name in runners}
+    with torch.no_grad():
+        for _ in range(rounds):
+            for name, runner in runners.items():
+                timer = tb.Timer(stmt="runner()", globals={"runner": runner}, num_threads=threads)
+                medians[name].append(timer.blocked_autorange(min_run_time=min_run_time).median * 1e3)
+    return medians
 
 
 def _build_option(option: str, module: Any, args: tuple, kwargs: dict, threads: int, scratch: str) -> Callable:
@@ -367,8 +378,8 @@ def _build_option(option: str, module: Any, args: tuple, kwargs: dict, threads: 
         torch.onnx.export(module, args, onnx_path, kwargs=kwargs or None, dynamo=True)
         session_options = onnxruntime.SessionOptions()
         session_options.intra_op_num_threads = threads
-        # as the advisor's snippet configures the session it recommends (advisor/core/snippets.py): ORT's default
-        # spinning threads time 2x slower under another process's load (benchmarks/ort_spinning.py)
+        # as the advisor's snippet configures the session it recommends (advisor/core/snippets.py): ORT's default,
+        # spinning threads, timed 1.6-1.8x slower under two busy loops (benchmarks/ort_spinning.py)
         session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = onnxruntime.InferenceSession(onnx_path, session_options, providers=["CPUExecutionProvider"])
         names = [i.name for i in session.get_inputs()]
