@@ -256,8 +256,8 @@ def onnx_export_status(op: Any) -> OnnxExportStatus | None:
       torchvision:: ops);
     - none: neither - an opaque op (a `torch.library.custom_op`, a vendor's npu:: op): the export fails on it.
 
-    None where this process cannot tell: not an OpOverload, or the exporter's packages are missing or broken. The
-    exporter's registry is read only when a custom op needs it (seconds: it imports onnxscript), once per process."""
+    None where this process cannot tell: not an OpOverload, or the exporter's packages are missing. The translations
+    come from a table (`_onnx_translated_ops`), read once per process."""
     import torch
 
     op = _as_op(op)
@@ -298,6 +298,7 @@ def live_onnx_translated_ops() -> frozenset[str] | None:
     custom namespaces' ops (not aten/prims, not Python builtins). None where this torch's private registry API no
     longer reads as expected."""
     from advisor.core.artifacts import BUILTIN_OP_NAMESPACES
+    from advisor.core.decision.cheap_evidence import OP_NAME
 
     try:
         from torch.onnx._internal.exporter import _registration
@@ -310,9 +311,8 @@ def live_onnx_translated_ops() -> frozenset[str] | None:
         return None
     if not _ONNX_SENTINEL_OPS <= names:
         return None
-    op_name = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){1,2}")
     not_custom = BUILTIN_OP_NAMESPACES | {"_operator", "math"}  # aten/prims, and Python's own functions
-    return frozenset(n for n in names if op_name.fullmatch(n) and n.split(".")[0] not in not_custom)
+    return frozenset(n for n in names if OP_NAME.fullmatch(n) and n.split(".")[0] not in not_custom)
 
 
 _ONNX_SENTINEL_OPS = frozenset({"aten.relu.default", "aten.addmm.default"})  # any exporter translates these

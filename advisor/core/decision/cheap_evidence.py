@@ -28,7 +28,7 @@ from advisor.core.results._base import MAX_OPS
 ONNX_NO_TRANSLATION = "none"  # OpCoverage.onnx: neither a translation nor a decomposition
 MAX_NAMED = 4  # ops named in a reason; the rest are counted
 # "mylib.scale.default", "npu.npu_rms_norm.default": namespace.op[.overload], as the inspection names ops
-_OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}(\.[A-Za-z_][A-Za-z0-9_]{0,99}){1,2}")
+OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}(\.[A-Za-z_][A-Za-z0-9_]{0,99}){1,2}")
 
 
 def skip_reason(inspection: Any, backend: str, mode: str) -> str | None:
@@ -63,9 +63,8 @@ def onnx_untranslatable_ops(inspection: Any) -> list[str]:
         if not isinstance(op, dict):
             continue
         name, coverage = op.get("name"), op.get("coverage")
-        if not isinstance(name, str) or not isinstance(coverage, dict) or not _OP_NAME.fullmatch(name):
+        if not isinstance(name, str) or not isinstance(coverage, dict) or not OP_NAME.fullmatch(name):
             continue
-        onnx = coverage.get("onnx")
-        if isinstance(onnx, str) and onnx == ONNX_NO_TRANSLATION and name.split(".")[0] not in BUILTIN_OP_NAMESPACES:
+        if coverage.get("onnx") == ONNX_NO_TRANSLATION and name.split(".")[0] not in BUILTIN_OP_NAMESPACES:
             blocked.add(name)
     return sorted(blocked)
