@@ -508,20 +508,26 @@ def _text_why_not(console: Console, parts: _Parts) -> None:
             _indented(console, f"- {label}: {reason}", 2)
 
 
-def eliminated_rows(run: MeasurementRun | None) -> dict[str, str]:
-    """The options racing stopped timing (advisor.core.decision.racing), each with why: their numbers are those
-    measured until then."""
-    return {m.label: m.eliminated for m in (run.measurements or []) if m.eliminated} if run else {}
+def stopped_early_rows(run: MeasurementRun | None) -> dict[str, str]:
+    """The options racing stopped timing (advisor.core.decision.racing), each with why: "eliminated: ..." (behind)
+    or "stopped ahead: ..." (its window, once clearly ahead); their numbers are those measured until then."""
+    out: dict[str, str] = {}
+    for m in (run.measurements or []) if run else []:
+        if m.eliminated:
+            out[m.label] = f"eliminated: {m.eliminated}"
+        elif m.stopped_ahead:
+            out[m.label] = f"stopped ahead: {m.stopped_ahead}"
+    return out
 
 
 ELIMINATED_HEADING = "Stopped timing early (racing: the answer was no longer open for them)"
 
 
 def _text_eliminated(console: Console, parts: _Parts) -> None:
-    if eliminated := eliminated_rows(parts.run):
+    if stopped := stopped_early_rows(parts.run):
         console.print(f"\n{ELIMINATED_HEADING}:")
-        for label, reason in eliminated.items():
-            _indented(console, f"- {label}: eliminated: {reason}", 2)
+        for label, reason in stopped.items():
+            _indented(console, f"- {label}: {reason}", 2)
 
 
 def _text_layered(console: Console, parts: _Parts) -> None:
@@ -675,9 +681,9 @@ def _md_why_not(parts: _Parts) -> list[str]:
 
 
 def _md_eliminated(parts: _Parts) -> list[str]:
-    eliminated = eliminated_rows(parts.run)
-    body = [f"- {md.code(label)}: eliminated: {md.inline(reason)}" for label, reason in eliminated.items()]
-    return _md_section(ELIMINATED_HEADING, body) if eliminated else []
+    stopped = stopped_early_rows(parts.run)
+    body = [f"- {md.code(label)}: {md.inline(reason)}" for label, reason in stopped.items()]
+    return _md_section(ELIMINATED_HEADING, body) if stopped else []
 
 
 def _md_layered(parts: _Parts) -> list[str]:

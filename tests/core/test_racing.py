@@ -90,7 +90,28 @@ def test_the_first_window_races_against_the_best_low_end_of_a_qualified_option()
     assert bound is not None and bound.leader == "inductor:default"
     assert bound.speedup_low == inductor.speedup_ci[0]  # type: ignore[index]
     only_eager = racing.race_bound(run(eager_row(), device="cpu"), PRODUCTION)
-    assert only_eager == racing.RaceBound("eager:default", 1.0)
+    assert only_eager == racing.RaceBound("eager:default", 1.0)  # no compiled option yet: no window stops ahead
+    assert only_eager.field_high is None
+
+
+def test_a_window_stops_ahead_only_above_the_highest_reach_of_every_qualified_compiled_option() -> None:
+    rows = run(
+        eager_row(),
+        option_row("inductor", "default", 5.0, 0.02),  # ~2x, tight
+        option_row("inductor", "max-autotune", 4.0, 0.3),  # ~2.5x, wide: reaches highest
+        inaccurate(option_row("onnxruntime", "default", 1.0, 0.02)),  # 10x, but cannot be recommended
+        device="cpu",
+    )
+    options = {o.label: o for o in measured_options(rows)}
+    bound = racing.race_bound(rows, PRODUCTION)
+    assert bound is not None and bound.field == "inductor:max-autotune"
+    assert bound.field_high == options["inductor:max-autotune"].speedup_ci[1]  # type: ignore[index]
+    assert bound.leader == "inductor:default"  # the racing bound stays the best low end
+    reach = bound.field_high
+    assert racing.ahead(reach * 1.01, reach) and not racing.ahead(reach, reach)
+    assert not racing.ahead(2.0, float("inf"))
+    reason = bound.ahead_reason({"speedup_ci": [reach * 1.01, reach * 1.1]})
+    assert reason.startswith("clearly ahead:") and "inductor:max-autotune" in reason
 
 
 def test_first_windows_race_only_where_the_steady_state_speed_decides() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from advisor.core import noise
 from advisor.core.decision import racing
 from advisor.core.decision.engine import decide
 from advisor.harness.measurement import measure_model
@@ -48,11 +49,37 @@ def test_an_option_clearly_behind_stops_being_timed_and_says_why(mlp_file: str, 
 
 
 def test_a_context_where_compile_time_may_decide_times_every_window_in_full(mlp_file: str, monkeypatch) -> None:
-    monkeypatch.setattr(measurement_run.racing, "race_bound", lambda run, context: racing.RaceBound("x:y", 1e6))
+    everything_stops = racing.RaceBound("x:y", 1e6, "z:w", 1e-6)  # every window would be both behind and ahead
+    monkeypatch.setattr(measurement_run.racing, "race_bound", lambda run, context: everything_stops)
     prototype = {"stage": "prototype", "target": "cpu"}
     run = measure_model(
         mlp_file, backends=["onnxruntime"], device="cpu", timing=LONG, plan_context=prototype, remeasure=False
     )
     onnx = run["measurements"][1]
     assert onnx["status"] in ("ok", "fail_accuracy") and "eliminated" not in onnx, onnx
-    assert "eliminated" not in run["quality"]
+    assert "eliminated" not in run["quality"] and "stopped_ahead" not in onnx
+
+
+def test_an_option_clearly_ahead_stops_its_window_unless_its_timings_are_too_loose_to_rank_on(
+    mlp_file: str, monkeypatch
+) -> None:
+    # every other option so far reached 1e-6x eager at most: any accurate option is ahead of it
+    field = racing.RaceBound("eager:default", 1.0, "inductor:default", 1e-6)
+    monkeypatch.setattr(measurement_run.racing, "race_bound", lambda run, context: field)
+    run = measure_model(
+        mlp_file, backends=["onnxruntime"], device="cpu", timing=LONG, plan_context=PRODUCTION, remeasure=False
+    )
+    onnx = run["measurements"][1]
+    assert onnx["status"] in ("ok", "fail_accuracy") and "eliminated" not in onnx, onnx
+    if onnx.get("stopped_ahead"):
+        assert onnx["stopped_ahead"].startswith("clearly ahead:") and "inductor:default" in onnx["stopped_ahead"]
+        assert min(onnx["latency"]["n"], onnx["eager_latency"]["n"]) < LONG.min_iters
+        assert not noise.row_noise(onnx), onnx  # stopping early never leaves the row noisy
+        low, high = onnx["speedup_ci"]
+        assert high / low <= noise.HIGH_CONFIDENCE_MAX_CI_RATIO
+    else:  # a loaded node: its window ran on because its samples were too spread to rank on
+        assert (
+            onnx["status"] == "fail_accuracy"
+            or noise.row_noise(onnx)
+            or (onnx["speedup_ci"][1] / onnx["speedup_ci"][0] > noise.HIGH_CONFIDENCE_MAX_CI_RATIO)
+        ), onnx

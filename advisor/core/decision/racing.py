@@ -1,6 +1,7 @@
 """Racing (successive elimination): time an option only while the answer is still open for it.
 
-Two places stop timing an option that cannot become the recommendation:
+Two places stop timing an option that cannot become the recommendation, and one stops timing the option that
+already is the answer:
 
 * its first window (`race_bound`): where the steady-state speed decides (no expected calls, a context that does not
   want the fastest compile), the child racing an option against the leader so far stops its window as soon as the
@@ -8,6 +9,11 @@ Two places stop timing an option that cannot become the recommendation:
   paired ratio then excludes 1 too, advisor.core.decision.candidates.paired_ratio), instead of waiting for a tight
   interval or the time cap. A row whose accuracy check failed is timed only to its floor of samples: it cannot be
   recommended.
+* its first window, the dual (`RaceBound.field_high`): once an option's speedup interval lies wholly above every
+  other qualified compiled option's so far (its low end over their highest high end), known as tightly as "high"
+  confidence asks (noise.HIGH_CONFIDENCE_MAX_CI_RATIO) and with neither side spread or drifting past the noise
+  thresholds, its window stops: timing it longer could not change which of them leads, nor make the row noisy.
+  Never before another compiled option has been measured (the first one's interval is what later ones race).
 * the re-measure rounds (`eliminated`): a row is not timed again when a stated rule rules it out - a filter of the
   context (its accuracy failed, over the memory budget, ...) or an option the choice rests on beats it beyond the
   noise (rules.deciding_labels: the chosen, the fast-compiling and fast-running options, those within noise of the
@@ -33,10 +39,14 @@ ACCURACY_FAILED = "its accuracy check failed: it cannot be recommended, so its w
 
 @dataclass(frozen=True)
 class RaceBound:
-    """What a first window races against: the leader so far and the low end of its speedup interval (eager: 1.0)."""
+    """What a first window races against: the leader so far and the low end of its speedup interval (eager: 1.0);
+    and the compiled option whose speedup interval reaches highest so far, with that high end (None: no compiled
+    option measured yet), which a window clearly ahead of it stops above."""
 
     leader: str
     speedup_low: float
+    field: str | None = None
+    field_high: float | None = None
 
     def reason(self, row: dict[str, Any]) -> str:
         """Why the row's window stopped early, with both intervals (the row's as measured)."""
@@ -46,6 +56,17 @@ class RaceBound:
             f"clearly behind {self.leader}: its window stopped once its speedup over eager [95% CI {interval}] lay "
             f"wholly below {self.leader}'s (from {claims.fmt_bound(self.speedup_low)}x); the steady-state speed "
             "decides this context, so timing it longer could not change the recommendation"
+        )
+
+    def ahead_reason(self, row: dict[str, Any]) -> str:
+        """Why the row's window stopped early while ahead, with both intervals (the row's as measured)."""
+        low, high = (row.get("speedup_ci") or [None, None])[:2]
+        interval = f"{claims.fmt_bound(low)}-{claims.fmt_bound(high)}x" if low and high else "?"
+        return (
+            f"clearly ahead: its window stopped once its speedup over eager [95% CI {interval}] lay wholly above "
+            f"every other option's so far (the highest reached {claims.fmt_bound(self.field_high)}x: {self.field}), "
+            "known tightly enough to rank on; the steady-state speed decides this context, so timing it longer "
+            "could not change which of them leads"
         )
 
 
@@ -65,21 +86,32 @@ def races(context: DeploymentContext | None, workload: str) -> bool:
 
 def race_bound(run: dict[str, Any], context: DeploymentContext) -> RaceBound | None:
     """The leader so far among the qualified rows (eager included, at 1.0x): the highest low end of a speedup
-    interval; None when no row qualifies yet."""
+    interval, and the highest high end among the compiled ones (`RaceBound.field_high`); None when no row
+    qualifies yet."""
     qualified, _ = split_by_filters(measured_options(run), context)
-    best: RaceBound | None = None
+    best: tuple[str, float] | None = None
+    field: tuple[str, float] | None = None
     for option in qualified:
         interval = option.speedup_ci if option.side_by_side or option.is_baseline else None
         if interval is None or not math.isfinite(interval[0]) or interval[0] <= 0:
             continue
-        if best is None or interval[0] > best.speedup_low:
-            best = RaceBound(option.label, interval[0])
-    return best
+        if best is None or interval[0] > best[1]:
+            best = (option.label, interval[0])
+        if not option.is_baseline and (field is None or interval[1] > field[1]):
+            field = (option.label, interval[1])
+    if best is None:
+        return None
+    return RaceBound(best[0], best[1], *(field or (None, None)))
 
 
 def behind(speedup_high: float, bound: float) -> bool:
     """The window's stop rule: the option's speedup interval lies wholly below the leader's."""
     return math.isfinite(speedup_high) and speedup_high < bound
+
+
+def ahead(speedup_low: float, field_high: float) -> bool:
+    """The dual stop rule: the option's speedup interval lies wholly above every other compiled option's."""
+    return math.isfinite(field_high) and speedup_low > field_high
 
 
 @dataclass(frozen=True)

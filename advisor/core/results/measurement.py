@@ -101,6 +101,8 @@ class MeasurementRow(Open):
     # racing (advisor.core.decision.racing): why this option stopped being timed - its window stopped clearly behind
     # the leader, or a re-measure round left it out; its numbers are the ones measured until then
     eliminated: str | None = None
+    # racing's dual: why this option's first window stopped early while clearly ahead of every other option so far
+    stopped_ahead: str | None = None
 
     @property
     def label(self) -> str:

@@ -239,7 +239,7 @@ def _measure_steps(
                 result["eager_time_breakdown"] = profiled_breakdown(v.module, v.inputs, v.dev, eager_profile_ms)
         return _with_status(result, accuracy, checked)
     if not accuracy["passed"] and v.timing.race_below is not None:  # racing: it cannot be recommended
-        v.timing = dataclasses.replace(v.timing, race_below=math.inf)  # its floor of samples is enough
+        v.timing = dataclasses.replace(v.timing, race_below=math.inf, race_above=None)  # its floor is enough
     v.progress("timing")
     fns = _timed_window(v, result)
     _after_the_window(v, result, fns, frames_after_first, sweep, result["latency"]["median_ms"])
@@ -304,6 +304,7 @@ def _timed_window(v: Variant, result: dict) -> dict[str, Any]:
     result["timing_load"] = {"start": load_start, "end": read_load()}
     result["timed_s"] = window.seconds
     result["raced"] = window.raced
+    result["ahead"] = window.ahead
     result.update(summaries(window, v.is_baseline))
     result["peak_memory_mb"], result["memory_kind"] = v.dev.peak_memory_mb()
     result["throughput"] = throughput(v.inputs, result["latency"]["median_ms"])

@@ -328,7 +328,7 @@ def _measure_variants(
         first = first_pass_policy(_ranking_context(plan.context), workload, children.policy, index == 0)
         bound = _race_bound(plan, context, environment, rows, index)
         if bound is not None:
-            first = {**first, "race_below": bound.speedup_low}
+            first = {**first, "race_below": bound.speedup_low, "race_above": bound.field_high}
         floor = floor_index(spec, mode, rows)  # its compile starts from the kernels its floor mode built (seeded_cache)
         seed = None if floor is None else (children.workdir / f"cache-{floor}", rows[floor])
         row, env = measure_one(
@@ -337,6 +337,8 @@ def _measure_variants(
         environment = environment or env
         if row.pop("raced", False) and bound is not None:
             row["eliminated"] = _raced_reason(row, bound)
+        if row.pop("ahead", False) and bound is not None:
+            row["stopped_ahead"] = bound.ahead_reason(row)
         rows.append(row)
         if index == 0 and row["status"] != "ok":
             baseline_failed = f"not measured: the eager baseline failed ({row['status']}: {row['reason']})"

@@ -56,6 +56,11 @@ class TimingPolicy:
     # has its floor of samples (as for `loaded_min_iters`) and this option's speedup interval lies wholly below it,
     # the window stops: the option is clearly behind, and more samples could not make it the pick. None: no race.
     race_below: float | None = None
+    # the dual (racing.RaceBound.field_high): the highest high end of the other compiled options' speedup intervals
+    # so far. Once the option's interval lies wholly above it, is tight enough for "high" confidence and neither side
+    # is spread or drifting past the noise thresholds, the window stops: it leads, and more samples could not change
+    # that. None: no such stop (no compiled option measured yet, a context where the compile time may decide).
+    race_above: float | None = None
 
 
 def short_policy(policy: TimingPolicy) -> TimingPolicy:
@@ -82,6 +87,7 @@ class TimedWindow(NamedTuple):
     seconds: float  # spent timing
     block_sizes: dict[str, list[int]]  # samples per interleaved block, in order (for `stats.drift`)
     raced: bool = False  # stopped early: clearly behind the leader it raced (TimingPolicy.race_below)
+    ahead: bool = False  # stopped early: clearly ahead of every other option so far (TimingPolicy.race_above)
 
 
 def time_side_by_side(
@@ -121,7 +127,7 @@ def time_side_by_side(
     block_sizes: dict[str, list[int]] = {name: [] for name in fns}
     order = list(fns)
     previous = list(fns)[-1]  # the callable that ran last (its warm-up, then the block just timed)
-    started, raced = time.perf_counter(), False
+    started, raced, ahead = time.perf_counter(), False, False
     while True:
         for name in order:
             run, times, k = run_sample[name], samples[name], calls_per_sample[name]
@@ -141,9 +147,12 @@ def time_side_by_side(
         on_round(len(samples["backend"]) * calls_per_sample["backend"])
         if raced := _behind_the_leader(policy, samples, sample_s):
             break
-        if _window_done(policy, samples, sample_s, time.perf_counter() - started):
+        elapsed = time.perf_counter() - started
+        if ahead := _ahead_of_the_field(policy, samples, sample_s, block_sizes, elapsed):
             break
-    return TimedWindow(samples, calls_per_sample, time.perf_counter() - started, block_sizes, raced)
+        if _window_done(policy, samples, sample_s, elapsed):
+            break
+    return TimedWindow(samples, calls_per_sample, time.perf_counter() - started, block_sizes, raced, ahead)
 
 
 def _window_done(
@@ -180,6 +189,42 @@ def _behind_the_leader(policy: TimingPolicy, samples: dict[str, list[float]], sa
     eager_high = median_ci(sorted(samples["eager"]))[1]
     backend_low = median_ci(sorted(samples["backend"]))[0]
     return backend_low > 0 and behind(eager_high / backend_low, policy.race_below)
+
+
+def _ahead_of_the_field(
+    policy: TimingPolicy,
+    samples: dict[str, list[float]],
+    sample_s: dict[str, float],
+    block_sizes: dict[str, list[int]],
+    elapsed: float,
+) -> bool:
+    """Racing's dual: past `min_time_s`, every callable has its floor of samples, the option's speedup interval lies
+    wholly above `race_above` with a width "high" confidence accepts, and neither side's samples would make the row
+    noisy (their IQR, their blocks' drift: advisor.core.noise.row_noise) - a stop that leaves the row as resolved as
+    the full window would have, only less tightly known."""
+    from advisor.core import noise, stats
+    from advisor.core.decision.racing import ahead
+
+    if policy.race_above is None or "eager" not in samples or elapsed < policy.min_time_s:
+        return False
+    floor = min(LOADED_SLOW_MIN_ITERS, policy.loaded_min_iters)
+    if any(len(t) < _floor(sample_s[name], floor, policy.loaded_min_iters) for name, t in samples.items()):
+        return False
+    eager_low, eager_high = stats.median_ci(sorted(samples["eager"]))
+    backend_low, backend_high = stats.median_ci(sorted(samples["backend"]))
+    if min(eager_low, backend_low) <= 0:
+        return False
+    low, high = eager_low / backend_high, eager_high / backend_low
+    if not ahead(low, policy.race_above) or high / low > noise.HIGH_CONFIDENCE_MAX_CI_RATIO:
+        return False
+    for name, times in samples.items():
+        ordered = sorted(times)
+        median = stats.percentile(ordered, 50)
+        spread = stats.percentile(ordered, 75) - stats.percentile(ordered, 25)
+        moved = stats.drift(times, block_sizes[name])
+        if median <= 0 or spread / median > stats.NOISY_IQR_RATIO or (moved or 0.0) > noise.BRACKET_DRIFT_MAX:
+            return False
+    return True
 
 
 def _warm_up(timer: Callable[[Callable[[], Any]], tuple[float, Any]], call: Callable[[], Any], iters: int) -> float:

@@ -179,6 +179,8 @@ def _fill_from_child(row: dict[str, Any], value: dict, is_baseline: bool) -> Non
         row["training"] = value["training"]
     if value.get("raced"):
         row["raced"] = True  # its window stopped behind the leader it raced: the run states why (`eliminated`)
+    if value.get("ahead"):
+        row["ahead"] = True  # its window stopped ahead of every other option: the run states why (`stopped_ahead`)
     determinism = value.get("determinism") or {}
     notes = []
     if determinism and not determinism.get("deterministic", True):
