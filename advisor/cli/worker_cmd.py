@@ -57,6 +57,7 @@ def worker(
     spare_sandboxes: int = typer.Option(
         2,
         "--spare-sandboxes",
+        envvar="ADVISOR_SPARE_SANDBOXES",
         min=1,
         max=8,
         help="prepared sandboxes kept ready for the next jobs (each holds an interpreter with torch imported)",

@@ -274,7 +274,7 @@ def test_fast_calls_are_timed_in_blocks_and_each_sample_is_the_block_mean():
 
     policy = TimingPolicy(min_iters=10, min_time_s=0.05, max_time_s=0.5, warmup_iters=2, sample_time_s=0.001)
     fns = {"backend": busy(100e-6), "eager": busy(2e-3)}
-    samples, calls_per_sample, timed_s, block_sizes, raced = time_side_by_side(
+    samples, calls_per_sample, timed_s, block_sizes, raced, ahead = time_side_by_side(
         fns, (), open_device("cpu"), policy, lambda n: None
     )
     # 100 us calls: about 10 per 1 ms sample; 2 ms calls are already long enough to time one by one
