@@ -50,24 +50,25 @@ class RaceBound:
 
     def reason(self, row: dict[str, Any]) -> str:
         """Why the row's window stopped early, with both intervals (the row's as measured)."""
-        low, high = (row.get("speedup_ci") or [None, None])[:2]
-        interval = f"{claims.fmt_bound(low)}-{claims.fmt_bound(high)}x" if low and high else "?"
         return (
-            f"clearly behind {self.leader}: its window stopped once its speedup over eager [95% CI {interval}] lay "
-            f"wholly below {self.leader}'s (from {claims.fmt_bound(self.speedup_low)}x); the steady-state speed "
+            f"clearly behind {self.leader}: its window stopped once its speedup over eager [95% CI {_interval(row)}] "
+            f"lay wholly below {self.leader}'s (from {claims.fmt_bound(self.speedup_low)}x); the steady-state speed "
             "decides this context, so timing it longer could not change the recommendation"
         )
 
     def ahead_reason(self, row: dict[str, Any]) -> str:
         """Why the row's window stopped early while ahead, with both intervals (the row's as measured)."""
-        low, high = (row.get("speedup_ci") or [None, None])[:2]
-        interval = f"{claims.fmt_bound(low)}-{claims.fmt_bound(high)}x" if low and high else "?"
         return (
-            f"clearly ahead: its window stopped once its speedup over eager [95% CI {interval}] lay wholly above "
-            f"every other option's so far (the highest reached {claims.fmt_bound(self.field_high)}x: {self.field}), "
-            "known tightly enough to rank on; the steady-state speed decides this context, so timing it longer "
-            "could not change which of them leads"
+            f"clearly ahead: its window stopped once its speedup over eager [95% CI {_interval(row)}] lay wholly "
+            f"above every other option's so far (the highest reached {claims.fmt_bound(self.field_high)}x: "
+            f"{self.field}), known tightly enough to rank on; the steady-state speed decides this context, so timing "
+            "it longer could not change which of them leads"
         )
+
+
+def _interval(row: dict[str, Any]) -> str:
+    low, high = (row.get("speedup_ci") or [None, None])[:2]
+    return f"{claims.fmt_bound(low)}-{claims.fmt_bound(high)}x" if low and high else "?"
 
 
 def races(context: DeploymentContext | None, workload: str) -> bool:
