@@ -167,13 +167,14 @@ def _embedded_worker_token(settings) -> str:  # noqa: ANN001 - app.settings.Sett
 
 def _wait_healthy(url: str, timeout_s: float, stopping: threading.Event) -> bool:
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not stopping.is_set():
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2.0).status_code == 200:
-                return True
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
+    with httpx.Client(timeout=2.0) as client:  # one client: building one costs ~20 ms of CPU (its TLS context)
+        while time.monotonic() < deadline and not stopping.is_set():
+            try:
+                if client.get(f"{url}/healthz").status_code == 200:
+                    return True
+            except httpx.TransportError:
+                pass
+            time.sleep(0.3)
     return False
 
 

@@ -24,6 +24,7 @@ import httpx
 import pytest
 from sqlmodel import Session
 
+from tests.support.http import http
 from tests.support.service_env import service_environment
 from tests.support.waiting import free_port
 
@@ -46,7 +47,7 @@ def wait_healthy(url: str, timeout_s: float, process: subprocess.Popen | None = 
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"the server exited with code {process.returncode} before answering /healthz")
         try:
-            if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
+            if http.get(f"{url}/healthz", timeout=1.0).status_code == 200:
                 return
         except httpx.TransportError:
             pass

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 from sqlmodel import Session
 
 from app.models import Analysis, Job
+from tests.support.http import http
 from tests.support.screenshots import copy_to_docs
 
 pytestmark = pytest.mark.browser
@@ -124,7 +124,7 @@ def test_keyboard_reaches_content_and_navigation(page, seeded_server):
 
 
 def test_queue_and_compare_pages(page, seeded_server, shot):
-    registered = httpx.post(
+    registered = http.post(
         seeded_server.url + "/api/v1/workers/register",
         json={
             "name": "npu-node-7",

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 
+from tests.support.http import http
 from tests.support.screenshots import copy_to_docs
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -50,7 +50,7 @@ def test_upload_watch_progress_and_read_the_recommendation(page, live_service, m
     expect(page.get_by_test_id("recommended-backend")).to_be_visible(timeout=240_000)
     expect(page.locator("[data-live-status]").first).to_have_text("done")
 
-    analysis = httpx.get(f"{live_service.url}/api/v1/analyses/{analysis_id}").json()
+    analysis = http.get(f"{live_service.url}/api/v1/analyses/{analysis_id}").json()
     measured = [m for m in analysis["measurements"]["measurements"] if m["status"] == "ok" and m.get("latency")]
     assert measured, analysis["measurements"]
     assert page.locator("svg.latency-chart rect.latency-bar").count() == len(measured)
@@ -68,7 +68,7 @@ def test_upload_watch_progress_and_read_the_recommendation(page, live_service, m
 def test_hostile_model_name_is_text_and_cancel_button_stops_the_run(page, live_service, model_file):
     hostile = "<script>alert(1)</script>"
     with open(model_file, "rb") as fh:
-        response = httpx.post(
+        response = http.post(
             f"{live_service.url}/api/v1/analyze",
             files={"model": ("m.pt2", fh, "application/octet-stream")},
             data={"context": '{"target": "cpu"}', "model_name": hostile, "force": "true"},

@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.http import http
 from tests.support.raw_http import read_answer
 from tests.support.service_env import service_environment
 from tests.support.waiting import free_port
@@ -48,7 +49,7 @@ def server(tmp_path: Path) -> Iterator[str]:
         while True:
             assert process.poll() is None, (tmp_path / "serve.log").read_text()
             try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                if http.get(f"{url}/healthz", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 pass

@@ -17,6 +17,7 @@ from sqlmodel import Session, select
 
 from advisor.core.calibration import MAX_CALIBRATION_BYTES
 from app.models import Analysis, Artifact
+from tests.support.http import http
 from tests.support.service_db import stored_files
 from tests.support.service_env import FAST_TIMING_ENV
 from workers.agent import AgentConfig, WorkerAgent
@@ -366,8 +367,6 @@ def test_in_object_storage_a_refused_file_leaves_no_object_and_a_stored_one_is_h
 ) -> None:
     import hashlib
 
-    import httpx
-
     client, s3, endpoint = s3_app
 
     def objects() -> list[str]:
@@ -386,4 +385,4 @@ def test_in_object_storage_a_refused_file_leaves_no_object_and_a_stored_one_is_h
     job = claim(client, worker).json()["job"]
     assert job["calibration_sha256"] == sha
     assert job["calibration_url"].startswith(f"{endpoint}/calibration/team/artifacts/{sha[:2]}/{sha}?")
-    assert httpx.get(job["calibration_url"]).content == samples
+    assert http.get(job["calibration_url"]).content == samples

@@ -23,6 +23,7 @@ pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
 
 from app.object_store import S3ArtifactStore, S3Location  # noqa: E402
+from tests.support.http import http  # noqa: E402
 from tests.support.s3_server import CREDENTIALS, REGION  # noqa: E402
 from tests.support.synthetic_models import exported_program_bytes  # noqa: E402
 from tests.support.waiting import free_port  # noqa: E402
@@ -164,7 +165,7 @@ def test_a_presigned_url_serves_one_object_for_a_bounded_time(s3, bucket):
     store = S3ArtifactStore(S3Location.parse(f"s3://{bucket}/team"), s3)
     stored, _ = store.save(io.BytesIO(b"model bytes"), max_bytes=1 << 20)
     url = store.download_url(stored.sha256, expires_s=30)
-    assert httpx.get(url).content == b"model bytes"
+    assert http.get(url).content == b"model bytes"
     query = parse_qs(urlparse(url).query)
     assert query["X-Amz-Expires"] == ["30"] and query["X-Amz-SignedHeaders"] == ["host"]
     assert urlparse(url).path.endswith(f"/team/artifacts/{stored.sha256[:2]}/{stored.sha256}"), "one object"
@@ -185,7 +186,7 @@ def test_the_server_hands_out_presigned_urls_with_the_job(s3_app, s3_endpoint, b
     assert job["artifact_sha256"] == sha
     assert job["artifact_url"].startswith(f"{s3_endpoint}/{bucket}/team/artifacts/{sha[:2]}/{sha}?")
     assert "X-Amz-Expires=900" in job["artifact_url"]
-    assert httpx.get(job["artifact_url"]).content == data
+    assert http.get(job["artifact_url"]).content == data
 
 
 def test_readyz_reports_the_store_and_the_database(make_app, s3_endpoint, bucket):
@@ -239,7 +240,7 @@ def test_a_worker_on_a_replica_that_never_saw_the_upload_measures_it(
         while True:
             assert process.poll() is None, (tmp_path / name).read_text()
             try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                if http.get(f"{url}/healthz", timeout=1).status_code == 200:
                     return url
             except httpx.TransportError:
                 pass
@@ -250,14 +251,14 @@ def test_a_worker_on_a_replica_that_never_saw_the_upload_measures_it(
         a = replica("a")
         b = replica("b")
         files = {"model": (model_file.name, model_file.read_bytes())}
-        accepted = httpx.post(f"{a}/api/v1/analyze", files=files, data={"context": CPU_CONTEXT}, timeout=60)
+        accepted = http.post(f"{a}/api/v1/analyze", files=files, data={"context": CPU_CONTEXT}, timeout=60)
         assert accepted.status_code == 202, accepted.text
         analysis_id = accepted.json()["id"]
         assert not list((tmp_path / "b").rglob("artifacts/*/*")), "replica b holds no copy"
         start("worker", "--server", b, "--backends", "eager", "--name", "on-b", log="worker.log")
         deadline = time.monotonic() + 240
         while True:
-            view = httpx.get(f"{b}/api/v1/analyses/{analysis_id}", timeout=10).json()
+            view = http.get(f"{b}/api/v1/analyses/{analysis_id}", timeout=10).json()
             if view["status"] in ("done", "failed"):
                 break
             assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
@@ -318,7 +319,7 @@ def _two_replicas(tmp_path: Path, bucket: str, s3_endpoint: str) -> Iterator[tup
                 while True:
                     assert processes[name].poll() is None, (tmp_path / name).read_text()
                     try:
-                        if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                        if http.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
                             break
                     except httpx.TransportError:
                         pass
@@ -356,14 +357,14 @@ def test_a_replica_killed_mid_upload_and_mid_completion_loses_and_double_counts_
         # a job submitted through b and claimed; its completion half received by a
         model = exported_program_bytes(42)
         sha = hashlib.sha256(model).hexdigest()
-        accepted = httpx.post(
+        accepted = http.post(
             f"{b}/api/v1/analyze", files={"model": ("m.pt2", model)}, data={"context": CPU_CONTEXT}, timeout=30
         )
         assert accepted.status_code == 202, accepted.text
         analysis_id = accepted.json()["id"]
         register = {"name": "w", "device_kind": "cpu", "backends": ["eager", "inductor"], "environment": {}}
-        worker = httpx.post(f"{b}/api/v1/workers/register", json=register, timeout=10).json()["worker_id"]
-        lease = httpx.post(f"{a}/api/v1/workers/{worker}/claim", timeout=10).json()
+        worker = http.post(f"{b}/api/v1/workers/register", json=register, timeout=10).json()["worker_id"]
+        lease = http.post(f"{a}/api/v1/workers/{worker}/claim", timeout=10).json()
         job_id, token = lease["job"]["id"], lease["lease_token"]
         results = json.dumps(_results(sha)).encode()
         completion = socket.create_connection(("127.0.0.1", ports["a"]))
@@ -383,19 +384,19 @@ def test_a_replica_killed_mid_upload_and_mid_completion_loses_and_double_counts_
 
         # b keeps serving: the worker's retry of the completion lands there, once
         for _ in range(2):
-            done = httpx.post(
+            done = http.post(
                 f"{b}/api/v1/jobs/{job_id}/complete",
                 content=results,
                 timeout=30,
                 headers={"X-Lease-Token": token, "Content-Type": "application/json"},
             )
             assert done.status_code == 200, done.text
-        view = httpx.get(f"{b}/api/v1/analyses/{analysis_id}", timeout=10).json()
+        view = http.get(f"{b}/api/v1/analyses/{analysis_id}", timeout=10).json()
         assert view["status"] == "done" and view["job"]["attempts"] == 1
         assert [row["backend"] for row in view["measurements"]["measurements"]] == ["eager", "inductor"]
-        listed = httpx.get(f"{b}/api/v1/analyses", timeout=10).json()
+        listed = http.get(f"{b}/api/v1/analyses", timeout=10).json()
         assert listed["total"] == 1, "one analysis: nothing double-counted, the half upload submitted nothing"
-        assert httpx.get(f"{b}/api/v1/artifacts/{sha}", timeout=10).content == model
+        assert http.get(f"{b}/api/v1/artifacts/{sha}", timeout=10).content == model
 
         deadline = time.monotonic() + 30  # b sweeps what a left in the store
         while open_multipart_uploads(s3, bucket) or [k for k in keys(s3, bucket) if "/incoming/" in k]:
@@ -502,7 +503,7 @@ def test_a_real_worker_behind_one_address_survives_a_replica_killed_mid_upload_a
         try:
             # the user's analysis, and an upload left half received by a
             files = {"model": (model_file.name, model_file.read_bytes())}
-            accepted = httpx.post(f"{one}/api/v1/analyze", files=files, data={"context": CPU_CONTEXT}, timeout=60)
+            accepted = http.post(f"{one}/api/v1/analyze", files=files, data={"context": CPU_CONTEXT}, timeout=60)
             assert accepted.status_code == 202, accepted.text
             analysis_id = accepted.json()["id"]
             upload = send_half_an_upload(address.port, s3, bucket)
@@ -523,11 +524,11 @@ def test_a_real_worker_behind_one_address_survives_a_replica_killed_mid_upload_a
             assert worker.wait(60) == 0, worker_log.read_text()[-3000:]
 
             b = f"http://127.0.0.1:{ports['b']}"
-            view = httpx.get(f"{b}/api/v1/analyses/{analysis_id}", timeout=10).json()
+            view = http.get(f"{b}/api/v1/analyses/{analysis_id}", timeout=10).json()
             assert view["status"] == "done", (view.get("error"), worker_log.read_text()[-3000:])
             assert view["measured_by"]["name"] == "real" and view["job"]["attempts"] == 1
             assert [row["status"] for row in view["measurements"]["measurements"]] == ["ok"]
-            assert httpx.get(f"{b}/api/v1/analyses", timeout=10).json()["total"] == 1, "nothing double-counted"
+            assert http.get(f"{b}/api/v1/analyses", timeout=10).json()["total"] == 1, "nothing double-counted"
             assert "/complete" not in (tmp_path / "a").read_text(), "a died before it answered the completion"
             assert (tmp_path / "b").read_text().count('/complete HTTP/1.1" 200') == 1, "the retry landed on b, once"
             sha = hashlib.sha256(model_file.read_bytes()).hexdigest()

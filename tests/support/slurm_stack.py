@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.http import http
 from tests.support.service_env import FAST_TIMING_ENV, service_environment
 from tests.support.waiting import free_port, wait_for
 
@@ -123,7 +124,7 @@ class Stack:
         def healthy() -> bool:
             assert process.poll() is None, self.log("serve")
             try:
-                return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+                return http.get(f"{self.url}/healthz", timeout=1).status_code == 200
             except httpx.TransportError:
                 return False
 

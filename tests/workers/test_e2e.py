@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.http import http
 from tests.support.service_env import service_environment
 from tests.support.waiting import free_port, wait_for
 
@@ -50,7 +51,7 @@ class Services:
         while time.monotonic() < deadline:
             assert process.poll() is None, self.log("serve.log")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                if http.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return process
             except httpx.TransportError:
                 time.sleep(0.2)
@@ -64,7 +65,7 @@ class Services:
         return subprocess.run(command, capture_output=True, text=True, env=self.env, timeout=300)
 
     def analyses(self) -> list[dict]:
-        return httpx.get(f"{self.url}/api/v1/analyses", params={"per_page": 50}, timeout=10).json()["items"]
+        return http.get(f"{self.url}/api/v1/analyses", params={"per_page": 50}, timeout=10).json()["items"]
 
     def log(self, name: str) -> str:
         path = self.tmp_path / name
@@ -137,7 +138,7 @@ def test_queued_jobs_survive_a_server_crash_and_analyze_waits_for_the_stored_rep
     completed = [job for job, kind, _ in _events(services) if kind == "completed"]
     assert len(completed) == len(set(completed)) == len(listed), "each job finished exactly once"
     for item in listed:
-        stored = httpx.get(f"{services.url}/api/v1/analyses/{item['id']}", timeout=10).json()
+        stored = http.get(f"{services.url}/api/v1/analyses/{item['id']}", timeout=10).json()
         assert stored["recommendation"]["backend"] == "eager"
         assert [row["status"] for row in stored["measurements"]["measurements"]] == ["ok"]
         assert stored["inspection"]["format"] == "exported_program"
@@ -183,12 +184,12 @@ def test_hostile_uploads_end_with_a_clear_status_and_the_worker_takes_the_next_j
         if path.suffix == ".pt":
             files["inputs"] = ("inputs.pt", inputs.read_bytes())
         context = json.dumps({"stage": "production", "target": "cpu"})
-        answer = httpx.post(f"{services.url}/api/v1/analyze", files=files, data={"context": context}, timeout=30)
+        answer = http.post(f"{services.url}/api/v1/analyze", files=files, data={"context": context}, timeout=30)
         assert answer.status_code == 202, answer.text
         ids[name] = answer.json()["id"]
 
     def final() -> dict | None:
-        views = {name: httpx.get(f"{services.url}/api/v1/analyses/{i}", timeout=10).json() for name, i in ids.items()}
+        views = {name: http.get(f"{services.url}/api/v1/analyses/{i}", timeout=10).json() for name, i in ids.items()}
         return views if all(v["status"] in ("done", "failed") for v in views.values()) else None
 
     views = wait_until(final, 300, "every hostile job and the clean one should finish", services)
@@ -224,7 +225,7 @@ def test_the_embedded_worker_stops_when_serve_is_killed(services: Services):
 
     def registered() -> list[dict] | None:
         try:
-            workers = httpx.get(f"{services.url}/api/v1/workers", timeout=2).json()
+            workers = http.get(f"{services.url}/api/v1/workers", timeout=2).json()
         except (httpx.TransportError, ValueError):
             return None
         return workers or None
