@@ -24,7 +24,7 @@ import httpx
 import pytest
 from sqlmodel import Session
 
-from tests.support.http import http
+from tests.support.http_client import http
 from tests.support.service_env import service_environment
 from tests.support.waiting import free_port
 

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from app.models import Analysis, Job
-from tests.support.http import http
+from tests.support.http_client import http
 from tests.support.screenshots import copy_to_docs
 
 pytestmark = pytest.mark.browser

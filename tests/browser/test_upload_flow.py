@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.http import http
+from tests.support.http_client import http
 from tests.support.screenshots import copy_to_docs
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -17,7 +17,7 @@ from sqlmodel import Session, select
 
 from advisor.core.calibration import MAX_CALIBRATION_BYTES
 from app.models import Analysis, Artifact
-from tests.support.http import http
+from tests.support.http_client import http
 from tests.support.service_db import stored_files
 from tests.support.service_env import FAST_TIMING_ENV
 from workers.agent import AgentConfig, WorkerAgent

@@ -23,7 +23,7 @@ pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
 
 from app.object_store import S3ArtifactStore, S3Location  # noqa: E402
-from tests.support.http import http  # noqa: E402
+from tests.support.http_client import http  # noqa: E402
 from tests.support.s3_server import CREDENTIALS, REGION  # noqa: E402
 from tests.support.synthetic_models import exported_program_bytes  # noqa: E402
 from tests.support.waiting import free_port  # noqa: E402

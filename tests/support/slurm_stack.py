@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.http import http
+from tests.support.http_client import http
 from tests.support.service_env import FAST_TIMING_ENV, service_environment
 from tests.support.waiting import free_port, wait_for
 

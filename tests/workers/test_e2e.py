@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.http import http
+from tests.support.http_client import http
 from tests.support.service_env import service_environment
 from tests.support.waiting import free_port, wait_for
 

@@ -1,4 +1,5 @@
-"""One HTTP client for the tests' calls to the real servers they start.
+"""One HTTP client for the tests' calls to the real servers they start (not named `http`: tests run scripts with
+tests/support as their working directory, where that name would shadow the standard library's `http`).
 
 `httpx.get(...)` builds a client per call, and building one costs ~20 ms of CPU (its TLS context loads the CA bundle)
 even for plain HTTP: the tests that poll a server every 0.25 s made hundreds of such calls (the hostile-upload
