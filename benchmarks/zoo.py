@@ -522,7 +522,8 @@ def analyse(path: Path, built: dict, server: str = "", tag: str = "") -> dict[st
             "accurate": (r.get("accuracy") or {}).get("passed"),
             "speedup_ci": r.get("speedup_ci"),
             "samples": (r.get("latency") or {}).get("n"),
-            # racing: its first window stopped early, behind the leader or clearly ahead of the others
+            # racing: it stopped being timed behind the leader (its first window or a re-measure round left it out),
+            # or its first window stopped clearly ahead of the others
             "window_stopped": "behind" if r.get("eliminated") else "ahead" if r.get("stopped_ahead") else None,
         }
         for r in report["measurements"]["measurements"]

@@ -181,10 +181,7 @@ def _behind_the_leader(policy: TimingPolicy, samples: dict[str, list[float]], sa
     from advisor.core.decision.racing import behind
     from advisor.core.stats import median_ci
 
-    if policy.race_below is None or "eager" not in samples:
-        return False
-    floor = min(LOADED_SLOW_MIN_ITERS, policy.loaded_min_iters)
-    if any(len(t) < _floor(sample_s[name], floor, policy.loaded_min_iters) for name, t in samples.items()):
+    if policy.race_below is None or "eager" not in samples or not _race_floor_reached(policy, samples, sample_s):
         return False
     eager_high = median_ci(sorted(samples["eager"]))[1]
     backend_low = median_ci(sorted(samples["backend"]))[0]
@@ -198,33 +195,31 @@ def _ahead_of_the_field(
     block_sizes: dict[str, list[int]],
     elapsed: float,
 ) -> bool:
-    """Racing's dual: past `min_time_s`, every callable has its floor of samples, the option's speedup interval lies
-    wholly above `race_above` with a width "high" confidence accepts, and neither side's samples would make the row
-    noisy (their IQR, their blocks' drift: advisor.core.noise.row_noise) - a stop that leaves the row as resolved as
+    """Racing's dual: past `min_time_s`, every callable has its floor of samples, the option's speedup interval (as
+    the row will quote it) lies wholly above `race_above` with a width "high" confidence accepts, and neither side's
+    summary is noisy or drifting (what advisor.core.noise.row_noise reads) - a stop that leaves the row as resolved as
     the full window would have, only less tightly known."""
     from advisor.core import noise, stats
     from advisor.core.decision.racing import ahead
 
     if policy.race_above is None or "eager" not in samples or elapsed < policy.min_time_s:
         return False
+    if not _race_floor_reached(policy, samples, sample_s):
+        return False
+    sides = {name: stats.summarize(times, block_sizes=block_sizes[name]) for name, times in samples.items()}
+    if any(side["verdict"] == "noisy" or (side["drift"] or 0.0) > noise.BRACKET_DRIFT_MAX for side in sides.values()):
+        return False
+    if min(side["ci_low_ms"] for side in sides.values()) <= 0:
+        return False
+    _, (low, high) = stats.speedup(sides["eager"], sides["backend"])
+    return ahead(low, policy.race_above) and high / low <= noise.HIGH_CONFIDENCE_MAX_CI_RATIO
+
+
+def _race_floor_reached(policy: TimingPolicy, samples: dict[str, list[float]], sample_s: dict[str, float]) -> bool:
+    """Whether every callable has the floor of samples a racing stop (behind or ahead) needs: as for
+    `loaded_min_iters`, LOADED_SLOW_MIN_ITERS for samples of SETTLE_FREE_SAMPLE_S or more."""
     floor = min(LOADED_SLOW_MIN_ITERS, policy.loaded_min_iters)
-    if any(len(t) < _floor(sample_s[name], floor, policy.loaded_min_iters) for name, t in samples.items()):
-        return False
-    eager_low, eager_high = stats.median_ci(sorted(samples["eager"]))
-    backend_low, backend_high = stats.median_ci(sorted(samples["backend"]))
-    if min(eager_low, backend_low) <= 0:
-        return False
-    low, high = eager_low / backend_high, eager_high / backend_low
-    if not ahead(low, policy.race_above) or high / low > noise.HIGH_CONFIDENCE_MAX_CI_RATIO:
-        return False
-    for name, times in samples.items():
-        ordered = sorted(times)
-        median = stats.percentile(ordered, 50)
-        spread = stats.percentile(ordered, 75) - stats.percentile(ordered, 25)
-        moved = stats.drift(times, block_sizes[name])
-        if median <= 0 or spread / median > stats.NOISY_IQR_RATIO or (moved or 0.0) > noise.BRACKET_DRIFT_MAX:
-            return False
-    return True
+    return all(len(t) >= _floor(sample_s[name], floor, policy.loaded_min_iters) for name, t in samples.items())
 
 
 def _warm_up(timer: Callable[[Callable[[], Any]], tuple[float, Any]], call: Callable[[], Any], iters: int) -> float:
