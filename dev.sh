@@ -56,6 +56,12 @@ case "$cmd" in
     # process has no more threads than cores) burn the time slices the other workers' threads need; passive ones
     # sleep. The children inherit it (advisor.harness.sandbox keeps OMP_*); an analysis outside the tests does not.
     export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+    # The project's bytecode, written once (under 1 s): the ~300 interpreters the suite starts (servers, workers,
+    # sandboxed children that see the checkout read-only) read it instead of each compiling the modules it imports.
+    # Written also where PYTHONDONTWRITEBYTECODE is set, and pytest then keeps its rewritten test modules too (each
+    # worker otherwise rewrites all of them, ~5 CPU-s, on every run): both land in the ignored __pycache__ folders.
+    "$VENV/bin/python" -m compileall -q -j 0 advisor app workers tests >/dev/null
+    unset PYTHONDONTWRITEBYTECODE
     exec "$VENV/bin/python" -m pytest -n "${ADVISOR_TEST_WORKERS:-4}" --dist worksteal "$@"
     ;;
   *)

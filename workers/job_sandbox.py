@@ -53,7 +53,8 @@ class JobSandbox:
 class JobSandboxes:
     """The sandboxes of one worker's jobs: up to `spares` ready for the next jobs, at most one starting, at most one
     in use. Two spares (the default) let two short jobs arrive back to back without waiting; each idle spare holds
-    an interpreter with torch imported (a few hundred MB).
+    an interpreter with torch imported (a few hundred MB). With none, nothing starts ahead: each job's sandbox
+    starts when the job is claimed (its `import torch` then lies on the job's path, before its downloads).
 
     Spares are started one at a time by one long-lived thread of this object: bubblewrap's parent-death signal follows
     the thread that started it, so a sandbox started from a short-lived thread (a job's progress reader) would die
@@ -63,7 +64,7 @@ class JobSandboxes:
         self.device = device
         self.work_dir = work_dir
         self.inductor = inductor  # whether jobs may compile C++ with Inductor: the zygote then prepares for it
-        self.spares = max(1, spares)
+        self.spares = max(0, spares)
         self.starts = 0  # sandboxes started so far
         self.current: JobSandbox | None = None
         self._ready: list[JobSandbox] = []
@@ -74,11 +75,13 @@ class JobSandboxes:
         self._wanted = threading.Event()
         self._starter: threading.Thread | None = None
 
-    def prepare(self) -> None:
+    def prepare(self, *, claimed: bool = False) -> None:
         """Start one more spare in the background, unless one is starting, enough are ready (or none can start).
-        The worker calls it when it starts, each time it finds no work, and as each job starts."""
+        The worker calls it when it starts, each time it finds no work, and as each job starts; `take` calls it with
+        `claimed` for the job just claimed when none is ready, whatever the number of spares."""
         with self._changed:
-            if self._closing or self._unavailable or self._starting or len(self._ready) >= self.spares:
+            wanted = 1 if claimed else self.spares
+            if self._closing or self._unavailable or self._starting or len(self._ready) >= wanted:
                 return
             self._starting = True
             if self._starter is None:
@@ -93,7 +96,7 @@ class JobSandboxes:
         with self._changed:
             ready = bool(self._ready)
         if not ready:
-            self.prepare()
+            self.prepare(claimed=True)
         with self._changed:
             self._changed.wait_for(lambda: bool(self._ready) or not self._starting)
             self.current = self._ready.pop(0) if self._ready else None

@@ -58,9 +58,10 @@ def worker(
         2,
         "--spare-sandboxes",
         envvar="ADVISOR_SPARE_SANDBOXES",
-        min=1,
+        min=0,
         max=8,
-        help="prepared sandboxes kept ready for the next jobs (each holds an interpreter with torch imported)",
+        help="prepared sandboxes kept ready for the next jobs (each holds an interpreter with torch imported); 0: "
+        "none waits, each job's sandbox starts when the job is claimed",
     ),
 ) -> None:
     """Register with the server, then claim and measure jobs until stopped (Ctrl-C / SIGTERM: graceful); with

@@ -156,3 +156,8 @@ def send_deep_result(levels: int) -> None:
         except OSError:
             continue
     os._exit(0)
+
+
+def torch_free_preload(**_kwargs: object) -> None:
+    """A zygote preload that imports nothing: for tests of what a job's sandbox confines, which bubblewrap, the
+    seccomp filter and the zygote's own code decide and torch's import does not (tests/workers/test_job_sandbox.py)."""

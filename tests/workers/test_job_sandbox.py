@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from advisor.harness.isolation import resolve_isolation
 from advisor.harness.process_tree import running
-from advisor.harness.sandbox import SandboxResult, run_in_sandbox
+from advisor.harness.sandbox import SandboxResult, Zygote, run_in_sandbox
 from tests.support import keyrings
 from tests.support.bubblewrap import require_bubblewrap
+from workers import job_sandbox
 from workers.job_sandbox import JobSandbox, JobSandboxes
 
 HERE = "tests.workers.test_job_sandbox"
@@ -154,7 +156,34 @@ def huge_result(megabytes: int) -> str:
 
 # ------------------------------------------------------------------ fixtures and helpers
 @pytest.fixture
-def sandboxes(tmp_path: Path):
+def torch_free_zygotes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Job sandboxes whose zygote imports no torch (~0.3 s to start instead of ~3.5 s of CPU): everything else - the
+    bubblewrap command line, the seccomp filter, the zygote that forks each child, the inbox - is the worker's own.
+    What these tests attack is decided there, not by what the zygote imported; the first test below keeps the real
+    preload, so one job's sandbox in this file is exactly a worker's."""
+
+    def torch_free(device: str, readable: list[str | None] | tuple = (), *, inductor: bool = True) -> Zygote:
+        return Zygote(
+            "tests.support.sandbox_probes:torch_free_preload",
+            {},
+            isolation=resolve_isolation(),
+            readable=[p for p in readable if p],
+        )
+
+    monkeypatch.setattr(job_sandbox, "measurement_zygote", torch_free)
+
+
+@pytest.fixture
+def sandboxes(tmp_path: Path, torch_free_zygotes: None):
+    require_bubblewrap()
+    pool = JobSandboxes("cpu", tmp_path / "work", inductor=False)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def product_sandboxes(tmp_path: Path):
+    """Sandboxes exactly as a worker prepares them (torch, Dynamo and Inductor imported in each zygote)."""
     require_bubblewrap()
     pool = JobSandboxes("cpu", tmp_path / "work", inductor=False)
     yield pool
@@ -182,7 +211,8 @@ def shmem_mb() -> float:
 
 
 # ------------------------------------------------------------------ tests
-def test_a_later_job_sees_nothing_an_earlier_job_left_and_system_paths_are_read_only(sandboxes: JobSandboxes):
+def test_a_later_job_sees_nothing_an_earlier_job_left_and_system_paths_are_read_only(product_sandboxes: JobSandboxes):
+    sandboxes = product_sandboxes
     first = sandboxes.take()
     assert first is not None
     left = run_job(first, "leave_traces", {"marker": "planted-by-x"})
@@ -318,7 +348,9 @@ def test_the_next_jobs_sandbox_is_up_before_the_current_jobs_first_timed_window(
     assert time.monotonic() - started < 1.0  # the next job finds its sandbox ready
 
 
-def test_spares_prepared_while_idle_serve_jobs_back_to_back_each_in_its_own_sandbox(tmp_path: Path):
+def test_spares_prepared_while_idle_serve_jobs_back_to_back_each_in_its_own_sandbox(
+    tmp_path: Path, torch_free_zygotes: None
+):
     require_bubblewrap()
     pool = JobSandboxes("cpu", tmp_path / "work", inductor=False, spares=2)
     try:
@@ -334,6 +366,28 @@ def test_spares_prepared_while_idle_serve_jobs_back_to_back_each_in_its_own_sand
         first_pid = first.zygote.pid
         second = pool.take()  # ends the first job
         assert second is not None and time.monotonic() - started < 1.0
+        assert second.zygote.pid != first_pid and not running(first_pid)
+    finally:
+        pool.close()
+
+
+def test_with_no_spares_nothing_starts_while_idle_and_each_claimed_job_gets_its_own(
+    tmp_path: Path, torch_free_zygotes: None
+):
+    """`worker --spare-sandboxes 0`: the idle polls start no interpreter; the claimed job's sandbox starts then."""
+    require_bubblewrap()
+    pool = JobSandboxes("cpu", tmp_path / "work", inductor=False, spares=0)
+    try:
+        for _ in range(3):  # the worker's idle polls and the start of each job
+            pool.prepare()
+        assert pool.starts == 0
+        first = pool.take()
+        assert first is not None and first.zygote.start() and pool.starts == 1
+        first_pid = first.zygote.pid
+        pool.prepare()  # as the job starts: still no spare for the next one
+        assert pool.starts == 1
+        second = pool.take()  # ends the first job
+        assert second is not None and pool.starts == 2
         assert second.zygote.pid != first_pid and not running(first_pid)
     finally:
         pool.close()

@@ -46,19 +46,22 @@ from advisor.harness.sandbox import report_progress
 
 def preload(device: str, trusted_headers: str | None = None, compiles_inductor: bool = False) -> None:
     """Zygote preload (see advisor.harness.sandbox.Zygote): the imports every measurement child does anyway - `import
-    torch` and what loading an ExportedProgram imports (Dynamo, Inductor: ~1.5 s) - and, in a sandbox, a copy of
-    Inductor's trusted precompiled header (advisor.harness.inductor_headers); no model, no compilation. Inductor reads
-    its cache directory from the environment when it compiles, in the child.
+    torch` and what loading an ExportedProgram imports (Dynamo: ~1 s) - and, in a sandbox, a copy of Inductor's
+    trusted precompiled header (advisor.harness.inductor_headers); no model, no compilation. Inductor reads its cache
+    directory from the environment when it compiles, in the child.
 
-    On CPU, for a job that compiles with Inductor (`compiles_inductor`; only such a job is handed a trusted build),
-    it also runs Inductor's CPU-feature probe (`inductor_headers.probe_vec_isa`: against the trusted build's test
-    programs when there is one, else building them here), so forked variants inherit the answer instead of each
-    paying 5-14 s for it inside its cold compile."""
+    For a job that compiles with Inductor (`compiles_inductor`; only such a job is handed a trusted build) it also
+    imports Inductor's compile path (~0.8 s more, and its memory in every idle spare of a worker that never compiles
+    with it) and, on CPU, runs Inductor's CPU-feature probe (`inductor_headers.probe_vec_isa`: against the trusted
+    build's test programs when there is one, else building them here), so forked variants inherit the answer
+    instead of each paying 5-14 s for it inside its cold compile."""
     devices.prepare_environment(device)
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
-    import torch._inductor.compile_fx  # noqa: F401
     import torch.export  # noqa: F401
+
+    if compiles_inductor:
+        import torch._inductor.compile_fx  # noqa: F401
 
     from advisor.harness import inductor_headers
 
