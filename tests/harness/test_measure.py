@@ -293,7 +293,9 @@ def compile_and_count_cache_files(zygote_cache: str) -> dict:
     Inductor still writes its FX-graph entry and wrapper code there but runs no g++ (~5 s, not ~30 s on two cores;
     C++ kernels are the measurement tests' and test_inductor_headers' subject)."""
     import os
+    import sys
 
+    preloaded = "torch._inductor.compile_fx" in sys.modules  # imported by the zygote, before this child forked
     compiled = torch.compile(lambda x: x @ x)
     compiled(torch.ones(8, 8))
     root = os.environ["TORCHINDUCTOR_CACHE_DIR"]
@@ -301,6 +303,7 @@ def compile_and_count_cache_files(zygote_cache: str) -> dict:
         "files": sum(len(files) for _, _, files in os.walk(root)),
         "zygote_cache_files": sum(len(files) for _, _, files in os.walk(zygote_cache)),
         "parent": os.getppid(),
+        "inductor_preloaded": preloaded,
     }
 
 
@@ -323,13 +326,19 @@ def test_max_autotune_compiles_from_the_kernels_default_built_in_the_same_job(ml
 
 @pytest.mark.slow
 def test_children_forked_from_the_preloaded_zygote_compile_into_their_own_cache_dir(tmp_path):
-    """The zygote imported torch, Dynamo and Inductor; the cache dir must still be the child's, not the zygote's."""
+    """The zygote of a job that compiles with Inductor imported torch, Dynamo and Inductor's compile path and probed
+    the CPU (against the trusted build); the cache dir must still be the child's, not the zygote's."""
     import os
 
+    from advisor.harness.inductor_headers import trusted_headers
+    from advisor.harness.isolation import resolve_isolation
     from advisor.harness.measurement.plan import PRELOAD
     from advisor.harness.sandbox import Zygote, run_in_sandbox
 
-    with Zygote(PRELOAD, {"device": "cpu"}) as zygote:
+    isolation = resolve_isolation()
+    headers = trusted_headers(isolation)
+    preload = {"device": "cpu", "trusted_headers": headers, "compiles_inductor": True}
+    with Zygote(PRELOAD, preload, isolation=isolation, readable=[headers] if headers else []) as zygote:
         zygote_cache = f"{zygote.scratch}/zygote-cache"  # the cache dir in the zygote's own environment
         result = run_in_sandbox(
             "tests.harness.test_measure:compile_and_count_cache_files",
@@ -343,6 +352,7 @@ def test_children_forked_from_the_preloaded_zygote_compile_into_their_own_cache_
         assert result.value["parent"] != os.getpid()  # forked from the zygote, not spawned
         assert result.value["files"] > 0
         assert result.value["zygote_cache_files"] == 0
+        assert result.value["inductor_preloaded"] is True
 
 
 def test_the_timing_env_override_replaces_only_the_default_policy(monkeypatch):
