@@ -190,7 +190,8 @@ def shared_sandbox(
     import advisor.harness.measurement
     import advisor.harness.measurement.run as run
 
-    def shared_or_own(device: str, readable=(), *, inductor: bool = True):  # noqa: ANN001, ANN202
+    def shared_handle(device: str, readable) -> dict | None:  # noqa: ANN001
+        """The shared zygote's handle when it can serve a child of `device` reading `readable`; else None."""
         from advisor.harness.isolation import resolve_isolation
 
         zygote = _shared_zygote(tmp_path_factory.getbasetemp()) if device == "cpu" else None
@@ -200,11 +201,30 @@ def shared_sandbox(
             and zygote.isolation == resolve_isolation()
             and zygote.covers([p for p in readable if p], [])
         )
-        handle = zygote.handle() if serves else None
+        return zygote.handle() if serves else None
+
+    def shared_or_own(device: str, readable=(), *, inductor: bool = True):  # noqa: ANN001, ANN202
+        handle = shared_handle(device, readable)
         if handle is None:
             return _real_measurement_zygote(device, readable, inductor=inductor)
         return Zygote.attach(handle)  # its close() lets go of it
 
     monkeypatch.setattr(run, "measurement_zygote", shared_or_own)
     monkeypatch.setattr(advisor.harness.measurement, "measurement_zygote", shared_or_own)
+
+    # `npu-advisor inspect` run in-process: its one child forks from the same zygote where it can, instead of
+    # spawning an interpreter that imports torch (an analysis's inspection already does, through measurement_zygote)
+    from advisor.harness import isolated_inspection
+
+    own_inspection = isolated_inspection.inspect_isolated
+
+    def inspect_in_shared(path: str, *, zygote=None, inputs_file=None, **options):  # noqa: ANN001, ANN003, ANN202
+        files = [os.path.abspath(path), inputs_file and os.path.abspath(inputs_file)]
+        handle = None if zygote is not None else shared_handle("cpu", files)
+        if handle is None:
+            return own_inspection(path, zygote=zygote, inputs_file=inputs_file, **options)
+        with Zygote.attach(handle) as shared:
+            return own_inspection(path, zygote=shared, inputs_file=inputs_file, **options)
+
+    monkeypatch.setattr(isolated_inspection, "inspect_isolated", inspect_in_shared)
     yield
