@@ -6,6 +6,8 @@ import contextlib
 import fcntl
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -44,6 +46,24 @@ _EXCLUSIVE_KEY = pytest.StashKey[int]()
 def pytest_configure(config: pytest.Config) -> None:
     if not _WORKER and getattr(config.option, "testrunuid", "unset") is None:
         config.option.testrunuid = _RUN_ID  # the name xdist hands its workers
+    if not _WORKER and getattr(config.option, "numprocesses", None):
+        _HEADER_BUILD.append(_start_header_build())
+
+
+# Inductor's trusted precompiled header (advisor.harness.inductor_headers), which every sandboxed job that compiles
+# copies in, is built once per machine and venv, on first use (~20 s on 2 cores). On a fresh machine (CI) the first
+# use was an exclusive test's analysis, so the other workers sat idle through the build; xdist's controller starts it
+# while the workers collect instead, and a test that needs it before it is done waits for it, as a job would.
+_HEADER_BUILD: list[subprocess.Popen] = []
+_BUILD_HEADER = (
+    "from advisor.harness.inductor_headers import trusted_headers\n"
+    "from advisor.harness.isolation import resolve_isolation\n"
+    "trusted_headers(resolve_isolation())\n"
+)
+
+
+def _start_header_build() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", _BUILD_HEADER], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -167,6 +187,9 @@ _SHARED: list[Zygote] = []  # one, once a test asked for a zygote
 def pytest_sessionfinish(session: pytest.Session) -> None:
     for zygote in _SHARED:
         zygote.close()
+    for build in _HEADER_BUILD:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            build.wait(600)
     if not _WORKER:  # the run is over: its shared Inductor cache and its workers' shared directory go
         for path in (_CACHE, _SHARED_DIR):
             shutil.rmtree(path, ignore_errors=True)
