@@ -43,13 +43,6 @@ for _name, _value in FAST_TIMING_ENV.items():
 _EXCLUSIVE_KEY = pytest.StashKey[int]()
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    if not _WORKER and getattr(config.option, "testrunuid", "unset") is None:
-        config.option.testrunuid = _RUN_ID  # the name xdist hands its workers
-    if not _WORKER and getattr(config.option, "numprocesses", None):
-        _HEADER_BUILD.append(_start_header_build())
-
-
 # Inductor's trusted precompiled header (advisor.harness.inductor_headers), which every sandboxed job that compiles
 # copies in, is built once per machine and venv, on first use (~20 s on 2 cores). On a fresh machine (CI) the first
 # use was an exclusive test's analysis, so the other workers sat idle through the build; xdist's controller starts it
@@ -64,6 +57,13 @@ _BUILD_HEADER = (
 
 def _start_header_build() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", _BUILD_HEADER], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not _WORKER and getattr(config.option, "testrunuid", "unset") is None:
+        config.option.testrunuid = _RUN_ID  # the name xdist hands its workers
+    if not _WORKER and getattr(config.option, "numprocesses", None):
+        _HEADER_BUILD.append(_start_header_build())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -6,8 +6,9 @@ other job's code ever ran in: its own user, PID, IPC, network and mount namespac
 ends its zygote is stopped: the kernel kills every process in the sandbox and frees its tmpfs memory. Nothing is made
 clean for reuse, so there is no list of things to clean that could miss one.
 
-Starting a zygote (`import torch`, Dynamo, Inductor, the CPU probe: ~5 s on 2 cores) stays off the job's critical
-path: `prepare()` starts the next job's zygote (a spare) in a thread when the worker starts, while it waits for work,
+Starting a zygote (`import torch`, Dynamo and, for a worker that measures Inductor, Inductor and its CPU probe:
+~5 s on 2 cores) stays off the job's critical path: `prepare()` starts the next job's zygote (a spare) in a thread
+when the worker starts, while it waits for work,
 and as each job starts, so that it comes up during that job's download and inspection; the job's first timed window
 waits until it is up (`readiness_fd`), so starting it never disturbs a measurement. `take()` hands the spare to the
 job that was just claimed (waiting for it if it is still starting). What outlives a job is only what the sandbox sees

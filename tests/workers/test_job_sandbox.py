@@ -174,7 +174,9 @@ def torch_free_zygotes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def sandboxes(tmp_path: Path, torch_free_zygotes: None):
+def product_sandboxes(tmp_path: Path):
+    """Sandboxes exactly as a worker that does not measure Inductor prepares them (torch and Dynamo imported in
+    each zygote)."""
     require_bubblewrap()
     pool = JobSandboxes("cpu", tmp_path / "work", inductor=False)
     yield pool
@@ -182,12 +184,9 @@ def sandboxes(tmp_path: Path, torch_free_zygotes: None):
 
 
 @pytest.fixture
-def product_sandboxes(tmp_path: Path):
-    """Sandboxes exactly as a worker prepares them (torch, Dynamo and Inductor imported in each zygote)."""
-    require_bubblewrap()
-    pool = JobSandboxes("cpu", tmp_path / "work", inductor=False)
-    yield pool
-    pool.close()
+def sandboxes(product_sandboxes: JobSandboxes, torch_free_zygotes: None) -> JobSandboxes:
+    """The same pool with torch-free zygotes (a pool starts its zygotes when asked, so after the patch)."""
+    return product_sandboxes
 
 
 def run_job(sandbox: JobSandbox, target: str, kwargs: dict, **options) -> SandboxResult:
