@@ -66,6 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _HEADER_BUILD.append(_start_header_build())
 
 
+@pytest.hookimpl(trylast=True)  # after `-k`/`-m` deselected: the count is of the exclusive tests this run runs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Exclusive tests first (a stable sort): under xdist each worker then runs its exclusive tests before any
     other, and the other tests wait for all of them (see `machine_share`) - one quiet phase at the start, instead of
@@ -83,6 +84,18 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         if _WORKER and _is_exclusive(item):
             with open(_shared_dir() / "exclusive.done", "a") as done:
                 done.write(item.nodeid + "\n")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """An xdist worker ends here: its session finished (its zygote closed, its fixtures torn down) and xdist sent
+    the controller its last report, which the controller marks the worker done by. What normally follows only
+    collects garbage and frees the modules: with torch, Dynamo and Inductor loaded, 3-5 s of CPU per worker at the
+    end of every run (sampled), while the controller waits for the workers' processes to end."""
+    if _WORKER and os.environ.get("ADVISOR_TEST_WORKER_FULL_EXIT") is None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def _is_exclusive(item: pytest.Item) -> bool:

@@ -1,4 +1,5 @@
-"""Fixtures for the service tests: a migrated temp-file SQLite database, a movable clock, an app.
+"""Fixtures for the service tests: a migrated temp-file SQLite database (a copy of one migrated once per test
+process), a movable clock, an app.
 
 The helpers they use (the clock, sessions, PostgreSQL) live in tests/support/service_db.py."""
 
@@ -14,7 +15,7 @@ from app.db import create_db_engine, upgrade_database
 from app.job_queue import JobQueue, QueuePolicy
 from app.settings import Settings
 from tests.support.s3_server import CREDENTIALS, REGION, moto_endpoint
-from tests.support.service_db import FakeClock
+from tests.support.service_db import FakeClock, migrated_settings, migrated_sqlite
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'advisor.db'}"
+    return migrated_sqlite(f"sqlite:///{tmp_path / 'advisor.db'}")
 
 
 @pytest.fixture
@@ -62,7 +63,7 @@ def make_app(settings: Settings, clock: FakeClock):  # noqa: ANN201
     from app.main import create_app
 
     def build(**overrides):  # noqa: ANN003, ANN202
-        return create_app(settings.model_copy(update=overrides), clock=clock)
+        return create_app(migrated_settings(settings.model_copy(update=overrides)), clock=clock)
 
     return build
 

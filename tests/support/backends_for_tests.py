@@ -87,15 +87,16 @@ class WrongNumbersBackend(_TestBackend):
 
 
 class SlowToCompileWrongNumbersBackend(WrongNumbersBackend):
-    """WrongNumbersBackend whose compile takes 3 s: a test that starts load when this row starts can be sure the
-    load runs before the row is timed (progress reaches the parent by polling)."""
+    """WrongNumbersBackend whose compile takes 1.5 s: a test that starts load when this row starts can be sure the
+    load runs before the row is timed (the parent reads progress from a pipe as it comes; the busy loops it starts
+    spin within a few hundred milliseconds even on a loaded node)."""
 
     name = "test-slow-wrong"
 
     def compile(self, module: Any, example_inputs: Sequence[Any], request: CompileRequest) -> Callable:
         import time
 
-        time.sleep(3.0)
+        time.sleep(1.5)
         return super().compile(module, example_inputs, request)
 
 

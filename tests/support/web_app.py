@@ -8,10 +8,12 @@ from pathlib import Path
 from sqlmodel import Session
 
 from app.settings import Settings
+from tests.support.service_db import migrated_settings
 
 
 def make_settings(tmp_path: Path, **overrides: object) -> Settings:
-    return Settings(data_dir=tmp_path / "data", reaper_interval_s=3600, **overrides)
+    """Settings on `tmp_path/data`, whose SQLite database starts migrated (tests/support/service_db.py)."""
+    return migrated_settings(Settings(data_dir=tmp_path / "data", reaper_interval_s=3600, **overrides))
 
 
 class Db:

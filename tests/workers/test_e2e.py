@@ -173,8 +173,8 @@ def test_hostile_uploads_end_with_a_clear_status_and_the_worker_takes_the_next_j
         "eager",
         "--name",
         "hostile",
-        "--stage-timeout",
-        "15",
+        "--stage-timeout",  # the endless loop spins a core this long; the clean model's stages take 1-3 s
+        "10",
         log="worker.log",
     )
     ids = {}
