@@ -48,15 +48,12 @@ _EXCLUSIVE_KEY = pytest.StashKey[int]()
 # use was an exclusive test's analysis, so the other workers sat idle through the build; xdist's controller starts it
 # while the workers collect instead, and a test that needs it before it is done waits for it, as a job would.
 _HEADER_BUILD: list[subprocess.Popen] = []
-_BUILD_HEADER = (
-    "from advisor.harness.inductor_headers import trusted_headers\n"
-    "from advisor.harness.isolation import resolve_isolation\n"
-    "trusted_headers(resolve_isolation())\n"
-)
 
 
 def _start_header_build() -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", _BUILD_HEADER], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """`bash dev.sh test` started one already, before the lint: this one then waits for its lock, or finds it built."""
+    command = [sys.executable, "-m", "advisor.harness.inductor_headers"]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -92,7 +89,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     the controller its last report, which the controller marks the worker done by. What normally follows only
     collects garbage and frees the modules: with torch, Dynamo and Inductor loaded, 3-5 s of CPU per worker at the
     end of every run (sampled), while the controller waits for the workers' processes to end."""
-    if _WORKER and os.environ.get("ADVISOR_TEST_WORKER_FULL_EXIT") is None:
+    if _WORKER and os.environ.get("ADVISOR_TEST_WORKER_FULL_EXIT") != "1":
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)

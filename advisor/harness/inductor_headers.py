@@ -199,3 +199,10 @@ def _version_key() -> str:
     versions = f"{BUILD_RECIPE}|{torch_version}|{torch_path}|{sys.version}|{compiler_version}"
     digest = hashlib.sha256(versions.encode()).hexdigest()[:16]
     return f"torch-{torch_version}-{digest}"
+
+
+if __name__ == "__main__":  # `python -m advisor.harness.inductor_headers`: build it now (a node's setup, a test run)
+    from advisor.harness.isolation import resolve_isolation
+
+    built = trusted_headers(resolve_isolation())
+    print(built or "no trusted header: jobs run unconfined here, or the build failed (each job then builds its own)")
