@@ -13,10 +13,11 @@ sandbox, and copied by the job's zygote into its private /tmp before any model i
 another header (other flags) still builds it, in its own copy. Nothing a job writes reaches the cache.
 
 The same build keeps the test programs of Inductor's once-per-process CPU-feature probe (`pick_vec_isa`: one
-g++ build per vector ISA the CPU advertises, ~14 s on a 2-core node). A CPU job's zygote runs the real probe
-against copies of them (`probe_vec_isa`): each ISA is still loaded and checked, but not rebuilt, and every
-variant forked from the zygote inherits the answer. Without this each variant paid the probe inside its "cold
-compile", a cost of the machine that a long-running process pays once, not of the model.
+g++ build per vector ISA the CPU advertises, ~14 s on a 2-core node) and each check's answer. A CPU job's zygote
+runs the probe (`probe_vec_isa`) replaying those answers on a CPU with the same flags (advisor.harness.vec_isa_checks:
+loading each test program in a fresh interpreter cost ~1 s of CPU per job) and loading copies of the programs for
+any other check, and every variant forked from the zygote inherits the answer. Without this each variant paid the
+probe inside its "cold compile", a cost of the machine that a long-running process pays once, not of the model.
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from advisor.harness import vec_isa_checks
 from advisor.harness.isolation import Isolation
 
 CACHE_ENV = "ADVISOR_INDUCTOR_HEADER_CACHE"  # where the trusted headers are kept (default ~/.cache/npu-advisor/…)
 BUILD_TIMEOUT_S = 600.0
 BUILD_MEMORY_MB = 16384
-BUILD_RECIPE = 4  # bump when build_into compiles other kernels: caches built before are not reused
+BUILD_RECIPE = 5  # bump when build_into compiles or records something else: caches built before are not reused
 _COMPLETE = ".complete"
 VEC_ISA_FILE = ".vec-isa"  # the vector ISA Inductor picked for the build: a job that picks another needs another header
 VEC_ISA_PROBE = ".vec-isa-probe"  # the probe's test programs, an Inductor cache directory of their own
@@ -78,15 +80,19 @@ def install(source: str | None) -> None:
 
     destination = os.path.join(default_cache_dir(), _HEADERS)
     shutil.copytree(
-        source, destination, dirs_exist_ok=True, ignore=shutil.ignore_patterns("locks", VEC_ISA_FILE, VEC_ISA_PROBE)
+        source,
+        destination,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("locks", VEC_ISA_FILE, VEC_ISA_PROBE, vec_isa_checks.CHECKS_FILE),
     )
 
 
 def probe_vec_isa(source: str | None) -> str:
     """In a CPU job's zygote, before any model: run Inductor's CPU-feature probe, so forked children inherit the
-    answer. Against a throwaway copy of the trusted build's test programs when there is one (it loads them instead
-    of compiling them); without one (an unconfined job, or a trusted build that failed) it builds them here, once
-    per job instead of once per variant (~4.7 s each on a 2-core node). Returns the ISA picked."""
+    answer. With a trusted build, its recorded answers are replayed on a CPU with the same flags (no test program
+    built or loaded: advisor.harness.vec_isa_checks) and any other check loads a throwaway copy of its test programs
+    instead of compiling them; without one (an unconfined job, or a trusted build that failed) it builds them here,
+    once per job instead of once per variant (~4.7 s each on a 2-core node). Returns the ISA picked."""
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
     if not source or not os.path.isdir(os.path.join(source, VEC_ISA_PROBE)):
@@ -95,7 +101,7 @@ def probe_vec_isa(source: str | None) -> str:
     try:
         probe_cache = os.path.join(scratch, "cache")
         shutil.copytree(os.path.join(source, VEC_ISA_PROBE), probe_cache)
-        with _inductor_cache_dir(probe_cache):
+        with _inductor_cache_dir(probe_cache), vec_isa_checks.replaying(vec_isa_checks.load(source)):
             return str(pick_vec_isa())
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -116,7 +122,9 @@ def build_into(out_dir: str) -> int:
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
     probe_cache = os.path.join(out_dir, _HEADERS, VEC_ISA_PROBE)
-    with _inductor_cache_dir(probe_cache):  # the probe's test programs alone, for probe_vec_isa
+    answers: dict[str, bool] = {}
+    # the probe's test programs alone, for probe_vec_isa, and its answers for zygotes to replay
+    with _inductor_cache_dir(probe_cache), vec_isa_checks.recording(answers):
         vec_isa = str(pick_vec_isa())
     shutil.rmtree(os.path.join(probe_cache, "locks"), ignore_errors=True)
     torch.compile(kernels)(torch.randn(8, 16))
@@ -124,6 +132,7 @@ def build_into(out_dir: str) -> int:
     source = os.path.join(default_cache_dir(), _HEADERS)
     shutil.copytree(source, os.path.join(out_dir, _HEADERS), ignore=shutil.ignore_patterns("locks"), dirs_exist_ok=True)
     Path(out_dir, _HEADERS, VEC_ISA_FILE).write_text(vec_isa)
+    vec_isa_checks.save(os.path.join(out_dir, _HEADERS), answers)
     return sum(len(files) for _, _, files in os.walk(out_dir))
 
 
