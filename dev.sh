@@ -66,7 +66,8 @@ case "$cmd" in
     # worker otherwise rewrites all of them, ~5 CPU-s, on every run): both land in the ignored __pycache__ folders.
     "$VENV/bin/python" -m compileall -q -j 0 advisor app workers tests >/dev/null
     unset PYTHONDONTWRITEBYTECODE
-    exec "$VENV/bin/python" -m pytest -n "${ADVISOR_TEST_WORKERS:-4}" --dist worksteal "$@"
+    # the 30 slowest tests at the end: where a CI run's time went (its machine is not this one)
+    exec "$VENV/bin/python" -m pytest -n "${ADVISOR_TEST_WORKERS:-4}" --dist worksteal --durations=30 "$@"
     ;;
   *)
     echo "usage: bash dev.sh run|test [args]" >&2
