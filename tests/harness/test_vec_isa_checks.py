@@ -1,11 +1,10 @@
 """Inductor's CPU-feature probe replayed from the trusted build's answers (advisor.harness.vec_isa_checks): a
-zygote on the CPU the answers were recorded on loads no test program, one on another CPU (or with a broken file)
-runs every check for real, and the ISA picked is the trusted build's either way."""
+zygote on the CPU the answers were recorded on loads no test program and picks the trusted build's ISA; answers
+recorded on another CPU, or a broken record, are not used, so every check runs for real."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -105,17 +104,10 @@ def _probe_in_a_fresh_interpreter(headers: Path) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.own_sandbox
-def test_a_zygote_on_the_recorded_cpu_loads_no_test_program_and_picks_the_trusted_builds_isa(tmp_path: Path) -> None:
+def test_a_zygote_on_the_recorded_cpu_loads_no_test_program_and_picks_the_trusted_builds_isa() -> None:
+    """The probe as a job's zygote runs it, in a fresh interpreter; on another CPU (`load` gives nothing) every
+    check runs for real, as test_a_recorded_check_is_answered_from_the_record_and_any_other_runs shows."""
     headers = trusted_headers(require_bubblewrap())
     assert headers is not None and (Path(headers) / vec_isa_checks.CHECKS_FILE).is_file()
-    built_for = (Path(headers) / VEC_ISA_FILE).read_text()
     replayed = _probe_in_a_fresh_interpreter(Path(headers))
-    assert replayed == {"isa": built_for, "loads": 0}
-    # the same build, recorded on a CPU with other flags: every check is loaded for real, with the same answer
-    elsewhere = tmp_path / "headers"
-    shutil.copytree(headers, elsewhere, ignore=shutil.ignore_patterns("*.gch"))
-    recorded = json.loads((elsewhere / vec_isa_checks.CHECKS_FILE).read_text())
-    recorded["cpu_flags"] = "sse2"
-    (elsewhere / vec_isa_checks.CHECKS_FILE).write_text(json.dumps(recorded))
-    checked = _probe_in_a_fresh_interpreter(elsewhere)
-    assert checked["isa"] == built_for and checked["loads"] >= 1
+    assert replayed == {"isa": (Path(headers) / VEC_ISA_FILE).read_text(), "loads": 0}
