@@ -47,6 +47,8 @@ _COMPLETE = ".complete"
 VEC_ISA_FILE = ".vec-isa"  # the vector ISA Inductor picked for the build: a job that picks another needs another header
 VEC_ISA_PROBE = ".vec-isa-probe"  # the probe's test programs, an Inductor cache directory of their own
 _HEADERS = "precompiled_headers"
+# kept with the trusted build for the zygote's CPU probe, never copied into a job's cache
+NOT_INSTALLED = ("locks", VEC_ISA_FILE, VEC_ISA_PROBE, vec_isa_checks.CHECKS_FILE)
 log = logging.getLogger("npu_advisor.inductor_headers")
 
 
@@ -79,12 +81,7 @@ def install(source: str | None) -> None:
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     destination = os.path.join(default_cache_dir(), _HEADERS)
-    shutil.copytree(
-        source,
-        destination,
-        dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns("locks", VEC_ISA_FILE, VEC_ISA_PROBE, vec_isa_checks.CHECKS_FILE),
-    )
+    shutil.copytree(source, destination, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*NOT_INSTALLED))
 
 
 def probe_vec_isa(source: str | None) -> str:

@@ -7,10 +7,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from advisor.harness.inductor_headers import VEC_ISA_FILE, VEC_ISA_PROBE
+from advisor.harness.inductor_headers import NOT_INSTALLED
 from advisor.harness.isolation import resolve_isolation
 from advisor.harness.sandbox import run_in_sandbox
-from advisor.harness.vec_isa_checks import CHECKS_FILE
 from tests.support.bubblewrap import require_bubblewrap
 from workers.job_sandbox import JobSandboxes
 
@@ -26,7 +25,7 @@ def installed_headers() -> Path:
 
 def header_digest(directory: str | None = None) -> dict[str, str]:
     root = Path(directory) if directory else installed_headers()
-    skip = {"locks", VEC_ISA_FILE, VEC_ISA_PROBE, CHECKS_FILE}  # what the zygote's probe reads, not copied in
+    skip = set(NOT_INSTALLED)  # what the zygote's probe reads, not copied in
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in root.rglob("*")
