@@ -53,8 +53,9 @@ def preload(device: str, trusted_headers: str | None = None, compiles_inductor: 
     For a job that compiles with Inductor (`compiles_inductor`; only such a job is handed a trusted build) it also
     imports Inductor's compile path (~0.8 s more, and its memory in every idle spare of a worker that never compiles
     with it) and, on CPU, runs Inductor's CPU-feature probe (`inductor_headers.probe_vec_isa`: against the trusted
-    build's test programs when there is one, else building them here), so forked variants inherit the answer
-    instead of each paying 5-14 s for it inside its cold compile."""
+    build's test programs when there is one, else building them here) and Inductor's other once-per-process setup
+    (`inductor_setup.prepare_process`: pattern tables, torch's source hash), so forked variants inherit them
+    instead of each paying for them inside its cold compile (5-14 s for the probe, ~0.65 s for the rest)."""
     devices.prepare_environment(device)
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
@@ -63,11 +64,12 @@ def preload(device: str, trusted_headers: str | None = None, compiles_inductor: 
     if compiles_inductor:
         import torch._inductor.compile_fx  # noqa: F401
 
-    from advisor.harness import inductor_headers
+    from advisor.harness import inductor_headers, inductor_setup
 
     inductor_headers.install(trusted_headers)
     if device == "cpu" and compiles_inductor:
         inductor_headers.probe_vec_isa(trusted_headers)
+        inductor_setup.prepare_process()
 
     import advisor.harness.accuracy  # noqa: F401
     import advisor.harness.backends  # noqa: F401
