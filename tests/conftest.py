@@ -29,6 +29,7 @@ _WORKER = "PYTEST_XDIST_WORKER" in os.environ
 _RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID") if _WORKER else uuid.uuid4().hex
 _CACHE = Path(tempfile.gettempdir()) / f"npu-advisor-inductor-{_RUN_ID}"
 _SHARED_DIR = Path(tempfile.gettempdir()) / f"npu-advisor-tests-{_RUN_ID}"  # what the run's xdist workers share
+_HOME = os.getcwd()  # where the run started: tests that change directory get their source-front children spawned
 if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     _CACHE.mkdir(exist_ok=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(_CACHE)
@@ -197,6 +198,9 @@ _SHARED: list[Zygote] = []  # one, once a test asked for a zygote
 def pytest_sessionfinish(session: pytest.Session) -> None:
     for zygote in _SHARED:
         zygote.close()
+    from tests.support import source_zygote
+
+    source_zygote.close()
     for build in _HEADER_BUILD:
         with contextlib.suppress(subprocess.TimeoutExpired):
             build.wait(600)
@@ -260,4 +264,11 @@ def shared_sandbox(
             return own_inspection(path, zygote=shared, inputs_file=inputs_file, **options)
 
     monkeypatch.setattr(isolated_inspection, "inspect_isolated", inspect_in_shared)
+
+    # the CLI's source front: its factory children fork from this worker's unconfined zygote where they can
+    import advisor.harness.sandbox
+    from tests.support import source_zygote
+
+    own_run = advisor.harness.sandbox.run_in_sandbox
+    monkeypatch.setattr(advisor.harness.sandbox, "run_in_sandbox", source_zygote.forking_source_probes(own_run, _HOME))
     yield

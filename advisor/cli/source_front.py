@@ -26,7 +26,7 @@ from rich.markup import escape
 from advisor.core.source_report import SOURCE_LABEL, SourceReport, parse_source_report, report_lines
 
 SOURCE_TIMEOUT_S = 600.0
-_TARGET = "advisor.harness.source_probe:probe_source"
+PROBE_TARGET = "advisor.harness.source_probe:probe_source"  # the child that runs the factory
 _SPEC = re.compile(r"^(?:(?P<file>.+\.py)|(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)):(?P<factory>[A-Za-z_]\w*)$")
 # what run_in_sandbox sets for every child; the user's environment must not override it
 _SANDBOX_KEYS = {"PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "ADVISOR_COMPILE_CACHE_DIR"}
@@ -68,7 +68,7 @@ def probe(
     tag = f"npu-advisor-{uuid.uuid4().hex[:12]}"
     try:
         done = run_in_sandbox(
-            _TARGET,
+            PROBE_TARGET,
             {"spec": spec, "sweep": sweep, "export_to": target, "temp_tag": tag, "strict_export": strict_export},
             timeout_s=timeout_s or SOURCE_TIMEOUT_S,
             memory_limit_mb=memory_limit_mb,

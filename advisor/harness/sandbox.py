@@ -401,12 +401,16 @@ class Zygote:
         start_timeout_s: float = 120.0,
         isolation: Isolation | None = None,
         readable: Sequence[str] = (),
+        extra_env: Mapping[str, str] | None = None,
     ) -> None:
         self.preload = preload
         self.preload_kwargs = preload_kwargs or {}
         self.start_timeout_s = start_timeout_s
         self.isolation = isolation or resolve_isolation()
         self.readable = [os.path.abspath(p) for p in readable]
+        # `run_in_sandbox`'s `extra_env` of the children it serves: an unisolated zygote forks only children whose
+        # environment is its own (apart from their caches) and leaves the others to be spawned
+        self.extra_env = dict(extra_env or {})
         # where its children write: inside its own sandbox's /tmp when isolated, else a host directory of its own
         self.scratch = SANDBOX_SCRATCH if self.isolation.isolated else owned_temp_dir("advisor-job-")
         self._attached: dict | None = None  # the handle of a zygote another process owns (Zygote.attach)
@@ -438,6 +442,7 @@ class Zygote:
         zygote.start_timeout_s = 0.0
         zygote.isolation = Isolation(**handle["isolation"])
         zygote.readable = list(handle["readable"])
+        zygote.extra_env = {}  # its environment is the owner's (`handle["env"]`)
         zygote.scratch = str(handle["scratch"])
         zygote._attached = dict(handle)
         zygote._env = dict(handle["env"])
@@ -591,7 +596,7 @@ class Zygote:
             self.problem = "the zygote died"
             self._fail()
             return False
-        self._env = _child_environment(f"{self.scratch}/zygote-cache", None)
+        self._env = _child_environment(f"{self.scratch}/zygote-cache", self.extra_env)
         spec = {
             "preload": self.preload,
             "preload_kwargs": self.preload_kwargs,
