@@ -97,15 +97,25 @@ def test_a_sandboxed_job_compiles_against_the_trusted_header_and_cannot_change_i
 @pytest.mark.parametrize("compiles_inductor", [True, False])
 def test_an_unconfined_job_that_compiles_probes_the_cpu_once_in_its_zygote(compiles_inductor: bool) -> None:
     """Without a sandbox there is no trusted build to load the probe from: the zygote of a job that compiles with
-    Inductor builds it once for all its variants (each paid ~4.7 s in its cold compile), one that does not never."""
+    Inductor builds it once for all its variants (each paid ~4.7 s in its cold compile), one that does not never.
+    The same zygote builds Inductor's pattern tables (advisor.harness.inductor_setup): a variant's compile then
+    builds none and gives eager's numbers; and it leaves no thread running (it forks)."""
     with Zygote(
         "advisor.harness.measurement.child:preload",
         {"device": "cpu", "trusted_headers": None, "compiles_inductor": compiles_inductor},
         isolation=NO_ISOLATION,
     ) as zygote:
         seen = run_in_sandbox(
-            "tests.support.sandbox_probes:vec_isa_probed", {}, timeout_s=300, memory_limit_mb=None, zygote=zygote
+            "tests.support.sandbox_probes:inherited_inductor_setup",
+            {},
+            timeout_s=300,
+            memory_limit_mb=None,
+            zygote=zygote,
         )
         assert zygote.problem is None, zygote.problem
     assert seen.status == "ok", seen
-    assert seen.value is compiles_inductor
+    assert seen.value["vec_isa"] is compiles_inductor
+    assert seen.value["patterns"] == ([1, 1] if compiles_inductor else [0, 0])
+    assert seen.value["threads"] == 1, "a zygote forks from one thread"
+    assert seen.value["matches_eager"]
+    assert seen.value["tables_built_by_the_compile"] == ([0, 0] if compiles_inductor else [1, 1])

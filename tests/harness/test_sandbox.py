@@ -212,6 +212,20 @@ def test_a_child_needing_a_different_environment_is_spawned_not_forked(zygote):
     assert seen.value["OMP_NUM_THREADS"] == "1"
 
 
+def test_a_zygote_started_with_its_childrens_environment_forks_them_and_spawns_any_other():
+    """`Zygote(extra_env=...)`: the environment `run_in_sandbox(extra_env=...)` gives the children it serves (the
+    tests' source front, tests/support/source_zygote.py); a child asking for another one is spawned."""
+    wanted = {"OMP_NUM_THREADS": "1", "ADVISOR_TEST_MARK": "zygote"}
+    with Zygote(f"{T}:echo", {"value": None}, isolation=NO_ISOLATION, extra_env=wanted) as z:
+        z.start()
+        forked = run(f"{HERE}:parent_pid", zygote=z, extra_env=wanted)
+        seen = run("read_environment", {"names": sorted(wanted)}, zygote=z, extra_env=wanted)
+        other = run(f"{HERE}:parent_pid", zygote=z, extra_env={**wanted, "ADVISOR_TEST_MARK": "other"})
+        plain = run(f"{HERE}:parent_pid", zygote=z)
+    assert forked.value == z.pid != os.getpid() and seen.value == wanted
+    assert other.value == plain.value == os.getpid()
+
+
 def test_a_zygote_that_cannot_start_falls_back_to_spawning():
     with Zygote(f"{HERE}:failing_preload", isolation=NO_ISOLATION) as broken:
         result = run("echo", {"value": 7}, zygote=broken)

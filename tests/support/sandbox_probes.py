@@ -79,11 +79,28 @@ def overwrite_file(path: str) -> str:
     return _attempt(write)
 
 
-def vec_isa_probed() -> bool:
-    """Whether this forked child inherited Inductor's CPU-feature probe from its zygote (no compile here)."""
-    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+def inherited_inductor_setup() -> dict:
+    """What this forked child inherited of Inductor's once-per-process setup from its zygote (the CPU-feature probe,
+    the pattern tables), its threads, and whether a compile then built pattern tables of its own and matched eager."""
+    import threading
 
-    return valid_vec_isa_list.cache_info().currsize > 0
+    import torch
+    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+    from torch._inductor.fx_passes import joint_graph, post_grad
+
+    tables = (joint_graph.lazy_init, post_grad.lazy_init)
+    seen = {
+        "vec_isa": valid_vec_isa_list.cache_info().currsize > 0,
+        "patterns": [table.cache_info().currsize for table in tables],
+        "threads": threading.active_count(),
+    }
+    misses = [table.cache_info().misses for table in tables]
+    x = torch.randn(8, 16)
+    with torch.no_grad():
+        compiled = torch.compile(lambda t: torch.relu(t @ t.T).sum(dim=1))(x)
+    seen["matches_eager"] = bool(torch.allclose(compiled, torch.relu(x @ x.T).sum(dim=1), atol=1e-5))
+    seen["tables_built_by_the_compile"] = [t.cache_info().misses - m for t, m in zip(tables, misses, strict=True)]
+    return seen
 
 
 def probe_keyrings(host_key: int, host_description: str, leave_description: str) -> dict:
