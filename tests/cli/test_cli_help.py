@@ -66,3 +66,14 @@ def test_analyze_help_lists_every_value_each_context_flag_accepts(flag: str, val
 def test_the_workload_help_names_generation():
     assert "generation" in get_args(Workload)  # the context accepts it, so the flag's help must say so
     assert "generation" in option_line(render_help("analyze"), "--workload")
+
+
+def test_the_cli_starts_without_torch_or_the_servers_database_layer() -> None:
+    """Every `npu-advisor` command imports the whole CLI first: the client commands (`analyze --server`, `worker`)
+    must not pay for torch or the server's database layer (sqlmodel, ~0.2 s) to start."""
+    import subprocess
+    import sys
+
+    code = "import sys; from advisor.cli import app; print(sorted({'torch', 'sqlmodel'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.strip() == "[]", result.stdout
