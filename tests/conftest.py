@@ -213,7 +213,7 @@ def _shared_zygote(basetemp: Path) -> Zygote | None:
     if _SHARED and not _SHARED[0].start():  # it died (a test killed it): start another
         _SHARED.pop().close()
     if not _SHARED:
-        _SHARED.append(_real_measurement_zygote("cpu", [str(basetemp)], inductor=True))
+        _SHARED.append(_real_measurement_zygote("cpu", [str(basetemp)], inductor=True, onnx=True))
     return _SHARED[0] if _SHARED[0].start() else None
 
 
@@ -240,10 +240,10 @@ def shared_sandbox(
         )
         return zygote.handle() if serves else None
 
-    def shared_or_own(device: str, readable=(), *, inductor: bool = True):  # noqa: ANN001, ANN202
+    def shared_or_own(device: str, readable=(), *, inductor: bool = True, onnx: bool = False):  # noqa: ANN001, ANN202
         handle = shared_handle(device, readable)
         if handle is None:
-            return _real_measurement_zygote(device, readable, inductor=inductor)
+            return _real_measurement_zygote(device, readable, inductor=inductor, onnx=onnx)
         return Zygote.attach(handle)  # its close() lets go of it
 
     monkeypatch.setattr(run, "measurement_zygote", shared_or_own)

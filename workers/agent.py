@@ -76,9 +76,13 @@ class WorkerAgent:
         self._backoff = RetryPolicy(sleep=sleep)
         self.sandboxes: JobSandboxes | None = None
         if config.prepare_sandboxes:
-            inductor = any(name.split(":")[0] == "inductor" for name in config.backends)
+            offered = {name.split(":")[0] for name in config.backends}
             self.sandboxes = JobSandboxes(
-                config.device, config.work_dir, inductor=inductor, spares=config.spare_sandboxes
+                config.device,
+                config.work_dir,
+                inductor="inductor" in offered,
+                onnx="onnxruntime" in offered,
+                spares=config.spare_sandboxes,
             )
 
     # ---------------------------------------------------------------- the loop

@@ -61,10 +61,11 @@ class JobSandboxes:
     the thread that started it, so a sandbox started from a short-lived thread (a job's progress reader) would die
     with it."""
 
-    def __init__(self, device: str, work_dir: Path, *, inductor: bool, spares: int = 2) -> None:
+    def __init__(self, device: str, work_dir: Path, *, inductor: bool, onnx: bool = False, spares: int = 2) -> None:
         self.device = device
         self.work_dir = work_dir
         self.inductor = inductor  # whether jobs may compile C++ with Inductor: the zygote then prepares for it
+        self.onnx = onnx  # whether jobs may export with torch.onnx (ONNX Runtime): likewise
         self.spares = max(0, spares)
         self.starts = 0  # sandboxes started so far
         self.current: JobSandbox | None = None
@@ -155,7 +156,9 @@ class JobSandboxes:
             self.starts += 1
             inbox = self.work_dir / f"inbox-{self.starts}"
             inbox.mkdir(parents=True, exist_ok=True)  # bound read-only into the sandbox: it must exist first
-            sandbox = JobSandbox(measurement_zygote(self.device, [str(inbox)], inductor=self.inductor), inbox)
+            sandbox = JobSandbox(
+                measurement_zygote(self.device, [str(inbox)], inductor=self.inductor, onnx=self.onnx), inbox
+            )
             if sandbox.zygote.start():
                 return sandbox
             log.warning("a job sandbox could not start (%s); each job starts its own", sandbox.zygote.problem)

@@ -101,8 +101,13 @@ def run_analysis(
     # inspection and every measurement child fork from one zygote: one `import torch` for the whole analysis
     owned = zygote is None or not zygote.covers([p for p in readable if p], [])
     if owned:
-        inductor = _builds_inductor_cpp(request, context)
-        zygote = measurement.measurement_zygote(request.device, readable, inductor=inductor)
+        variants = _measured_variants(request, context)
+        zygote = measurement.measurement_zygote(
+            request.device,
+            readable,
+            inductor=measurement.builds_inductor_cpp(variants),
+            onnx=measurement.exports_onnx(variants),
+        )
     with zygote if owned else contextlib.nullcontext(zygote) as zygote:
         inspected = isolated_inspection.inspect_isolated(
             request.model,
@@ -188,15 +193,15 @@ def _traffic_refused(context: Any, inspection: dict) -> str | None:
     return "the shape traffic does not fit the model: " + "; ".join(problems[:5]) if problems else None
 
 
-def _builds_inductor_cpp(request: AnalysisRequest, context: Any = None) -> bool:
-    """Whether this analysis may compile C++ kernels with Inductor: its zygote prepares for that only then
-    (inspection never does)."""
+def _measured_variants(request: AnalysisRequest, context: Any = None) -> list[tuple[str, str]]:
+    """The variants this analysis measures, for what its zygote prepares (Inductor's C++ compile, ONNX export);
+    none for an analysis that only inspects."""
     if not request.measure:
-        return False
+        return []
     try:
-        return measurement.builds_inductor_cpp(_variants(request, context))
+        return _variants(request, context)
     except measurement.MeasureError:
-        return False  # the measurement will not start; the failure is reported there
+        return []  # the measurement will not start; the failure is reported there
 
 
 def _variants(request: AnalysisRequest, context: Any = None) -> list[tuple[str, str]]:

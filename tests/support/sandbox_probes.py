@@ -178,3 +178,19 @@ def send_deep_result(levels: int) -> None:
 def torch_free_preload(**_kwargs: object) -> None:
     """A zygote preload that imports nothing: for tests of what a job's sandbox confines, which bubblewrap, the
     seccomp filter and the zygote's own code decide and torch's import does not (tests/workers/test_job_sandbox.py)."""
+
+
+def onnx_exporter_setup(export_to: str | None) -> dict:
+    """Whether this forked child inherited the ONNX exporter's setup from its zygote (onnxscript's torch library
+    loaded), its threads, and - given a path - whether an export then works."""
+    import sys
+    import threading
+
+    seen = {"torchlib": "onnxscript.function_libs.torch_lib.ops" in sys.modules, "threads": threading.active_count()}
+    if export_to:
+        import torch
+
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU()).eval()
+        torch.onnx.export(model, (torch.randn(2, 4),), export_to, dynamo=True)
+        seen["exported"] = Path(export_to).stat().st_size > 0
+    return seen

@@ -162,7 +162,9 @@ def torch_free_zygotes(monkeypatch: pytest.MonkeyPatch) -> None:
     What these tests attack is decided there, not by what the zygote imported; the first test below keeps the real
     preload, so one job's sandbox in this file is exactly a worker's."""
 
-    def torch_free(device: str, readable: list[str | None] | tuple = (), *, inductor: bool = True) -> Zygote:
+    def torch_free(
+        device: str, readable: list[str | None] | tuple = (), *, inductor: bool = True, onnx: bool = False
+    ) -> Zygote:
         return Zygote(
             "tests.support.sandbox_probes:torch_free_preload",
             {},

@@ -43,7 +43,7 @@ def test_inspection_and_measurement_fork_from_one_zygote(tmp_path: Path, monkeyp
 
     started: list[RecordingZygote] = []
 
-    def one_zygote(device: str, readable: list | tuple = (), *, inductor: bool = True) -> Zygote:
+    def one_zygote(device: str, readable: list | tuple = (), *, inductor: bool = True, onnx: bool = False) -> Zygote:
         started.append(
             RecordingZygote(
                 "advisor.harness.measurement.child:preload", {"device": device}, readable=[p for p in readable if p]
@@ -152,29 +152,29 @@ def test_the_jobs_context_is_the_plan_the_measurement_follows(tmp_path: Path, mo
 @pytest.mark.parametrize(
     ("backends", "measure", "prepared"),
     [
-        (["eager"], True, False),  # eager only: no header copy, no CPU-feature probe (~3 s of every such job)
-        (["eager", "onnxruntime"], True, False),
-        (["eager", "inductor"], True, True),
+        (["eager"], True, (False, False)),  # eager only: no header copy, no CPU-feature probe (~3 s of every such job)
+        (["eager", "onnxruntime"], True, (False, True)),  # the ONNX exporter's registry instead
+        (["eager", "inductor"], True, (True, False)),
         (
             ["eager", "tests.support.backends_for_tests:WrongNumbersBackend"],
             True,
-            True,
+            (True, False),
         ),  # a plugin backend may use Inductor
-        (["eager", "inductor"], False, False),  # an inspect job: inspection never compiles
+        (["eager", "inductor", "onnxruntime"], False, (False, False)),  # an inspect job: inspection never compiles
     ],
 )
-def test_the_zygote_prepares_for_inductor_only_when_a_variant_may_compile_with_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backends: list[str], measure: bool, prepared: bool
+def test_the_zygote_prepares_for_inductor_or_onnx_export_only_when_a_variant_may_use_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backends: list[str], measure: bool, prepared: tuple[bool, bool]
 ) -> None:
     from advisor.harness.pipeline import AnalysisRequest, run_analysis
 
     class Started(Exception):
         pass
 
-    seen: list[bool] = []
+    seen: list[tuple[bool, bool]] = []
 
-    def recording(device: str, readable: list | tuple = (), *, inductor: bool = True) -> Zygote:
-        seen.append(inductor)
+    def recording(device: str, readable: list | tuple = (), *, inductor: bool = True, onnx: bool = False) -> Zygote:
+        seen.append((inductor, onnx))
         raise Started
 
     monkeypatch.setattr(advisor.harness.measurement, "measurement_zygote", recording)

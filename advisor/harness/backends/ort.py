@@ -105,6 +105,21 @@ class OnnxRuntimeBackend(Backend, catalogue_name="onnxruntime"):
         return runner
 
 
+def prepare_exporter() -> None:
+    """In the zygote of a job that measures ONNX Runtime: the exporter's once-per-process setup - importing
+    onnxscript's torch library and building the registry of its functions (each traced from its source), ~1 s of
+    CPU on 2 cores that each exporting child otherwise spent inside its cold compile. Like Inductor's setup
+    (advisor.harness.inductor_setup) it is the process's cost, not the model's. Without the exporter installed, or on
+    a torch whose exporter has another layout, nothing is prepared and each child pays it, as before."""
+    if importlib.util.find_spec("onnxscript") is None:
+        return
+    try:
+        from torch.onnx._internal.exporter import _registration
+    except ImportError:
+        return
+    _registration.ONNXRegistry.from_torchlib()
+
+
 class _SessionCallable:
     """Calls an ORT session with torch tensors and returns torch tensors (one, or a tuple)."""
 

@@ -15,7 +15,7 @@ from advisor.harness.measurement.plan import (
     MeasurementCancelled,
     plan_variants,
 )
-from advisor.harness.measurement.run import builds_inductor_cpp, measure_model, measurement_zygote
+from advisor.harness.measurement.run import builds_inductor_cpp, exports_onnx, measure_model, measurement_zygote
 from advisor.harness.measurement.timing import TimingPolicy
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "MeasurementCancelled",
     "TimingPolicy",
     "builds_inductor_cpp",
+    "exports_onnx",
     "measure_model",
     "measurement_zygote",
     "plan_variants",

@@ -44,7 +44,9 @@ from advisor.harness.measurement.training import reference_gradients, training_d
 from advisor.harness.sandbox import report_progress
 
 
-def preload(device: str, trusted_headers: str | None = None, compiles_inductor: bool = False) -> None:
+def preload(
+    device: str, trusted_headers: str | None = None, compiles_inductor: bool = False, exports_onnx: bool = False
+) -> None:
     """Zygote preload (see advisor.harness.sandbox.Zygote): the imports every measurement child does anyway - `import
     torch` and what loading an ExportedProgram imports (Dynamo: ~1 s) - and, in a sandbox, a copy of Inductor's
     trusted precompiled header (advisor.harness.inductor_headers); no model, no compilation. Inductor reads its cache
@@ -55,7 +57,9 @@ def preload(device: str, trusted_headers: str | None = None, compiles_inductor: 
     with it) and, on CPU, runs Inductor's CPU-feature probe (`inductor_headers.probe_vec_isa`: against the trusted
     build's test programs when there is one, else building them here) and Inductor's other once-per-process setup
     (`inductor_setup.prepare_process`: pattern tables, torch's source hash), so forked variants inherit them
-    instead of each paying for them inside its cold compile (5-14 s for the probe, ~0.65 s for the rest)."""
+    instead of each paying for them inside its cold compile (5-14 s for the probe, ~0.65 s for the rest). For a job
+    that exports with torch.onnx (`exports_onnx`: ONNX Runtime) it sets up the exporter's registry once
+    (`ort.prepare_exporter`: ~1 s of each exporting child's cold compile on 2 cores)."""
     devices.prepare_environment(device)
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
@@ -70,6 +74,10 @@ def preload(device: str, trusted_headers: str | None = None, compiles_inductor: 
     if device == "cpu" and compiles_inductor:
         inductor_headers.probe_vec_isa(trusted_headers)
         inductor_setup.prepare_process()
+    if exports_onnx:
+        from advisor.harness.backends import ort
+
+        ort.prepare_exporter()
 
     import advisor.harness.accuracy  # noqa: F401
     import advisor.harness.backends  # noqa: F401

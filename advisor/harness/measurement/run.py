@@ -39,14 +39,18 @@ from advisor.harness.measurement.variant import Progress, measure_one, not_measu
 from advisor.harness.sandbox import Cancel, Zygote
 
 
-def measurement_zygote(device: str, readable: list[str | None] | tuple = (), *, inductor: bool = True) -> Zygote:
+def measurement_zygote(
+    device: str, readable: list[str | None] | tuple = (), *, inductor: bool = True, onnx: bool = False
+) -> Zygote:
     """The zygote `measure_model` forks its children from; pass one in to share it with other children of
     the same job (e.g. inspection: one `import torch` per analysis instead of one per stage). Caller closes it.
     `readable`: the job's model (and inputs) file, the only files of the host its sandbox may read (besides
     Inductor's trusted precompiled headers, advisor.harness.inductor_headers, built on first use).
     `inductor`: whether a child may compile C++ kernels with Inductor. Only then does the zygote copy the trusted
     header in and run the CPU-feature probe (~3 s per job on 2 cores; ~5 s unconfined, where it builds the probe's
-    test programs itself); a child that compiles anyway still works, it builds its own header and probes for itself."""
+    test programs itself); a child that compiles anyway still works, it builds its own header and probes for itself.
+    `onnx`: whether a child may export with torch.onnx (ONNX Runtime): the zygote then sets up the exporter's
+    registry once (advisor.harness.backends.ort.prepare_exporter) instead of each exporting child."""
     from advisor.harness.inductor_headers import trusted_headers
     from advisor.harness.isolation import resolve_isolation
 
@@ -54,7 +58,7 @@ def measurement_zygote(device: str, readable: list[str | None] | tuple = (), *, 
     headers = trusted_headers(isolation) if inductor else None
     return Zygote(
         PRELOAD,
-        {"device": device, "trusted_headers": headers, "compiles_inductor": inductor},
+        {"device": device, "trusted_headers": headers, "compiles_inductor": inductor, "exports_onnx": onnx},
         isolation=isolation,
         readable=[p for p in (*readable, headers) if p],
     )
@@ -218,7 +222,9 @@ def _children_sandbox(
     run's work dir. The children fork from one zygote (one interpreter that has imported torch once; each child still
     gets its own process): the caller's (the work dir discarded after) or one started here (closed after)."""
     owns_zygote = zygote is None
-    zygote = zygote or measurement_zygote(device, files, inductor=builds_inductor_cpp(variants))
+    zygote = zygote or measurement_zygote(
+        device, files, inductor=builds_inductor_cpp(variants), onnx=exports_onnx(variants)
+    )
     # inside the zygote's sandbox (its size-capped /tmp) when isolated: the host never reads or writes there
     workdir = Path(zygote.new_path("measure"))
     sandbox = {
@@ -350,6 +356,11 @@ def builds_inductor_cpp(variants: Sequence[tuple[str, str]]) -> bool:
     from advisor.core.catalogue import may_build_inductor_cpp
 
     return any(may_build_inductor_cpp(name) for name, _ in variants)
+
+
+def exports_onnx(variants: Sequence[tuple[str, str]]) -> bool:
+    """Whether any of these (backend, mode) variants exports the model with torch.onnx (ONNX Runtime's modes)."""
+    return any(name == "onnxruntime" for name, _ in variants)
 
 
 def _race_bound(
