@@ -107,7 +107,7 @@ def test_an_unconfined_job_that_compiles_probes_the_cpu_once_in_its_zygote(compi
     ) as zygote:
         seen = run_in_sandbox(
             "tests.support.sandbox_probes:inherited_inductor_setup",
-            {},
+            {"compile_after": compiles_inductor},
             timeout_s=300,
             memory_limit_mb=None,
             zygote=zygote,
@@ -117,5 +117,5 @@ def test_an_unconfined_job_that_compiles_probes_the_cpu_once_in_its_zygote(compi
     assert seen.value["vec_isa"] is compiles_inductor
     assert seen.value["patterns"] == ([1, 1] if compiles_inductor else [0, 0])
     assert seen.value["threads"] == 1, "a zygote forks from one thread"
-    assert seen.value["matches_eager"]
-    assert seen.value["tables_built_by_the_compile"] == ([0, 0] if compiles_inductor else [1, 1])
+    if compiles_inductor:
+        assert seen.value["matches_eager"] and seen.value["tables_built_by_the_compile"] == [0, 0]

@@ -79,9 +79,10 @@ def overwrite_file(path: str) -> str:
     return _attempt(write)
 
 
-def inherited_inductor_setup() -> dict:
+def inherited_inductor_setup(compile_after: bool) -> dict:
     """What this forked child inherited of Inductor's once-per-process setup from its zygote (the CPU-feature probe,
-    the pattern tables), its threads, and whether a compile then built pattern tables of its own and matched eager."""
+    the pattern tables), its threads, and - with `compile_after` - whether a compile then built pattern tables of its
+    own and matched eager (without the inherited probe a compile first runs it: ~10 s of g++ unconfined)."""
     import threading
 
     import torch
@@ -94,6 +95,8 @@ def inherited_inductor_setup() -> dict:
         "patterns": [table.cache_info().currsize for table in tables],
         "threads": threading.active_count(),
     }
+    if not compile_after:
+        return seen
     misses = [table.cache_info().misses for table in tables]
     x = torch.randn(8, 16)
     with torch.no_grad():
