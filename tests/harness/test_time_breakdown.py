@@ -65,6 +65,24 @@ def test_summary_keeps_the_top_entries_and_classifies_them():
     assert eager["fallback_ops"] == [] and eager["note"] is None
 
 
+def test_an_eager_profile_is_summarised_without_inductors_fallback_table(monkeypatch):
+    """Only a compiled callable's aten calls are told apart as fallbacks: an eager or ONNX Runtime child's summary
+    never imports Inductor's lowering table (~0.8 s in a child whose zygote did not import Inductor)."""
+    import advisor.harness.measurement.profiler_pass as profiler_pass
+
+    asked: list[bool] = []
+
+    def fallbacks() -> frozenset[str]:
+        asked.append(True)
+        return frozenset({"_cdist_forward"})
+
+    monkeypatch.setattr(profiler_pass, "_inductor_fallbacks", fallbacks)
+    eager = summarise([("aten::_cdist_forward", 1, 10.0)], calls=1, device="cpu")
+    assert asked == [] and eager["entries"][0]["kind"] == "op"
+    compiled = summarise([("cpp_fused_add_0", 1, 5.0), ("aten::_cdist_forward", 1, 10.0)], calls=1, device="cpu")
+    assert asked == [True] and compiled["fallback_ops"] == ["aten::_cdist_forward"]
+
+
 def test_what_the_profiler_cannot_see_is_said():
     assert "outside PyTorch's profiler" in summarise([], calls=3, device="cpu")["note"]
     only_runtime = summarise([("InferenceSession.run", 3, 30.0)], calls=3, device="cpu")

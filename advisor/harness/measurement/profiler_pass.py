@@ -108,11 +108,13 @@ def summarise(
     """(name, count, self µs) over `calls` calls -> top entries with their share, kernel and fallback counts.
     `called_directly`: the aten ops called from outside any other aten op (None: all were); only those can be
     the compiler's fallbacks."""
-    fallbacks = _direct_fallbacks(called_directly)
     timed = [(_short_name(name), count, us) for name, count, us in events if us > 0]
     total_us = sum(us for _, _, us in timed)
     kernels = sorted({name for name, _, _ in timed if _GENERATED_KERNEL.search(name)})
     compiled = bool(kernels) or any(_is_runtime(name) and "Compiled" in name for name, _, _ in timed)
+    # only a compiled callable's aten calls are told apart as fallbacks: an eager (or ONNX Runtime) child never
+    # imports Inductor's lowering table for it (~0.8 s of CPU in a child whose zygote did not import Inductor)
+    fallbacks = _direct_fallbacks(called_directly) if compiled else frozenset()
     entries = [
         _entry(name, count, us, calls, total_us, _kind(name, compiled, fallbacks, device))
         for name, count, us in sorted(timed, key=lambda item: item[2], reverse=True)[:TOP]
