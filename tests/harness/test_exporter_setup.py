@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.harness.isolation import NO_ISOLATION
-from advisor.harness.measurement.plan import PRELOAD
-from advisor.harness.sandbox import Zygote, run_in_sandbox
+from tests.support.job_zygote import run_in_job_zygote
 
 pytest.importorskip("onnxscript", reason="the ONNX exporter (the export extra: onnx, onnxscript) is not installed")
 pytestmark = pytest.mark.own_sandbox  # a zygote of its own, prepared as a job's
@@ -18,15 +16,11 @@ pytestmark = pytest.mark.own_sandbox  # a zygote of its own, prepared as a job's
 @pytest.mark.parametrize("exports_onnx", [True, False])
 def test_a_zygote_sets_up_the_onnx_exporter_only_for_a_job_that_exports(exports_onnx: bool, tmp_path: Path) -> None:
     target = str(tmp_path / "model.onnx") if exports_onnx else None
-    with Zygote(PRELOAD, {"device": "cpu", "exports_onnx": exports_onnx}, isolation=NO_ISOLATION) as zygote:
-        seen = run_in_sandbox(
-            "tests.support.sandbox_probes:onnx_exporter_setup",
-            {"export_to": target},
-            timeout_s=300,
-            memory_limit_mb=None,
-            zygote=zygote,
-        )
-        assert zygote.problem is None, zygote.problem
+    seen = run_in_job_zygote(
+        {"device": "cpu", "exports_onnx": exports_onnx},
+        "tests.support.sandbox_probes:onnx_exporter_setup",
+        {"export_to": target},
+    )
     assert seen.status == "ok", seen
     assert seen.value["torchlib"] is exports_onnx
     assert seen.value["threads"] == 1, "a zygote forks from one thread"

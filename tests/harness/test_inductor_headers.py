@@ -14,6 +14,7 @@ from advisor.harness.inductor_headers import CACHE_ENV, VEC_ISA_FILE, trusted_he
 from advisor.harness.isolation import NO_ISOLATION, Isolation
 from advisor.harness.sandbox import Zygote, run_in_sandbox
 from tests.support.bubblewrap import require_bubblewrap
+from tests.support.job_zygote import run_in_job_zygote
 
 pytestmark = [pytest.mark.slow, pytest.mark.own_sandbox]  # how a job's own zygote gets the header
 
@@ -100,19 +101,11 @@ def test_an_unconfined_job_that_compiles_probes_the_cpu_once_in_its_zygote(compi
     Inductor builds it once for all its variants (each paid ~4.7 s in its cold compile), one that does not never.
     The same zygote builds Inductor's pattern tables (advisor.harness.inductor_setup): a variant's compile then
     builds none and gives eager's numbers; and it leaves no thread running (it forks)."""
-    with Zygote(
-        "advisor.harness.measurement.child:preload",
+    seen = run_in_job_zygote(
         {"device": "cpu", "trusted_headers": None, "compiles_inductor": compiles_inductor},
-        isolation=NO_ISOLATION,
-    ) as zygote:
-        seen = run_in_sandbox(
-            "tests.support.sandbox_probes:inherited_inductor_setup",
-            {"compile_after": compiles_inductor},
-            timeout_s=300,
-            memory_limit_mb=None,
-            zygote=zygote,
-        )
-        assert zygote.problem is None, zygote.problem
+        "tests.support.sandbox_probes:inherited_inductor_setup",
+        {"compile_after": compiles_inductor},
+    )
     assert seen.status == "ok", seen
     assert seen.value["vec_isa"] is compiles_inductor
     assert seen.value["patterns"] == ([1, 1] if compiles_inductor else [0, 0])
