@@ -25,6 +25,7 @@ from typing import Any
 
 from advisor.core.job_wire import JobSpec
 from advisor.core.progress import ProgressEvent
+from advisor.harness.measurement import exports_onnx
 from workers.api import LeasedJob, LeaseLost, Registration, WorkerApi
 from workers.heartbeat import Heartbeat
 from workers.job_sandbox import JobSandboxes
@@ -76,12 +77,12 @@ class WorkerAgent:
         self._backoff = RetryPolicy(sleep=sleep)
         self.sandboxes: JobSandboxes | None = None
         if config.prepare_sandboxes:
-            offered = {name.split(":")[0] for name in config.backends}
+            offered = [name.partition(":")[::2] for name in config.backends]  # (backend, mode)
             self.sandboxes = JobSandboxes(
                 config.device,
                 config.work_dir,
-                inductor="inductor" in offered,
-                onnx="onnxruntime" in offered,
+                inductor=any(backend == "inductor" for backend, _ in offered),
+                onnx=exports_onnx(offered),
                 spares=config.spare_sandboxes,
             )
 
