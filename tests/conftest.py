@@ -193,14 +193,16 @@ def hostile_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
 # lets a model see) and any call it cannot serve (another device, isolation or environment, a file elsewhere) get
 # their own, as before.
 _SHARED: list[Zygote] = []  # one, once a test asked for a zygote
+_OWN_SANDBOX = [False]  # the running test is marked own_sandbox: the redirections below leave its calls alone
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     for zygote in _SHARED:
         zygote.close()
-    from tests.support import source_zygote
+    from tests.support import forked_script, source_zygote
 
     source_zygote.close()
+    forked_script.close()
     for build in _HEADER_BUILD:
         with contextlib.suppress(subprocess.TimeoutExpired):
             build.wait(600)
@@ -217,11 +219,17 @@ def _shared_zygote(basetemp: Path) -> Zygote | None:
     return _SHARED[0] if _SHARED[0].start() else None
 
 
-@pytest.fixture(autouse=True)
-def shared_sandbox(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[None]:
-    if request.node.get_closest_marker("own_sandbox") is not None or os.environ.get("ADVISOR_TEST_OWN_SANDBOXES"):
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the test's fixtures are set up (module-scoped ones included): whether its sandboxes are its own."""
+    _OWN_SANDBOX[0] = item.get_closest_marker("own_sandbox") is not None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The redirections below, installed for the whole session: a module- or session-scoped fixture that measures
+    or inspects (set up before any function-scoped fixture) forks from the shared zygote as its tests would."""
+    if os.environ.get("ADVISOR_TEST_OWN_SANDBOXES"):
         yield  # ADVISOR_TEST_OWN_SANDBOXES=1: every analysis starts its own, as `npu-advisor analyze` does
         return
     import advisor.harness.measurement
@@ -231,6 +239,8 @@ def shared_sandbox(
         """The shared zygote's handle when it can serve a child of `device` reading `readable`; else None."""
         from advisor.harness.isolation import resolve_isolation
 
+        if _OWN_SANDBOX[0]:
+            return None
         zygote = _shared_zygote(tmp_path_factory.getbasetemp()) if device == "cpu" else None
         serves = (
             zygote is not None
@@ -246,9 +256,6 @@ def shared_sandbox(
             return _real_measurement_zygote(device, readable, inductor=inductor, onnx=onnx)
         return Zygote.attach(handle)  # its close() lets go of it
 
-    monkeypatch.setattr(run, "measurement_zygote", shared_or_own)
-    monkeypatch.setattr(advisor.harness.measurement, "measurement_zygote", shared_or_own)
-
     # `npu-advisor inspect` run in-process: its one child forks from the same zygote where it can, instead of
     # spawning an interpreter that imports torch (an analysis's inspection already does, through measurement_zygote)
     from advisor.harness import isolated_inspection
@@ -263,12 +270,19 @@ def shared_sandbox(
         with Zygote.attach(handle) as shared:
             return own_inspection(path, zygote=shared, inputs_file=inputs_file, **options)
 
-    monkeypatch.setattr(isolated_inspection, "inspect_isolated", inspect_in_shared)
-
     # the CLI's source front: its factory children fork from this worker's unconfined zygote where they can
     import advisor.harness.sandbox
     from tests.support import source_zygote
 
     own_run = advisor.harness.sandbox.run_in_sandbox
-    monkeypatch.setattr(advisor.harness.sandbox, "run_in_sandbox", source_zygote.forking_source_probes(own_run, _HOME))
-    yield
+    forking = source_zygote.forking_source_probes(own_run, _HOME)
+
+    def run_in_sandbox(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        return (own_run if _OWN_SANDBOX[0] else forking)(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(run, "measurement_zygote", shared_or_own)
+        patch.setattr(advisor.harness.measurement, "measurement_zygote", shared_or_own)
+        patch.setattr(isolated_inspection, "inspect_isolated", inspect_in_shared)
+        patch.setattr(advisor.harness.sandbox, "run_in_sandbox", run_in_sandbox)
+        yield

@@ -16,6 +16,7 @@ import pytest
 
 from advisor.core import artifacts
 from advisor.core.artifacts import ArtifactRejected, sniff
+from tests.support.forked_script import run_script
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,9 +43,7 @@ def npu_file_from_subprocess(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "m = models.NpuOpModel('subproc_rms_norm').eval()\n"
         "import torch; models.export_to(sys.argv[1], m, (torch.randn(4, 32),))\n"
     )
-    subprocess.run(
-        [sys.executable, "-c", script, str(path)], cwd=REPO / "tests" / "support", check=True, capture_output=True
-    )
+    run_script(script, cwd=REPO / "tests" / "support", argv=[str(path)])
     return path
 
 

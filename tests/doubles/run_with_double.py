@@ -1,6 +1,7 @@
-"""For tests: run Python code in a fresh interpreter with the torch_npu/torchair TEST DOUBLES importable.
+"""For tests: run Python code in a process of its own with the torch_npu/torchair TEST DOUBLES importable.
 
-A subprocess keeps the doubles (which change process-wide torch state) out of the test process.
+A separate process keeps the doubles (which change process-wide torch state) out of the test process
+(tests/support/forked_script.py: a fork of the test worker's zygote, which never imports a double itself).
 The code reports back by assigning a JSON-able value to `result`.
 """
 
@@ -13,18 +14,24 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.support.forked_script import run_script
+
 DOUBLES_DIR = Path(__file__).resolve().parent
 REPO_ROOT = DOUBLES_DIR.parent.parent
 _MARKER = "@@RESULT@@"
 
 
 def run_with_double(code: str, *, env: dict[str, str] | None = None, doubles: bool = True, timeout: float = 180):
-    """Execute `code` (which sets `result`) and return `result`; raise AssertionError with stderr if it fails."""
+    """Execute `code` (which sets `result`) and return `result`; raise AssertionError with stderr if it fails.
+    `env`: variables for the process (then a fresh interpreter, which reads them from its start);
+    `doubles=False`: a fresh interpreter without the doubles on its path."""
+    script = textwrap.dedent(code)
+    if env is None and doubles:
+        return run_script(script, cwd=REPO_ROOT, import_paths=[DOUBLES_DIR], timeout_s=timeout)
     path = [str(REPO_ROOT)] + ([str(DOUBLES_DIR)] if doubles else [])
     full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), **(env or {})}
-    script = textwrap.dedent(code) + f"\nimport json as _j\nprint({_MARKER!r} + _j.dumps(result))\n"
     proc = subprocess.run(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", script + f"\nimport json as _j\nprint({_MARKER!r} + _j.dumps(result))\n"],
         env=full_env,
         capture_output=True,
         text=True,

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from advisor.harness import coverage
 from advisor.harness.graph_breaks import find_graph_breaks
 from advisor.harness.inspection import inspect_model
 from tests.support import models
+from tests.support.forked_script import run_script
 
 TESTS = Path(__file__).resolve().parents[1]
 SUPPORT = TESTS / "support"  # where the subprocess scripts `import models`
@@ -164,7 +163,7 @@ def test_npu_op_unknown_here_is_inspected_from_stubs(folder: Path) -> None:
         "models.register_npu_rms_norm('inspect_rms_norm')\n"
         "models.export_to(sys.argv[1], models.NpuOpModel('inspect_rms_norm').eval(), (torch.randn(4, 32),))\n"
     )
-    subprocess.run([sys.executable, "-c", script, str(path)], cwd=SUPPORT, check=True, capture_output=True)
+    run_script(script, cwd=SUPPORT, argv=[str(path)])
     result = inspect_model(str(path))
     assert [op["name"] for op in result["custom_ops"]] == ["npu.inspect_rms_norm.default"]
     assert result["runnable"]["ok"] is False

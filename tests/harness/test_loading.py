@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import torch
 
 from advisor.harness.loading import LoadError, load_model
 from tests.support import models
+from tests.support.forked_script import run_script
 
 TESTS = Path(__file__).resolve().parents[1]
 SUPPORT = TESTS / "support"  # where the subprocess scripts `import models`
@@ -119,7 +119,7 @@ def npu_file_from_subprocess(folder: Path) -> str:
         "models.register_npu_rms_norm('loading_rms_norm')\n"
         "models.export_to(sys.argv[1], models.NpuOpModel('loading_rms_norm').eval(), (torch.randn(4, 32),))\n"
     )
-    subprocess.run([sys.executable, "-c", script, str(path)], cwd=SUPPORT, check=True, capture_output=True)
+    run_script(script, cwd=SUPPORT, argv=[str(path)])
     return str(path)
 
 
