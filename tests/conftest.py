@@ -199,9 +199,8 @@ _OWN_SANDBOX = [False]  # the running test is marked own_sandbox: the redirectio
 def pytest_sessionfinish(session: pytest.Session) -> None:
     for zygote in _SHARED:
         zygote.close()
-    from tests.support import forked_script, source_zygote
+    from tests.support import forked_script
 
-    source_zygote.close()
     forked_script.close()
     for build in _HEADER_BUILD:
         with contextlib.suppress(subprocess.TimeoutExpired):

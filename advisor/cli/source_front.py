@@ -32,6 +32,14 @@ _SPEC = re.compile(r"^(?:(?P<file>.+\.py)|(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\
 _SANDBOX_KEYS = {"PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "ADVISOR_COMPILE_CACHE_DIR"}
 
 
+def factory_environment() -> dict[str, str]:
+    """The environment the factory's child runs with: the user's, less anything that looks like a secret and what
+    run_in_sandbox sets for every child."""
+    from advisor.harness.sandbox import scrubbed_environment
+
+    return {k: v for k, v in scrubbed_environment(allow_list=False).items() if k not in _SANDBOX_KEYS}
+
+
 def is_source_spec(model: Path | str) -> bool:
     """`file.py:factory` or `package.module:factory`, and not the name of an existing file."""
     text = str(model)
@@ -59,11 +67,10 @@ def probe(
     name a loadable factory) with one line when the child fails, hangs or crashes. `strict_export`: torch.export
     strict as well where non-strict exported it (otherwise strict only where non-strict failed)."""
     from advisor.harness.isolation import NO_ISOLATION
-    from advisor.harness.sandbox import run_in_sandbox, scrubbed_environment
+    from advisor.harness.sandbox import run_in_sandbox
 
     if export_to is not None and not export_to.parent.resolve().is_dir():
         fail(f"cannot write {export_to}: {export_to.parent} is not a directory", 2)
-    environment = {k: v for k, v in scrubbed_environment(allow_list=False).items() if k not in _SANDBOX_KEYS}
     target = str(export_to.resolve()) if export_to else None
     tag = f"npu-advisor-{uuid.uuid4().hex[:12]}"
     try:
@@ -73,7 +80,7 @@ def probe(
             timeout_s=timeout_s or SOURCE_TIMEOUT_S,
             memory_limit_mb=memory_limit_mb,
             stage="your model code",
-            extra_env=environment,
+            extra_env=factory_environment(),
             isolation=NO_ISOLATION,  # the user's own code on the user's own machine: their trust
         )
     finally:

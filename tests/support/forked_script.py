@@ -1,12 +1,14 @@
-"""Run a test's Python script in a process of its own, forked from this test worker's zygote.
+"""Run a test's Python script in a process of its own, forked from this test worker's unconfined zygote.
 
 Tests run some code in a separate process so that what it changes process-wide (a custom op it registers, the
 torch_npu/torchair test doubles it imports) stays out of the test process. Each such script used to start a fresh
 interpreter that imported torch, Dynamo and torch.export (~2.9 s of CPU) before its own first line; here it runs
-in a fork of one unconfined zygote per test worker that made those imports once and nothing else, so whatever the
-script changes ends with its fork. The zygote's environment is the test worker's: a call made while a test has
-changed it gets a fresh interpreter (advisor.harness.sandbox spawns what a zygote cannot fork), as do all calls
-with ADVISOR_TEST_OWN_SANDBOXES=1.
+in a fork of one unconfined zygote per test worker that made those imports once and nothing of any test, so
+whatever the script changes ends with its fork. The same zygote serves the CLI source front's factory children
+(tests/support/source_zygote.py). Its environment is the test worker's, as the source front hands it to its
+children (secrets and the sandbox's own variables left out): a call made while a test has changed it, or from
+another working directory, gets a fresh interpreter (advisor.harness.sandbox spawns what a zygote cannot fork), as
+do all calls with ADVISOR_TEST_OWN_SANDBOXES=1.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +29,20 @@ def run_script(
 ) -> Any:
     """Run `script` as `python -c script *argv` would from `cwd` (first on the import path, after
     `import_paths`) and return the value it assigns to `result` (None if none); AssertionError if it fails."""
+    from advisor.cli.source_front import factory_environment
     from advisor.harness.isolation import NO_ISOLATION
-    from advisor.harness.sandbox import Zygote, run_in_sandbox
+    from advisor.harness.sandbox import run_in_sandbox
 
-    env = {name: value for name, value in os.environ.items() if name != _PER_TEST}
-    zygote = None
-    if not os.environ.get("ADVISOR_TEST_OWN_SANDBOXES"):
-        if not _ZYGOTES:
-            _ZYGOTES.append(Zygote(f"{__name__}:preload", isolation=NO_ISOLATION, extra_env=env))
-        zygote = _ZYGOTES[0]
+    # as the source front's children get it, so that one zygote serves both
+    env = {name: value for name, value in factory_environment().items() if name != _PER_TEST}
+    zygote = None if os.environ.get("ADVISOR_TEST_OWN_SANDBOXES") else worker_zygote(env)
     paths = [str(p) for p in import_paths]
     done = run_in_sandbox(
         f"{__name__}:run_here",
         {"script": script, "cwd": str(cwd), "argv": list(argv), "import_paths": paths},
         timeout_s=timeout_s,
         memory_limit_mb=None,
-        cache_dir=env.get("TORCHINDUCTOR_CACHE_DIR"),  # the test run's, which a spawned interpreter inherits
+        cache_dir=os.environ.get("TORCHINDUCTOR_CACHE_DIR"),  # the test run's, which a spawned interpreter inherits
         extra_env=env,
         zygote=zygote,
         isolation=NO_ISOLATION,
@@ -52,11 +52,25 @@ def run_script(
     return done.value
 
 
+def worker_zygote(env: Mapping[str, str]) -> Any:
+    """This test worker's unconfined zygote, started with `env` on first use (its children's, less the per-test
+    variable: a child whose environment differs is spawned instead)."""
+    from advisor.harness.isolation import NO_ISOLATION
+    from advisor.harness.sandbox import Zygote
+
+    if not _ZYGOTES:
+        _ZYGOTES.append(Zygote(f"{__name__}:preload", isolation=NO_ISOLATION, extra_env=env))
+    return _ZYGOTES[0]
+
+
 def preload() -> None:
-    """The zygote's preload: torch and what exporting or compiling with it imports; nothing of any test."""
+    """The zygote's preload: torch, what exporting or compiling with it imports, and the source front's probe (what
+    every factory child imports before the factory's own code runs); nothing of any test."""
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
     import torch.export  # noqa: F401
+
+    import advisor.harness.source_probe  # noqa: F401
 
 
 def run_here(script: str, cwd: str, argv: list[str], import_paths: list[str]) -> Any:

@@ -1,9 +1,10 @@
-"""One unconfined zygote per test worker that the CLI's source front forks its factory children from.
+"""The CLI's source front forks its factory children from the test worker's unconfined zygote.
 
 `npu-advisor inspect|analyze path/file.py:factory` runs the user's factory in a child process of its own, unconfined
 (advisor.cli.source_front.probe -> advisor.harness.sandbox.run_in_sandbox): a fresh interpreter that imports torch,
 Dynamo and torch.export (~2 s of CPU) before the factory runs, a few dozen times a test run. Tests are trusted code:
-here those children fork from a zygote that made those imports once (tests/conftest.py: shared_sandbox). A zygote
+here those children fork from a zygote that made those imports once (tests/conftest.py: shared_sandbox; the zygote
+is tests/support/forked_script.py's, which the tests' own scripts fork from too). A zygote
 forks only a child whose environment is its own - the working directory included, which is on the child's
 PYTHONPATH - so a test that changes either gets a spawned child, as `npu-advisor` always does; tests marked
 `own_sandbox` and runs with ADVISOR_TEST_OWN_SANDBOXES=1 spawn every one.
@@ -17,20 +18,11 @@ from typing import Any
 
 from advisor.cli.source_front import PROBE_TARGET
 from advisor.harness.isolation import NO_ISOLATION
-from advisor.harness.sandbox import SandboxResult, Zygote
+from advisor.harness.sandbox import SandboxResult
+from tests.support.forked_script import worker_zygote
 
 # set by pytest for each test: the one variable that differs between the tests' environments
 _PER_TEST = "PYTEST_CURRENT_TEST"
-_ZYGOTES: list[Zygote] = []  # this test worker's, started by the first source probe that can use it
-
-
-def preload() -> None:
-    """The zygote's preload: what every source probe imports before the factory's own code runs."""
-    import torch  # noqa: F401
-    import torch._dynamo  # noqa: F401
-    import torch.export  # noqa: F401
-
-    import advisor.harness.source_probe  # noqa: F401
 
 
 def forking_source_probes(run_in_sandbox: Callable[..., SandboxResult], home: str) -> Callable[..., SandboxResult]:
@@ -41,19 +33,7 @@ def forking_source_probes(run_in_sandbox: Callable[..., SandboxResult], home: st
         if target == PROBE_TARGET and options.get("zygote") is None and options.get("isolation") is NO_ISOLATION:
             if os.getcwd() == home:
                 extra_env = {k: v for k, v in (extra_env or {}).items() if k != _PER_TEST}
-                options["zygote"] = _zygote(extra_env)
+                options["zygote"] = worker_zygote(extra_env)
         return run_in_sandbox(target, kwargs, extra_env=extra_env, **options)
 
     return run
-
-
-def _zygote(extra_env: Mapping[str, str]) -> Zygote:
-    if not _ZYGOTES:
-        _ZYGOTES.append(Zygote(f"{__name__}:preload", isolation=NO_ISOLATION, extra_env=extra_env))
-    return _ZYGOTES[0]
-
-
-def close() -> None:
-    """At the end of the test worker's session."""
-    while _ZYGOTES:
-        _ZYGOTES.pop().close()
