@@ -23,11 +23,11 @@ _MARKER = "@@RESULT@@"
 
 def run_with_double(code: str, *, env: dict[str, str] | None = None, doubles: bool = True, timeout: float = 180):
     """Execute `code` (which sets `result`) and return `result`; raise AssertionError with stderr if it fails.
-    `env`: variables for the process (then a fresh interpreter, which reads them from its start);
-    `doubles=False`: a fresh interpreter without the doubles on its path."""
+    `env`: variables set before the code runs (the doubles read theirs when imported, after the fork);
+    `doubles=False`: a fresh interpreter, whose import path is only the checkout's."""
     script = textwrap.dedent(code)
-    if env is None and doubles:
-        return run_script(script, cwd=REPO_ROOT, import_paths=[DOUBLES_DIR], timeout_s=timeout)
+    if doubles:
+        return run_script(script, cwd=REPO_ROOT, import_paths=[DOUBLES_DIR], env=env, timeout_s=timeout)
     path = [str(REPO_ROOT)] + ([str(DOUBLES_DIR)] if doubles else [])
     full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), **(env or {})}
     proc = subprocess.run(

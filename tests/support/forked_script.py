@@ -25,25 +25,32 @@ _ZYGOTES: list[Any] = []  # this test worker's, started by the first script
 
 
 def run_script(
-    script: str, *, cwd: Path | str, argv: Sequence[str] = (), import_paths: Sequence[Path | str] = (), timeout_s=180.0
+    script: str,
+    *,
+    cwd: Path | str,
+    argv: Sequence[str] = (),
+    import_paths: Sequence[Path | str] = (),
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = 180.0,
 ) -> Any:
     """Run `script` as `python -c script *argv` would from `cwd` (first on the import path, after
-    `import_paths`) and return the value it assigns to `result` (None if none); AssertionError if it fails."""
+    `import_paths`) and return the value it assigns to `result` (None if none); AssertionError if it fails.
+    `env`: variables set in the child before the script runs (after torch was imported: not for torch's own)."""
     from advisor.cli.source_front import factory_environment
     from advisor.harness.isolation import NO_ISOLATION
     from advisor.harness.sandbox import run_in_sandbox
 
     # as the source front's children get it, so that one zygote serves both
-    env = {name: value for name, value in factory_environment().items() if name != _PER_TEST}
-    zygote = None if os.environ.get("ADVISOR_TEST_OWN_SANDBOXES") else worker_zygote(env)
+    environment = {name: value for name, value in factory_environment().items() if name != _PER_TEST}
+    zygote = None if os.environ.get("ADVISOR_TEST_OWN_SANDBOXES") else worker_zygote(environment)
     paths = [str(p) for p in import_paths]
     done = run_in_sandbox(
         f"{__name__}:run_here",
-        {"script": script, "cwd": str(cwd), "argv": list(argv), "import_paths": paths},
+        {"script": script, "cwd": str(cwd), "argv": list(argv), "import_paths": paths, "env": dict(env or {})},
         timeout_s=timeout_s,
         memory_limit_mb=None,
         cache_dir=os.environ.get("TORCHINDUCTOR_CACHE_DIR"),  # the test run's, which a spawned interpreter inherits
-        extra_env=env,
+        extra_env=environment,
         zygote=zygote,
         isolation=NO_ISOLATION,
     )
@@ -73,8 +80,10 @@ def preload() -> None:
     import advisor.harness.source_probe  # noqa: F401
 
 
-def run_here(script: str, cwd: str, argv: list[str], import_paths: list[str]) -> Any:
-    """In the child: the script as the main module, with its directory, arguments and import path set up."""
+def run_here(script: str, cwd: str, argv: list[str], import_paths: list[str], env: dict[str, str]) -> Any:
+    """In the child: the script as the main module, with its directory, arguments, import path and variables set
+    up."""
+    os.environ.update(env)
     os.chdir(cwd)
     sys.argv = ["-c", *argv]
     sys.path[:0] = [*import_paths, cwd]
