@@ -25,7 +25,7 @@ from typing import Any
 
 from advisor.core.job_wire import JobSpec
 from advisor.core.progress import ProgressEvent
-from advisor.harness.measurement import exports_onnx
+from advisor.harness.measurement import builds_inductor_cpp, exports_onnx
 from workers.api import LeasedJob, LeaseLost, Registration, WorkerApi
 from workers.heartbeat import Heartbeat
 from workers.job_sandbox import JobSandboxes
@@ -81,7 +81,7 @@ class WorkerAgent:
             self.sandboxes = JobSandboxes(
                 config.device,
                 config.work_dir,
-                inductor=any(backend == "inductor" for backend, _ in offered),
+                inductor=builds_inductor_cpp(offered),
                 onnx=exports_onnx(offered),
                 spares=config.spare_sandboxes,
             )

@@ -28,8 +28,7 @@ def run_with_double(code: str, *, env: dict[str, str] | None = None, doubles: bo
     script = textwrap.dedent(code)
     if doubles:
         return run_script(script, cwd=REPO_ROOT, import_paths=[DOUBLES_DIR], env=env, timeout_s=timeout)
-    path = [str(REPO_ROOT)] + ([str(DOUBLES_DIR)] if doubles else [])
-    full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), **(env or {})}
+    full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-c", script + f"\nimport json as _j\nprint({_MARKER!r} + _j.dumps(result))\n"],
         env=full_env,

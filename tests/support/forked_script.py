@@ -40,8 +40,7 @@ def run_script(
     from advisor.harness.isolation import NO_ISOLATION
     from advisor.harness.sandbox import run_in_sandbox
 
-    # as the source front's children get it, so that one zygote serves both
-    environment = {name: value for name, value in factory_environment().items() if name != _PER_TEST}
+    environment = worker_environment(factory_environment())  # as the source front's children get it: one zygote
     zygote = None if os.environ.get("ADVISOR_TEST_OWN_SANDBOXES") else worker_zygote(environment)
     paths = [str(p) for p in import_paths]
     done = run_in_sandbox(
@@ -59,9 +58,14 @@ def run_script(
     return done.value
 
 
+def worker_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` less the variable pytest sets for each test: what the worker zygote and the children it serves get."""
+    return {name: value for name, value in env.items() if name != _PER_TEST}
+
+
 def worker_zygote(env: Mapping[str, str]) -> Any:
-    """This test worker's unconfined zygote, started with `env` on first use (its children's, less the per-test
-    variable: a child whose environment differs is spawned instead)."""
+    """This test worker's unconfined zygote, started with `env` (a `worker_environment`) on first use: a child whose
+    environment differs is spawned instead."""
     from advisor.harness.isolation import NO_ISOLATION
     from advisor.harness.sandbox import Zygote
 

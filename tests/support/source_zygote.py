@@ -19,10 +19,7 @@ from typing import Any
 from advisor.cli.source_front import PROBE_TARGET
 from advisor.harness.isolation import NO_ISOLATION
 from advisor.harness.sandbox import SandboxResult
-from tests.support.forked_script import worker_zygote
-
-# set by pytest for each test: the one variable that differs between the tests' environments
-_PER_TEST = "PYTEST_CURRENT_TEST"
+from tests.support.forked_script import worker_environment, worker_zygote
 
 
 def forking_source_probes(run_in_sandbox: Callable[..., SandboxResult], home: str) -> Callable[..., SandboxResult]:
@@ -32,7 +29,7 @@ def forking_source_probes(run_in_sandbox: Callable[..., SandboxResult], home: st
     def run(target: str, kwargs: dict, *, extra_env: Mapping[str, str] | None = None, **options: Any) -> SandboxResult:
         if target == PROBE_TARGET and options.get("zygote") is None and options.get("isolation") is NO_ISOLATION:
             if os.getcwd() == home:
-                extra_env = {k: v for k, v in (extra_env or {}).items() if k != _PER_TEST}
+                extra_env = worker_environment(extra_env or {})
                 options["zygote"] = worker_zygote(extra_env)
         return run_in_sandbox(target, kwargs, extra_env=extra_env, **options)
 
